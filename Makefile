@@ -1,0 +1,146 @@
+# agent-sandbox-exec: build, test and package. `make help` lists the targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+.DEFAULT_GOAL := build
+
+PACKAGE := agent-sandbox-exec
+# The version of the [package] table of Cargo.toml; scripts/build-deb.sh checks
+# that debian/changelog agrees.
+VERSION := $(shell awk '/^\[/ { p = ($$0 == "[package]") } p && /^version[ \t]*=/ { gsub(/^version[ \t]*=[ \t]*"|".*$$/, ""); print; exit }' Cargo.toml)
+ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+BIN := $(TARGET_DIR)/release/$(PACKAGE)
+DEB := build/$(PACKAGE)_$(VERSION)_$(ARCH).deb
+
+LLVM_OBJDUMP ?= llvm-objdump
+LINTIAN ?= lintian
+SHELLCHECK ?= shellcheck
+
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# Debian packages needed to build, test and package, and for `make vm-test`
+# (qemu, mmdebstrap, mkfs.ext4). The Rust toolchain is handled separately.
+DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gzip \
+	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
+	qemu-system-x86 shellcheck zlib1g-dev
+
+# Rust: edition 2024 needs Rust 1.85 or later.
+RUST_MIN := 1.85
+# Shell code printing the first cargo that is new enough: the one on PATH (for
+# example rustup's), then rustup's default location, then Debian's /usr/bin/cargo
+# (on Debian 12 from the package cargo-web, which installs /usr/bin/cargo and
+# rustc-web's /usr/bin/rustc). `make CARGO=/path/to/cargo` overrides the search.
+find_cargo = for c in "$$(command -v cargo || true)" "$${CARGO_HOME:-$${HOME:-/root}/.cargo}/bin/cargo" /usr/bin/cargo; do \
+	  [ -n "$$c" ] && [ -x "$$c" ] || continue; \
+	  v=$$("$$c" --version 2>/dev/null | awk '{ print $$2 }') || v=; v=$${v%%[-+]*}; \
+	  if [ -n "$$v" ] && [ "$$(printf '%s\n' "$(RUST_MIN)" "$$v" | sort -V | head -n 1)" = "$(RUST_MIN)" ]; then \
+	    echo "$$c"; break; \
+	  fi; \
+	done
+# Searched once, and only by targets that run cargo.
+CARGO = $(eval CARGO := $(shell $(find_cargo)))$(CARGO)
+# Runs cargo with its own directory first in PATH, so that rustc, rustfmt and
+# clippy come from the same toolchain.
+CARGO_RUN = PATH="$(dir $(CARGO)):$$PATH" "$(CARGO)"
+
+# Every shell script: found by its #! line, so the maintainer scripts count.
+SHELL_SCRIPTS = $(sort $(shell find scripts debian .ci -type f -exec \
+	awk 'FNR == 1 && /^\#!.*[\/ ](ba|da)?sh([ \t]|$$)/ { print FILENAME }' {} + 2>/dev/null))
+
+.PHONY: help deps build package test fmt-check clippy cargo-test shellcheck \
+	bpf-check lintian vm-test clean have-cargo
+
+help:
+	@echo "make deps      install the build and test dependencies (Debian 12, apt-get)"
+	@echo "make build     cargo build --release --locked -> $(BIN)"
+	@echo "make package   build $(DEB)"
+	@echo "make test      fmt-check clippy cargo-test shellcheck bpf-check lintian"
+	@echo "make vm-test   run scripts/test.sh in a VM with the package installed"
+	@echo "make clean     remove $(TARGET_DIR)/ and build/"
+
+deps:
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEPS_APT)
+	@cargo=$$($(find_cargo)); \
+	if [ -z "$$cargo" ]; then \
+	  cand() { apt-cache policy "$$1" 2>/dev/null | awk '/Candidate:/ { print $$2 }'; }; \
+	  if v=$$(cand cargo-web) && [ -n "$$v" ] && [ "$$v" != "(none)" ] && dpkg --compare-versions "$$v" ge "$(RUST_MIN)"; then \
+	    echo "No Rust >= $(RUST_MIN) found; installing Debian's rustc-web and cargo-web $$v."; \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	      rustc-web cargo-web rustfmt-web rust-web-clippy; \
+	  elif v=$$(cand cargo) && [ -n "$$v" ] && [ "$$v" != "(none)" ] && dpkg --compare-versions "$$v" ge "$(RUST_MIN)"; then \
+	    echo "No Rust >= $(RUST_MIN) found; installing Debian's rustc and cargo $$v."; \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	      rustc cargo rustfmt rust-clippy; \
+	  fi; \
+	  cargo=$$($(find_cargo)); \
+	fi; \
+	if [ -z "$$cargo" ]; then \
+	  echo "No Rust toolchain >= $(RUST_MIN) found, and apt offers none." >&2; \
+	  echo "Install one with rustup (with the rustfmt and clippy components) and put its cargo on PATH," >&2; \
+	  echo "or run make with CARGO=/path/to/cargo." >&2; \
+	  exit 1; \
+	fi; \
+	echo "Using $$cargo: $$("$$cargo" --version)"; \
+	if ! PATH="$$(dirname "$$cargo"):$$PATH" "$$cargo" fmt --version >/dev/null 2>&1 || \
+	   ! PATH="$$(dirname "$$cargo"):$$PATH" "$$cargo" clippy --version >/dev/null 2>&1; then \
+	  if command -v rustup >/dev/null; then \
+	    rustup component add rustfmt clippy; \
+	  else \
+	    echo "cargo fmt or cargo clippy is missing for $$cargo: install rustfmt and clippy for it." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+have-cargo:
+	@if [ -z "$(CARGO)" ]; then \
+	  echo "No Rust toolchain >= $(RUST_MIN) found (looked at cargo on PATH, ~/.cargo/bin, /usr/bin)." >&2; \
+	  echo "Run 'make deps' (on Debian 12 it installs rustc-web and cargo-web), or pass CARGO=/path/to/cargo." >&2; \
+	  exit 1; \
+	fi
+
+build: have-cargo
+	$(CARGO_RUN) build --release --locked
+
+package: build
+	scripts/build-deb.sh $(BIN) build
+
+test: fmt-check clippy cargo-test shellcheck bpf-check lintian
+
+fmt-check: have-cargo
+	$(CARGO_RUN) fmt --check
+
+clippy: have-cargo
+	$(CARGO_RUN) clippy --release --locked -- -D warnings
+
+cargo-test: have-cargo
+	$(CARGO_RUN) test --release --locked
+
+shellcheck:
+	$(SHELLCHECK) $(SHELL_SCRIPTS)
+
+# The BPF object that build.rs compiles into OUT_DIR must hold the map deny_map
+# and a program in the section lsm/file_open.
+bpf-check: build
+	@obj=$$(ls -t $(TARGET_DIR)/release/build/$(PACKAGE)-*/out/*.bpf.o 2>/dev/null | head -n 1); \
+	if [ -z "$$obj" ]; then \
+	  echo "bpf-check: no BPF object in $(TARGET_DIR)/release/build/$(PACKAGE)-*/out/" >&2; exit 1; \
+	fi; \
+	echo "bpf-check: $$obj"; \
+	if ! $(LLVM_OBJDUMP) --section-headers "$$obj" | awk '$$2 == "lsm/file_open" { found = 1 } END { exit !found }'; then \
+	  echo "bpf-check: $$obj has no section lsm/file_open" >&2; exit 1; \
+	fi; \
+	if ! $(LLVM_OBJDUMP) --syms "$$obj" | awk '$$NF == "deny_map" && / \.maps[ \t]/ { found = 1 } END { exit !found }'; then \
+	  echo "bpf-check: $$obj has no map deny_map (a symbol in .maps)" >&2; exit 1; \
+	fi; \
+	echo "bpf-check: map deny_map and program section lsm/file_open present"
+
+lintian: package
+	$(LINTIAN) --fail-on error,warning $(DEB)
+
+vm-test: package
+	scripts/vm-test.sh $(DEB) -- scripts/test.sh
+
+clean:
+	rm -rf $(TARGET_DIR) build

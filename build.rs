@@ -1,0 +1,24 @@
+//! Compiles the BPF program with clang and generates its libbpf-rs skeleton.
+
+use std::env;
+use std::path::PathBuf;
+
+use libbpf_cargo::SkeletonBuilder;
+
+const SRC: &str = "src/bpf/agent_sandbox.bpf.c";
+const HEADERS: [&str; 2] = ["src/bpf/agent_sandbox.h", "bpf/kernel_types.h"];
+
+fn main() {
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out = out_dir.join("agent_sandbox.skel.rs");
+    SkeletonBuilder::new()
+        .source(SRC)
+        .obj(out_dir.join("agent_sandbox.bpf.o"))
+        .clang_args(["-Ibpf", "-Isrc/bpf", "-Wall", "-Werror"])
+        .build_and_generate(&out)
+        .expect("compiling src/bpf/agent_sandbox.bpf.c (needs clang; run `make deps`)");
+    println!("cargo:rerun-if-changed={SRC}");
+    for header in HEADERS {
+        println!("cargo:rerun-if-changed={header}");
+    }
+}

@@ -1,0 +1,1433 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2317
+# (SC2016: the single-quoted 'sh -c' programs expand their own variables;
+#  SC2317: the check_* functions are called indirectly, through run_check)
+#
+# scripts/test.sh - operator verification harness for agent-sandbox-exec.
+#
+# Run as root on a host where the package is installed and the daemon
+# (agent-sandbox-execd.service) is running; in CI this is the Debian 12 QEMU
+# guest (kernel 6.1, bpf LSM enabled, loopback network only).
+#
+# It creates its own test users (asx-alice, asx-bob), a supplementary group
+# (asx-grp), files under /srv/asx-test.* and /tmp/asx-test.*, and temporarily
+# edits /etc/agent-sandbox-exec/denylist and /etc/sudoers.d/asx-test; all of
+# that is undone at exit.  It restarts, stops, freezes and SIGKILLs the daemon
+# on purpose and makes sure it is running again at the end.
+#
+# Output: one line per assertion, "PASS: <what>", "FAIL: <what> (<detail>)" or
+# "SKIP: <why>"; then a count line and finally "ALL PASS" (exit 0) or
+# "<n> FAILED" (exit 1).
+#
+# Environment:
+#   ASX_TEST_ONLY="name ..."  run only these checks (names: see CHECKS below)
+#   ASX_TEST_SKIP="name ..."  skip these checks
+#   ASX_TEST_KEEP=1           leave test users and files behind for debugging
+#                             (the base list, sudoers and the daemon are still restored)
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C # stable strerror() texts and sort order, outside and inside alike
+cd / || exit 1
+
+readonly UNIT=agent-sandbox-execd.service
+readonly LAUNCHER=agent-sandbox-exec
+readonly DAEMON=agent-sandbox-execd
+readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
+readonly RUN_DIR=/run/agent-sandbox-exec
+readonly BPF_DIR=/sys/fs/bpf/agent-sandbox-exec
+readonly ALICE=asx-alice BOB=asx-bob GROUP=asx-grp
+readonly GECOS="agent-sandbox-exec test user"
+readonly SUDOERS_FILE=/etc/sudoers.d/asx-test
+readonly MARKER=/tmp/asx-marker
+readonly EPERM_MSG="Operation not permitted"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+readonly TILDE='~'
+
+# The checks, in the order they run.  The ones that disturb the daemon come last.
+CHECKS=(
+	service_and_launch runtime_layout
+	secret_denied bypass_shell bypass_copy bypass_links bypass_programs
+	bypass_rename bypass_path_spellings bypass_proc_fd_reopen write_open_denied
+	base_list
+	unchanged_ids unchanged_proc unchanged_dev unchanged_mountinfo
+	unchanged_namespaces unchanged_hostname unchanged_credentials
+	unchanged_limits unchanged_fds unchanged_cwd
+	list_reload cross_uid
+	ssh_keygen curl_netrc
+	bad_list_lines list_not_read_as_root list_fifo
+	nested_launch nested_cannot_lift
+	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
+	launcher_execs
+	concurrent_launches sudo_child ptrace_outside cgroup_escape
+	daemon_restart daemon_crash daemon_frozen fail_closed
+)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0
+CMD_TIMEOUT=30          # seconds any single user command may take
+T="" SRV="" OUT="" ERR="" RC=0
+TOK="" SECRET="" S="" AH="" BH="" ALICE_UID="" BOB_UID="" CGROOT=""
+NETRC_PASS="" HTTP_PID=""
+BASE_BACKUP="" BASE_EXISTED=0 BASE_TOUCHED=0
+DAEMON_TOUCHED=0 SETUP_DONE=0 CLEANED=0
+BG_PIDS=()
+declare -A PROBER_BG=() PROBER_DIR=()
+
+# ---------------------------------------------------------------- reporting
+
+pass() { PASS_N=$((PASS_N + 1)); printf 'PASS: %s\n' "$1"; }
+fail() { FAIL_N=$((FAIL_N + 1)); printf 'FAIL: %s (%s)\n' "$1" "$2"; }
+skip() { SKIP_N=$((SKIP_N + 1)); printf 'SKIP: %s\n' "$1"; }
+
+# ok WHAT DETAIL CMD...: PASS if CMD succeeds, else FAIL with DETAIL
+ok() {
+	local what=$1 detail=$2
+	shift 2
+	if "$@"; then pass "$what"; else fail "$what" "$detail"; fi
+}
+
+# snip FILE: the start of FILE on one printable line, for FAIL details
+snip() {
+	if [ -s "$1" ]; then
+		head -c 240 "$1" | tr '\n\r\t' '|||' | tr -c '[:print:]' '?'
+	else
+		printf '<empty>'
+	fi
+}
+
+# why: exit status and stderr of the last run_as/run_in, for FAIL details
+why() {
+	local t=""
+	[ "$RC" -eq 124 ] && t=" (timed out)"
+	printf 'rc=%s%s; stderr: %s' "$RC" "$t" "$(snip "$ERR")"
+}
+
+# has STRING FILE...: some FILE contains STRING (binary-safe)
+has() { grep -qaF -- "$1" "${@:2}" 2>/dev/null; }
+
+# ---------------------------------------------------------------- running things
+
+# run_as USER CMD...: run CMD as USER outside any sandbox, stdin from /dev/null,
+# stdout to $OUT, stderr to $ERR, exit status in $RC; bounded by $CMD_TIMEOUT.
+run_as() {
+	local user=$1
+	shift
+	RC=0
+	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$@" </dev/null >"$OUT" 2>"$ERR" || RC=$?
+}
+
+# run_in USER CMD...: the same, inside USER's sandbox
+run_in() {
+	local user=$1
+	shift
+	run_as "$user" "$LAUNCHER" "$@"
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# pid_gone PID: PID has exited (a not yet reaped child counts as exited)
+pid_gone() {
+	[ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]
+}
+
+# stop_bg PID: end a background job this script started (TERM, then KILL), reap it
+stop_bg() {
+	pid_gone "$1" || kill "$1" 2>/dev/null
+	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+home_of() { getent passwd "$1" | cut -d: -f6; }
+
+in_sandbox_cgroup() { # FILE UID: FILE (a /proc/*/cgroup text) names the sandbox cgroup of UID
+	grep -qE "^0::.*/agent-sandbox-exec/uid-$2\$" "$1" 2>/dev/null
+}
+
+# ---------------------------------------------------------------- expectations
+
+# expect_denied WHAT SECRET: the last command failed, said EPERM, and did not print SECRET
+expect_denied() {
+	local what=$1 secret=$2
+	if has "$secret" "$OUT" "$ERR"; then
+		fail "$what" "secret revealed; rc=$RC"
+	elif [ "$RC" -eq 0 ]; then
+		fail "$what" "exit status 0, expected a failure; stdout: $(snip "$OUT")"
+	elif ! has "$EPERM_MSG" "$ERR"; then
+		fail "$what" "no '$EPERM_MSG'; $(why)"
+	else
+		pass "$what"
+	fi
+}
+
+# expect_hidden WHAT SECRET: like expect_denied, exit status ignored (pipelines)
+expect_hidden() {
+	local what=$1 secret=$2
+	if has "$secret" "$OUT" "$ERR"; then
+		fail "$what" "secret revealed; rc=$RC"
+	elif ! has "$EPERM_MSG" "$ERR"; then
+		fail "$what" "no '$EPERM_MSG'; $(why)"
+	else
+		pass "$what"
+	fi
+}
+
+# expect_read WHAT CONTENT: the last command succeeded and printed CONTENT
+expect_read() {
+	local what=$1 content=$2
+	if [ "$RC" -ne 0 ]; then
+		fail "$what" "$(why)"
+	elif ! has "$content" "$OUT"; then
+		fail "$what" "expected content missing; stdout: $(snip "$OUT")"
+	else
+		pass "$what"
+	fi
+}
+
+# expect_rc WHAT N: the last command exited with status N
+expect_rc() {
+	if [ "$RC" -eq "$2" ]; then pass "$1"; else fail "$1" "expected exit $2; $(why)"; fi
+}
+
+# expect_cgroup WHAT UID: the last command printed /proc/self/cgroup of UID's sandbox
+expect_cgroup() {
+	if [ "$RC" -eq 0 ] && in_sandbox_cgroup "$OUT" "$2"; then
+		pass "$1"
+	else
+		fail "$1" "cgroup: $(snip "$OUT"); $(why)"
+	fi
+}
+
+# same_io WHAT USER CMD...: CMD exits the same and prints the same outside and
+# inside USER's sandbox (and prints something)
+same_io() {
+	local what=$1 user=$2 rc_out
+	shift 2
+	run_as "$user" "$@"
+	rc_out=$RC
+	cp "$OUT" "$T/outside.out"
+	cp "$ERR" "$T/outside.err"
+	run_in "$user" "$@"
+	cp "$OUT" "$T/inside.out"
+	if [ ! -s "$T/outside.out" ]; then
+		fail "$what" "no output outside (rc=$rc_out): $(snip "$T/outside.err")"
+	elif [ "$rc_out" -ne "$RC" ]; then
+		fail "$what" "exit $rc_out outside, inside $(why)"
+	elif cmp -s "$T/outside.out" "$T/inside.out"; then
+		pass "$what"
+	else
+		fail "$what" "differs: $(diff "$T/outside.out" "$T/inside.out" | grep '^[<>]' | head -c 300 | tr '\n' '|')"
+	fi
+}
+
+# ---------------------------------------------------------------- daemon and lists
+
+daemon_active() { systemctl is-active --quiet "$UNIT"; }
+daemon_inactive() { ! daemon_active; }
+main_pid() { systemctl show -p MainPID --value "$UNIT" 2>/dev/null; }
+daemon_replaced() { daemon_active && [ "$(main_pid)" != "$1" ] && [ "$(main_pid)" != 0 ]; }
+
+# daemon_ensure_running: thaw, and (re)start the daemon if it is not active
+daemon_ensure_running() {
+	systemctl kill --kill-whom=main --signal=SIGCONT "$UNIT" >/dev/null 2>&1
+	daemon_active && return 0
+	systemctl reset-failed "$UNIT" >/dev/null 2>&1
+	timeout 90 systemctl start "$UNIT" >/dev/null 2>&1
+	wait_for 30 daemon_active
+}
+
+# write_list USER FILE: install FILE as USER's home list
+write_list() {
+	local user=$1 src=$2 home
+	home=$(home_of "$user")
+	install -d -o "$user" -g "$user" -m 0755 "$home/.config" "$home/.config/agent-sandbox-exec"
+	rm -f "$home/$HOME_LIST_REL"
+	install -o "$user" -g "$user" -m 0644 "$src" "$home/$HOME_LIST_REL"
+}
+
+alice_list_default() { write_list "$ALICE" "$T/alice.list"; }
+
+# alice_list_plus LINE...: alice's default list with extra lines
+alice_list_plus() {
+	cat "$T/alice.list" >"$T/alice.plus"
+	printf '%s\n' "$@" >>"$T/alice.plus"
+	write_list "$ALICE" "$T/alice.plus"
+}
+
+# put USER PATH MODE CONTENT: a file owned by USER
+put() {
+	printf '%s\n' "$4" >"$2" && chown "$1:$1" "$2" && chmod "$3" "$2"
+}
+
+# warned_lines FILE LISTNAME: sorted line numbers that warnings in FILE name for
+# the list whose path ends in LISTNAME
+warned_lines() {
+	sed -n -E 's#^agent-sandbox-exec: warning: ([^:]*):([0-9]+): .*#\1 \2#p' "$1" |
+		awk -v n="$2" 'substr($1, length($1) - length(n) + 1) == n { print $2 }' |
+		sort -n -u | tr '\n' ' ' | sed 's/ $//'
+}
+
+# ---------------------------------------------------------------- probers
+#
+# A prober is a long-running sandboxed loop that tries to read a file every
+# 0.1 s.  Its directory holds: pid (the loop's pid), count (attempts so far),
+# err (stderr of the last attempt), leak (anything a successful read printed).
+
+PROBER_SH='d=$1; f=$2; n=0
+echo "$$" > "$d/pid"
+while [ "$n" -lt 1500 ] && [ ! -e "$d/stop" ]; do
+	if cat "$f" >> "$d/leak" 2> "$d/err.new"; then echo "(read succeeded at attempt $n)" >> "$d/leak"; fi
+	mv -f "$d/err.new" "$d/err"
+	n=$((n + 1))
+	echo "$n" > "$d/count.new"; mv -f "$d/count.new" "$d/count"
+	sleep 0.1
+done'
+
+# start_prober NAME USER FILE: start it in USER's sandbox; 1 if it does not run
+start_prober() {
+	local name=$1 user=$2 file=$3 d
+	d=$(home_of "$user")/asx-probe-$name
+	rm -rf "$d"
+	install -d -o "$user" -g "$user" -m 0755 "$d"
+	timeout -k 5 300 runuser -u "$user" -- "$LAUNCHER" sh -c "$PROBER_SH" sh "$d" "$file" \
+		</dev/null >"$T/probe-$name.out" 2>"$T/probe-$name.err" &
+	PROBER_BG[$name]=$!
+	PROBER_DIR[$name]=$d
+	BG_PIDS+=("$!")
+	wait_for 15 test -s "$d/count"
+}
+
+prober_count() {
+	local c
+	c=$(cat "${PROBER_DIR[$1]}/count" 2>/dev/null)
+	case $c in '' | *[!0-9]*) c=0 ;; esac
+	printf '%s' "$c"
+}
+prober_reached() { [ "$(prober_count "$1")" -ge "$2" ]; }
+
+# prober_advance NAME N SECONDS: wait until NAME has made N more attempts
+prober_advance() {
+	local target=$(($(prober_count "$1") + $2))
+	wait_for "$3" prober_reached "$1" "$target"
+}
+
+# prober_verdict WHAT NAME: PASS if no read succeeded so far and the last one got EPERM
+prober_verdict() {
+	local what=$1 d=${PROBER_DIR[$2]}
+	if [ -s "$d/leak" ]; then
+		fail "$what" "a read succeeded: $(snip "$d/leak")"
+	elif ! has "$EPERM_MSG" "$d/err"; then
+		fail "$what" "last attempt: $(snip "$d/err")"
+	else
+		pass "$what"
+	fi
+}
+
+stop_prober() {
+	local d=${PROBER_DIR[$1]} bg=${PROBER_BG[$1]}
+	touch "$d/stop"
+	wait_for 5 pid_gone "$bg"
+	stop_bg "$bg"
+}
+
+# ================================================================ checks
+
+# 1. Sanity: service active, version output, a launch works, cgroup inside/outside
+check_service_and_launch() {
+	local pid ready
+	ok "daemon unit $UNIT is active" "is-active: $(systemctl is-active "$UNIT" 2>&1)" daemon_active
+	pid=$(main_pid)
+	ready=$(tr -d ' \n' <"$RUN_DIR/ready" 2>/dev/null)
+	if [ -n "$pid" ] && [ "$pid" != 0 ] && [ "$ready" = "$pid" ]; then
+		pass "$RUN_DIR/ready holds the daemon's pid"
+	else
+		fail "$RUN_DIR/ready holds the daemon's pid" "ready='$ready' MainPID='$pid'"
+	fi
+
+	run_as "$ALICE" "$LAUNCHER" --version
+	if [ "$RC" -eq 0 ] && grep -qE "^$LAUNCHER [^ ]+\$" "$OUT"; then
+		pass "$LAUNCHER --version prints '<name> <version>'"
+	else
+		fail "$LAUNCHER --version prints '<name> <version>'" "stdout: $(snip "$OUT"); $(why)"
+	fi
+	run_as "$ALICE" "$(command -v "$DAEMON" || echo "/usr/sbin/$DAEMON")" --version
+	if [ "$RC" -eq 0 ] && grep -qE "^$DAEMON [^ ]+\$" "$OUT"; then
+		pass "$DAEMON --version prints '<name> <version>'"
+	else
+		fail "$DAEMON --version prints '<name> <version>'" "stdout: $(snip "$OUT"); $(why)"
+	fi
+
+	run_as "$ALICE" "$LAUNCHER"
+	if [ "$RC" -eq 2 ] && [ "$(wc -l <"$ERR")" -eq 1 ] && grep -q "^$LAUNCHER: " "$ERR"; then
+		pass "launcher without PROGRAM refuses: exit 2, one '$LAUNCHER: ' line"
+	else
+		fail "launcher without PROGRAM refuses: exit 2, one '$LAUNCHER: ' line" "$(why)"
+	fi
+
+	run_in "$ALICE" true
+	expect_rc "launcher runs 'true' as $ALICE (exit 0)" 0
+	run_in "$ALICE" cat /proc/self/cgroup
+	expect_cgroup "inside: /proc/self/cgroup shows agent-sandbox-exec/uid-$ALICE_UID" "$ALICE_UID"
+	run_as "$ALICE" cat /proc/self/cgroup
+	if [ "$RC" -eq 0 ] && [ -s "$OUT" ] && ! grep -q 'agent-sandbox-exec' "$OUT"; then
+		pass "outside: /proc/self/cgroup shows no agent-sandbox-exec cgroup"
+	else
+		fail "outside: /proc/self/cgroup shows no agent-sandbox-exec cgroup" "cgroup: $(snip "$OUT")"
+	fi
+}
+
+# The runtime files and cgroups are root-owned and users cannot reach the BPF objects
+check_runtime_layout() {
+	local got f cg=$CGROOT/agent-sandbox-exec
+	got=$(stat -c '%a %U' "$RUN_DIR" 2>&1)
+	ok "$RUN_DIR is 0755 root" "got: $got" test "$got" = "755 root"
+	got=$(stat -c '%a %U' "$RUN_DIR/req" 2>&1)
+	ok "$RUN_DIR/req is 1733 root" "got: $got" test "$got" = "1733 root"
+	run_as "$ALICE" ls -a "$RUN_DIR/req"
+	ok "a user cannot list $RUN_DIR/req" "ls succeeded: $(snip "$OUT")" test "$RC" -ne 0
+
+	run_in "$ALICE" true # makes sure the uid cgroup exists
+	got=$(stat -c '%a %U' "$cg/uid-$ALICE_UID" 2>&1)
+	ok "sandbox cgroup $cg/uid-$ALICE_UID is 0755 root" "got: $got" test "$got" = "755 root"
+	for f in "$CGROOT/cgroup.procs" "$cg/cgroup.procs" "$cg/uid-$ALICE_UID/cgroup.procs"; do
+		run_as "$ALICE" test -w "$f"
+		ok "$ALICE cannot write $f" "it is writable (or missing: $(ls -l "$f" 2>&1))" test "$RC" -eq 1 -a -e "$f"
+	done
+	run_as "$ALICE" mkdir "$cg/uid-$ALICE_UID/asx-sub"
+	ok "$ALICE cannot create a child cgroup in her sandbox cgroup" "mkdir: $(why)" \
+		test "$RC" -ne 0 -a -d "$cg/uid-$ALICE_UID"
+	rmdir "$cg/uid-$ALICE_UID/asx-sub" 2>/dev/null
+
+	ok "pinned BPF objects exist in $BPF_DIR" "$(ls -ld "$BPF_DIR" 2>&1)" test -d "$BPF_DIR"
+	run_as "$ALICE" ls "$BPF_DIR"
+	ok "$ALICE cannot list the pinned BPF objects" "ls: $(why)" test "$RC" -ne 0 -a -d "$BPF_DIR"
+}
+
+# 2. A secret in alice's home list: denied inside, stat works inside, readable outside
+check_secret_denied() {
+	run_in "$ALICE" cat "$S"
+	expect_denied "inside: cat of a home-listed secret fails with EPERM" "$SECRET"
+	run_in "$ALICE" stat -c '%s %U %a' "$S"
+	if [ "$RC" -eq 0 ] && [ "$(cat "$OUT")" = "$((${#SECRET} + 1)) $ALICE 600" ]; then
+		pass "inside: stat of the secret works"
+	else
+		fail "inside: stat of the secret works" "stdout: $(snip "$OUT"); $(why)"
+	fi
+	run_in "$ALICE" ls -l "$S"
+	expect_rc "inside: ls -l of the secret works" 0
+	run_as "$ALICE" cat "$S"
+	expect_read "outside: $ALICE reads the secret" "$SECRET"
+}
+
+# 3. Ways around: shells, pipes, children of children
+check_bypass_shell() {
+	run_in "$ALICE" sh -c 'cat "$1" | cat' sh "$S"
+	expect_hidden "inside: sh -c 'cat secret | cat' reveals nothing" "$SECRET"
+	run_in "$ALICE" sh -c 'sh -c "cat $1; true"; true' sh "$S"
+	expect_hidden "inside: a child of a child (sh -c 'sh -c cat') reveals nothing" "$SECRET"
+	run_in "$ALICE" sh -c 'while IFS= read -r l; do echo "$l"; done < "$1"' sh "$S"
+	expect_denied "inside: shell redirection '< secret' fails with EPERM" "$SECRET"
+	run_in "$ALICE" sh -c 'cd && tar -cf - . | cat' sh
+	expect_hidden "inside: tar of the whole home directory reveals nothing" "$SECRET"
+}
+
+check_bypass_copy() {
+	rm -f "$AH/asx-copy.txt"
+	run_in "$ALICE" cp "$S" "$AH/asx-copy.txt"
+	expect_denied "inside: cp secret copy fails with EPERM" "$SECRET"
+	if has "$SECRET" "$AH/asx-copy.txt"; then
+		fail "inside: cp leaves no copy of the secret" "the copy contains the secret"
+	else
+		pass "inside: cp leaves no copy of the secret"
+	fi
+	rm -f "$AH/asx-copy.txt"
+	run_in "$ALICE" dd if="$S" status=none
+	expect_denied "inside: dd if=secret fails with EPERM" "$SECRET"
+}
+
+check_bypass_links() {
+	run_in "$ALICE" cat "$AH/hl-out.txt"
+	expect_denied "inside: a hardlink made outside before the launch is denied" "$SECRET"
+	rm -f "$AH/asx-sl-in.txt" "$AH/asx-hl-in.txt"
+	run_in "$ALICE" sh -c 'ln -s "$1" "$2" && cat "$2"' sh "$S" "$AH/asx-sl-in.txt"
+	expect_denied "inside: a symlink to the secret made inside is denied" "$SECRET"
+	run_in "$ALICE" sh -c 'ln "$1" "$2"; cat "$2"' sh "$S" "$AH/asx-hl-in.txt"
+	expect_denied "inside: a hardlink made inside is denied" "$SECRET"
+	rm -f "$AH/asx-sl-in.txt" "$AH/asx-hl-in.txt"
+}
+
+check_bypass_programs() {
+	if ! command -v python3 >/dev/null; then
+		skip "python3 bypass checks: python3 not installed"
+		return
+	fi
+	run_in "$ALICE" python3 -c 'import sys; sys.stdout.write(open(sys.argv[1]).read())' "$S"
+	expect_denied "inside: python3 open() fails with EPERM" "$SECRET"
+	run_in "$ALICE" python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_PATH)
+sys.stdout.write(open("/proc/self/fd/%d" % fd).read())' "$S"
+	expect_denied "inside: O_PATH open + reopen via /proc/self/fd is denied" "$SECRET"
+	run_in "$ALICE" python3 -c '
+import os, sys
+d = os.open(os.path.dirname(sys.argv[1]), os.O_RDONLY | os.O_DIRECTORY)
+fd = os.open(os.path.basename(sys.argv[1]), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
+sys.stdout.write(os.read(fd, 4096).decode())' "$S"
+	expect_denied "inside: openat() relative to a directory fd is denied" "$SECRET"
+}
+
+# mv keeps the inode: still denied in the same sandbox
+check_bypass_rename() {
+	run_in "$ALICE" sh -c 'mv "$1" "$2" || exit 3; cat "$2"' sh "$S" "$AH/asx-moved.txt"
+	expect_hidden "inside: mv secret other; cat other reveals nothing" "$SECRET"
+	if [ -e "$AH/asx-moved.txt" ]; then
+		run_as "$ALICE" mv "$AH/asx-moved.txt" "$S"
+	fi
+	ok "secret is back in place after the rename check" "missing: $S" test -f "$S"
+}
+
+check_bypass_path_spellings() {
+	local base
+	base=$(basename "$AH")
+	run_in "$ALICE" cat "$AH/./secret.txt"
+	expect_denied "inside: cat HOME/./secret.txt is denied" "$SECRET"
+	run_in "$ALICE" cat "/$AH//../$base/secret.txt"
+	expect_denied "inside: cat //HOME//../USER/secret.txt is denied" "$SECRET"
+	run_in "$ALICE" sh -c 'cd && cat ./secret.txt'
+	expect_denied "inside: relative path ./secret.txt from HOME is denied" "$SECRET"
+}
+
+# An unsandboxed process of the same user holds the secret open; reopening it via
+# /proc/PID/fd from inside the sandbox must still be denied
+check_bypass_proc_fd_reopen() {
+	local d=$AH/asx-holder bg pid
+	rm -rf "$d"
+	install -d -o "$ALICE" -g "$ALICE" "$d"
+	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'exec 3< "$1"; echo "$$" > "$2/pid"; exec sleep 50' \
+		sh "$S" "$d" </dev/null >/dev/null 2>&1 &
+	bg=$!
+	BG_PIDS+=("$bg")
+	if ! wait_for 10 test -s "$d/pid"; then
+		fail "inside: reopen via /proc/PID/fd of an outside holder is denied" "holder did not start"
+		stop_bg "$bg"
+		return
+	fi
+	pid=$(cat "$d/pid")
+	run_in "$ALICE" cat "/proc/$pid/fd/3"
+	expect_denied "inside: reopen via /proc/PID/fd of an unsandboxed holder is denied" "$SECRET"
+	kill "$pid" 2>/dev/null
+	stop_bg "$bg"
+}
+
+# Opening a listed file for writing is an open too: denied, file unchanged
+check_write_open_denied() {
+	run_in "$ALICE" sh -c 'printf x >> "$1"' sh "$S"
+	expect_denied "inside: opening the secret for append fails with EPERM" "$SECRET"
+	run_in "$ALICE" sh -c ': > "$1"' sh "$S"
+	expect_denied "inside: opening the secret with O_TRUNC fails with EPERM" "$SECRET"
+	ok "the secret is unchanged after the write attempts" "contents now: $(snip "$S")" \
+		cmp -s "$S" "$T/secret.orig"
+	cmp -s "$S" "$T/secret.orig" || cat "$T/secret.orig" >"$S" # same inode, for the later checks
+}
+
+# 4. An entry in the base list denies every user; ~/ there means each user's home
+check_base_list() {
+	local n
+	cat "$BASE_BACKUP" >"$T/base.new"
+	printf '\n# added by scripts/test.sh\n%s\n%s\nasx-relative-base-entry\n' \
+		"$SRV/base-secret.txt" "$TILDE/asx-base-tilde.txt" >>"$T/base.new"
+	n=$(grep -n -x 'asx-relative-base-entry' "$T/base.new" | cut -d: -f1)
+	BASE_TOUCHED=1
+	cat "$T/base.new" >"$BASE_LIST"
+
+	run_as "$ALICE" cat "$SRV/base-secret.txt"
+	expect_read "outside: the base-listed file is world-readable" "asx-base-$TOK"
+	run_in "$ALICE" cat "$SRV/base-secret.txt"
+	expect_denied "base list denies $ALICE" "asx-base-$TOK"
+	run_in "$BOB" cat "$SRV/base-secret.txt"
+	expect_denied "base list denies $BOB" "asx-base-$TOK"
+	if [ "$(warned_lines "$ERR" "$BASE_LIST")" = "$n" ]; then
+		pass "base list: a relative entry warns with $BASE_LIST:$n"
+	else
+		fail "base list: a relative entry warns with $BASE_LIST:$n" "warned lines: '$(warned_lines "$ERR" "$BASE_LIST")'; stderr: $(snip "$ERR")"
+	fi
+	run_in "$ALICE" cat "$AH/asx-base-tilde.txt"
+	expect_denied "base list ~/ entry denies $ALICE's own file" "asx-base-tilde-$ALICE-$TOK"
+	run_in "$BOB" cat "$BH/asx-base-tilde.txt"
+	expect_denied "base list ~/ entry denies $BOB's own file" "asx-base-tilde-$BOB-$TOK"
+
+	cat "$BASE_BACKUP" >"$BASE_LIST"
+	ok "base list restored byte for byte" "cmp differs" cmp -s "$BASE_BACKUP" "$BASE_LIST"
+	run_in "$ALICE" cat "$SRV/base-secret.txt"
+	expect_read "after restoring the base list the file is readable on the next launch" "asx-base-$TOK"
+}
+
+# 5. Nothing else changes
+check_unchanged_ids() {
+	same_io "id -G (supplementary groups) identical inside and outside" "$ALICE" id -G
+	run_in "$ALICE" id -Gn
+	if [ "$RC" -eq 0 ] && grep -qw "$GROUP" "$OUT"; then
+		pass "inside: $ALICE is still in the supplementary group $GROUP"
+	else
+		fail "inside: $ALICE is still in the supplementary group $GROUP" "id -Gn: $(snip "$OUT")"
+	fi
+	same_io "id identical inside and outside" "$ALICE" id
+}
+
+check_unchanged_proc() {
+	same_io "ls -ld /proc/1 and /proc/1/stat identity fields identical" "$ALICE" \
+		sh -c 'ls -ld /proc/1 && cut -d" " -f1-2,4-7 /proc/1/stat && test -r /proc/1/cmdline && echo cmdline-readable'
+	same_io "/proc/1 and the script's own process visible alike" "$ALICE" \
+		sh -c 'ls -ld "/proc/$1" && cut -d" " -f1-2 "/proc/$1/stat"' sh "$$"
+}
+
+check_unchanged_dev() {
+	same_io "stat of /dev/* (owner, group, mode, major, minor) identical" "$ALICE" \
+		sh -c "stat -c '%n %U %G %a %t %T' /dev/*"
+}
+
+check_unchanged_mountinfo() {
+	run_as "$ALICE" cat /proc/self/mountinfo
+	cp "$OUT" "$T/mi.out1"
+	run_in "$ALICE" cat /proc/self/mountinfo
+	cp "$OUT" "$T/mi.in"
+	run_as "$ALICE" cat /proc/self/mountinfo
+	cp "$OUT" "$T/mi.out2"
+	if [ ! -s "$T/mi.in" ]; then
+		fail "/proc/self/mountinfo identical inside and outside" "empty inside; $(why)"
+	elif cmp -s "$T/mi.out1" "$T/mi.in" || cmp -s "$T/mi.out2" "$T/mi.in"; then
+		pass "/proc/self/mountinfo identical inside and outside"
+	else
+		fail "/proc/self/mountinfo identical inside and outside" \
+			"differs: $(diff "$T/mi.out2" "$T/mi.in" | grep '^[<>]' | head -c 300 | tr '\n' '|')"
+	fi
+}
+
+check_unchanged_namespaces() {
+	same_io "all /proc/self/ns/* links identical (no namespaces)" "$ALICE" \
+		sh -c 'for n in /proc/self/ns/*; do printf "%s %s\n" "${n##*/}" "$(readlink "$n")"; done'
+}
+
+check_unchanged_hostname() {
+	same_io "hostname identical" "$ALICE" sh -c 'uname -n; cat /proc/sys/kernel/hostname'
+}
+
+check_unchanged_credentials() {
+	same_io "uids, gids, capabilities, NoNewPrivs, seccomp and LSM label identical" "$ALICE" \
+		sh -c 'grep -E "^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):" /proc/self/status;
+			cat /proc/self/attr/current 2>/dev/null; echo'
+}
+
+check_unchanged_limits() {
+	same_io "umask, rlimits, nice and oom_score_adj identical" "$ALICE" \
+		sh -c 'umask; ulimit -a; nice; cat /proc/self/oom_score_adj'
+}
+
+# No extra file descriptors (e.g. BPF map or daemon socket fds) leak into PROGRAM
+check_unchanged_fds() {
+	same_io "open file descriptors identical (nothing leaks into PROGRAM)" "$ALICE" \
+		sh -c 'ls /proc/$$/fd'
+	run_in "$ALICE" sh -c 'ls -l /proc/$$/fd'
+	if grep -qE 'bpf|socket:|anon_inode' "$OUT"; then
+		fail "no bpf/socket/anon_inode fds inside" "$(snip "$OUT")"
+	else
+		pass "no bpf/socket/anon_inode fds inside"
+	fi
+}
+
+check_unchanged_cwd() {
+	run_as "$ALICE" sh -c 'cd /usr/share && exec "$@"' sh "$LAUNCHER" pwd
+	if [ "$RC" -eq 0 ] && [ "$(cat "$OUT")" = /usr/share ]; then
+		pass "working directory is kept"
+	else
+		fail "working directory is kept" "pwd: $(snip "$OUT"); $(why)"
+	fi
+}
+
+# 6. Home list edits take effect on the next launch, without a daemon restart
+check_list_reload() {
+	local f=$AH/asx-second.txt pid
+	pid=$(main_pid)
+	run_in "$ALICE" cat "$f"
+	expect_read "second file readable before it is listed" "asx-second-$TOK"
+	alice_list_plus "$f"
+	run_in "$ALICE" cat "$f"
+	expect_denied "home list addition takes effect on the next launch" "asx-second-$TOK"
+	alice_list_default
+	run_in "$ALICE" cat "$f"
+	expect_read "home list removal takes effect on the next launch" "asx-second-$TOK"
+	ok "no daemon restart was involved" "MainPID $pid -> $(main_pid)" test "$(main_pid)" = "$pid"
+}
+
+# 8. A file in alice's list only is denied to alice, not to bob; separate cgroups
+check_cross_uid() {
+	run_in "$BOB" cat "$SRV/alice-only.txt"
+	expect_read "$BOB reads a file listed only by $ALICE, in his own sandbox" "asx-alice-only-$TOK"
+	run_in "$ALICE" cat "$SRV/alice-only.txt"
+	expect_denied "$ALICE is denied the file from her list" "asx-alice-only-$TOK"
+	run_in "$BOB" cat "$SRV/bob-only.txt"
+	expect_denied "$BOB is denied the file from his list" "asx-bob-only-$TOK"
+	run_in "$ALICE" cat "$SRV/bob-only.txt"
+	expect_read "$ALICE reads a file listed only by $BOB" "asx-bob-only-$TOK"
+	run_in "$BOB" cat /proc/self/cgroup
+	expect_cgroup "$BOB's sandbox is the cgroup uid-$BOB_UID" "$BOB_UID"
+
+	if ! start_prober cross "$ALICE" "$SRV/alice-only.txt"; then
+		fail "$BOB's launches leave $ALICE's running sandbox enforced" "prober did not start: $(snip "$T/probe-cross.err")"
+		stop_prober cross
+		return
+	fi
+	run_in "$BOB" cat "$SRV/alice-only.txt"
+	run_in "$BOB" true
+	if prober_advance cross 3 10; then
+		prober_verdict "$BOB's launches leave $ALICE's running sandbox enforced" cross
+	else
+		fail "$BOB's launches leave $ALICE's running sandbox enforced" "prober stalled: $(snip "$T/probe-cross.err")"
+	fi
+	stop_prober cross
+}
+
+# 10. Real programs: ssh-keygen with a listed private key
+check_ssh_keygen() {
+	local key=$AH/.ssh/asx_ed25519 pub
+	if ! command -v ssh-keygen >/dev/null || [ ! -s "$key.pub" ]; then
+		skip "ssh-keygen check: ssh-keygen not installed or key generation failed"
+		return
+	fi
+	pub=$(cut -d' ' -f2 "$key.pub")
+	run_as "$ALICE" ssh-keygen -y -f "$key"
+	expect_read "outside: ssh-keygen -y derives the public key" "$pub"
+	run_in "$ALICE" ssh-keygen -y -f "$key"
+	expect_denied "inside: ssh-keygen -y cannot load the listed private key" "$pub"
+}
+
+# 10. Real programs: curl --netrc-file against a local echo server
+check_curl_netrc() {
+	local port url b64 netrc=$AH/.asx-netrc trace=$AH/asx-curl.strace
+	if ! command -v curl >/dev/null || ! command -v python3 >/dev/null; then
+		skip "curl netrc check: curl or python3 not installed"
+		return
+	fi
+	python3 "$T/http-echo.py" "$T/http.port" 8 </dev/null >"$T/http.log" 2>&1 &
+	HTTP_PID=$!
+	BG_PIDS+=("$HTTP_PID")
+	if ! wait_for 10 test -s "$T/http.port"; then
+		fail "local HTTP echo server starts" "$(snip "$T/http.log")"
+		return
+	fi
+	port=$(cat "$T/http.port")
+	url=http://127.0.0.1:$port/asx
+	b64=$(printf '%s' "asxuser:$NETRC_PASS" | base64 -w0)
+
+	run_as "$ALICE" curl -sS --max-time 10 --netrc-file "$netrc" "$url"
+	expect_read "outside: curl sends the netrc credentials" "Authorization: Basic $b64"
+	run_in "$ALICE" curl -sS --max-time 10 --netrc-file "$netrc" "$url"
+	if [ "$RC" -ne 0 ] || ! has "GET /asx" "$OUT"; then
+		fail "inside: curl still works but sends no netrc credentials" "request failed; $(why)"
+	elif has "$NETRC_PASS" "$OUT" "$ERR" || has "$b64" "$OUT" "$ERR" || grep -qi '^authorization:' "$OUT"; then
+		fail "inside: curl still works but sends no netrc credentials" "credentials sent: $(snip "$OUT")"
+	else
+		pass "inside: curl still works but sends no netrc credentials"
+	fi
+	if command -v strace >/dev/null; then
+		rm -f "$trace"
+		run_in "$ALICE" strace -f -qq -e trace=open,openat,openat2 -o "$trace" \
+			curl -sS --max-time 10 --netrc-file "$netrc" "$url"
+		if grep -F "\"$netrc\"" "$trace" 2>/dev/null | grep -q 'EPERM'; then
+			pass "inside: curl's open of the netrc fails with EPERM (strace)"
+		else
+			fail "inside: curl's open of the netrc fails with EPERM (strace)" \
+				"$(grep -F "$netrc" "$trace" 2>/dev/null | head -c 200 || true) $(why)"
+		fi
+		rm -f "$trace"
+	fi
+	stop_bg "$HTTP_PID"
+}
+
+# 11. Bad lines in a home list: warnings naming file:line, launch still works,
+# valid lines still enforced; a symlink entry is skipped
+check_bad_list_lines() {
+	local list=$T/bad.list long got f
+	long=/$(printf '%05000d' 0 | tr 0 a)
+	{
+		printf '# a comment line\n'                 # 1
+		printf '\n'                                 # 2
+		printf '   \t \n'                           # 3  blank after trimming
+		printf 'asx/relative/path.txt\n'            # 4  warn: relative
+		printf '%s\n' "$AH/asx-missing.txt"         # 5  warn: missing
+		printf '%s\n' "$AH/asx-dir"                 # 6  warn: directory
+		printf '%s/asx-\377\376-bad.txt\n' "$AH"    # 7  warn: not UTF-8
+		printf '%s\r\n' "$AH/asx-crlf.txt"          # 8  CRLF: enforced
+		printf ' \t%s \t\n' "$AH/asx-padded.txt"    # 9  padded: enforced
+		printf '%s\n' "$AH/asx-symlink.txt"         # 10 warn: last component is a symlink
+		printf '%s\n' "$TILDE/asx-tilde.txt"        # 11 ~/: enforced
+		printf '%s\n' "$S"                          # 12 enforced
+		printf '%s\n' "$long"                       # 13 warn: too long / missing
+		printf '%s' "$AH/asx-lastline.txt"          # 14 no final newline: enforced
+	} >"$list"
+	write_list "$ALICE" "$list"
+
+	run_in "$ALICE" true
+	cp "$ERR" "$T/bad.err"
+	expect_rc "launch succeeds despite bad home-list lines" 0
+	got=$(warned_lines "$T/bad.err" "$HOME_LIST_REL")
+	if [ "$got" = "4 5 6 7 10 13" ]; then
+		pass "warnings '$LAUNCHER: warning: <list>:<line>: ...' for exactly the bad lines"
+	else
+		fail "warnings '$LAUNCHER: warning: <list>:<line>: ...' for exactly the bad lines" \
+			"warned lines '$got', expected '4 5 6 7 10 13'; stderr: $(snip "$T/bad.err")"
+	fi
+	if grep -a "^$LAUNCHER: warning: " "$T/bad.err" | grep -qavE "^$LAUNCHER: warning: [^:]*:[0-9]+: "; then
+		fail "every warning has the form <file>:<line>: <message>" "$(snip "$T/bad.err")"
+	else
+		pass "every warning has the form <file>:<line>: <message>"
+	fi
+	for f in crlf padded tilde lastline; do
+		run_in "$ALICE" cat "$AH/asx-$f.txt"
+		expect_denied "valid entry ($f) in a list with bad lines is enforced" "asx-$f-$TOK"
+	done
+	run_in "$ALICE" cat "$S"
+	expect_denied "valid absolute entry in a list with bad lines is enforced" "$SECRET"
+	run_in "$ALICE" cat "$AH/asx-symtarget.txt"
+	expect_read "a symlink entry is skipped: its target stays readable" "asx-symtarget-$TOK"
+	alice_list_default
+}
+
+# A home list must be read with the user's credentials: a symlink to a root-only
+# file must neither leak its lines in warnings nor have its entries enforced
+check_list_not_read_as_root() {
+	local home_list=$AH/$HOME_LIST_REL
+	printf 'asx-root-only-line-%s\n%s\n' "$TOK" "$SRV/root-listed.txt" >"$T/root-only.list"
+	chmod 0600 "$T/root-only.list"
+	rm -f "$home_list"
+	ln -s "$T/root-only.list" "$home_list"
+	chown -h "$ALICE:$ALICE" "$home_list"
+	run_in "$ALICE" cat "$SRV/root-listed.txt"
+	if has "asx-root-only-line-$TOK" "$OUT" "$ERR"; then
+		fail "a home list pointing at a root-only file leaks nothing" "its contents appear: $(snip "$ERR")"
+	else
+		pass "a home list pointing at a root-only file leaks nothing"
+	fi
+	if [ "$RC" -eq 2 ] || { [ "$RC" -eq 0 ] && has "asx-root-listed-$TOK" "$OUT"; }; then
+		pass "entries of a list the user cannot read are not enforced"
+	else
+		fail "entries of a list the user cannot read are not enforced" "$(why)"
+	fi
+	alice_list_default
+}
+
+# A FIFO as home list must not hang the daemon for other users
+check_list_fifo() {
+	local home_list=$AH/$HOME_LIST_REL bg
+	rm -f "$home_list"
+	run_as "$ALICE" mkfifo "$home_list"
+	timeout -k 2 10 runuser -u "$ALICE" -- "$LAUNCHER" true </dev/null >"$T/fifo.out" 2>"$T/fifo.err" &
+	bg=$!
+	BG_PIDS+=("$bg")
+	sleep 1
+	run_in "$BOB" true
+	expect_rc "$BOB's launch works while $ALICE's home list is a FIFO" 0
+	# unblock whoever may be stuck opening the FIFO for reading
+	timeout 2 sh -c ': > "$1"' sh "$home_list" 2>/dev/null
+	stop_bg "$bg"
+	alice_list_default
+	ok "daemon still active after the FIFO list" "is-active: $(systemctl is-active "$UNIT" 2>&1)" daemon_active
+	run_in "$ALICE" true
+	expect_rc "$ALICE's next launch with a normal list works" 0
+}
+
+# 12. A launch from inside a sandbox works and re-reads the lists
+check_nested_launch() {
+	local d=$AH/asx-nest f=$AH/asx-fresh.txt bg rc
+	run_in "$ALICE" "$LAUNCHER" true
+	expect_rc "nested launch runs 'true' (exit 0)" 0
+	run_in "$ALICE" "$LAUNCHER" cat "$S"
+	expect_denied "nested launch: cat secret denied" "$SECRET"
+	run_in "$ALICE" "$LAUNCHER" cat /proc/self/cgroup
+	expect_cgroup "nested launch stays in uid-$ALICE_UID" "$ALICE_UID"
+
+	# outer sandbox reads f, waits until f is listed, then launches again
+	rm -rf "$d"
+	install -d -o "$ALICE" -g "$ALICE" "$d"
+	timeout -k 5 60 runuser -u "$ALICE" -- "$LAUNCHER" sh -c '
+		cat "$2" > /dev/null && : > "$1/first-read-ok"
+		: > "$1/waiting"; i=0
+		while [ ! -e "$1/go" ] && [ "$i" -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+		exec agent-sandbox-exec cat "$2"' sh "$d" "$f" </dev/null >"$T/nest.out" 2>"$T/nest.err" &
+	bg=$!
+	BG_PIDS+=("$bg")
+	wait_for 20 test -e "$d/waiting"
+	alice_list_plus "$f"
+	touch "$d/go"
+	wait_for 40 pid_gone "$bg"
+	wait "$bg"
+	rc=$?
+	ok "nested re-read: the file was readable before it was listed" "outer sandbox: $(snip "$T/nest.err")" \
+		test -e "$d/first-read-ok"
+	if has "asx-fresh-$TOK" "$T/nest.out" "$T/nest.err"; then
+		fail "nested launch re-reads the home list (newly listed file denied)" "content revealed"
+	elif [ "$rc" -eq 0 ] || ! has "$EPERM_MSG" "$T/nest.err"; then
+		fail "nested launch re-reads the home list (newly listed file denied)" "rc=$rc; stderr: $(snip "$T/nest.err")"
+	else
+		pass "nested launch re-reads the home list (newly listed file denied)"
+	fi
+	alice_list_default
+}
+
+# The sandboxed agent must not be able to lift its own denials by editing or
+# redirecting its home list and launching again
+check_nested_cannot_lift() {
+	local fake=$AH/asx-fakehome
+	run_in "$ALICE" sh -c ': > "$1"; agent-sandbox-exec cat "$2"' sh "$AH/$HOME_LIST_REL" "$S"
+	if has "$SECRET" "$OUT" "$ERR"; then
+		fail "inside: emptying the home list + nested launch does not reveal the secret" "secret revealed; rc=$RC"
+	else
+		pass "inside: emptying the home list + nested launch does not reveal the secret"
+	fi
+	alice_list_default
+
+	rm -rf "$fake"
+	install -d -o "$ALICE" -g "$ALICE" "$fake" "$fake/.config" "$fake/.config/agent-sandbox-exec"
+	install -o "$ALICE" -g "$ALICE" -m 0644 /dev/null "$fake/$HOME_LIST_REL"
+	run_in "$ALICE" env HOME="$fake" XDG_CONFIG_HOME="$fake/.config" "$LAUNCHER" cat "$S"
+	if has "$SECRET" "$OUT" "$ERR"; then
+		fail "inside: nested launch with HOME/XDG_CONFIG_HOME pointing elsewhere does not reveal the secret" "secret revealed; rc=$RC"
+	else
+		pass "inside: nested launch with HOME/XDG_CONFIG_HOME pointing elsewhere does not reveal the secret"
+	fi
+
+	run_in "$ALICE" sh -c 'cd && mv .config/agent-sandbox-exec .config/asx-moved-away; agent-sandbox-exec cat "$1"' sh "$S"
+	if has "$SECRET" "$OUT" "$ERR"; then
+		fail "inside: renaming the list directory + nested launch does not reveal the secret" "secret revealed; rc=$RC"
+	else
+		pass "inside: renaming the list directory + nested launch does not reveal the secret"
+	fi
+	rm -rf "$AH/.config/asx-moved-away" "$fake"
+	alice_list_default
+}
+
+# 13. argv, exit status, PATH, environment, stdin pass through
+check_exit_status() {
+	local s got="" rc_out
+	for s in 0 1 7 255; do
+		run_in "$ALICE" sh -c "exit $s"
+		got="$got $RC"
+	done
+	ok "exit statuses 0 1 7 255 pass through" "got:$got" test "$got" = " 0 1 7 255"
+	run_as "$ALICE" sh -c 'kill -TERM $$'
+	rc_out=$RC
+	run_in "$ALICE" sh -c 'kill -TERM $$'
+	ok "death by SIGTERM reported as outside (status $rc_out)" "inside: $RC" test "$RC" -eq "$rc_out"
+}
+
+check_argv_passthrough() {
+	local args=('a b' $'c\nd' '' '  lead and trail  ' '--help' '--version' '-x' '*' '$HOME' $'\xff\xfe' 'é' "'\"\\")
+	run_as "$ALICE" printf '[%s]\n' "${args[@]}"
+	cp "$OUT" "$T/argv.out"
+	run_in "$ALICE" printf '[%s]\n' "${args[@]}"
+	if [ "$RC" -eq 0 ] && [ -s "$OUT" ] && cmp -s "$T/argv.out" "$OUT"; then
+		pass "arguments (spaces, newlines, empty, options, globs, bytes) arrive unchanged"
+	else
+		fail "arguments (spaces, newlines, empty, options, globs, bytes) arrive unchanged" "got: $(snip "$OUT"); $(why)"
+	fi
+}
+
+check_path_lookup() {
+	run_in "$ALICE" id -u
+	if [ "$RC" -eq 0 ] && [ "$(cat "$OUT")" = "$ALICE_UID" ]; then
+		pass "PATH lookup: '$LAUNCHER id -u' prints $ALICE_UID"
+	else
+		fail "PATH lookup: '$LAUNCHER id -u' prints $ALICE_UID" "stdout: $(snip "$OUT"); $(why)"
+	fi
+	run_as "$ALICE" env PATH="$AH/asx-bin:$PATH" "$LAUNCHER" asx-hello
+	expect_read "PATH lookup uses the caller's PATH (program in ~/asx-bin)" "asx-hello-$TOK"
+	run_in "$ALICE" asx-no-such-program-$$
+	if [ "$RC" -ne 0 ] && [ -s "$ERR" ]; then
+		pass "a missing PROGRAM fails with a message"
+	else
+		fail "a missing PROGRAM fails with a message" "$(why)"
+	fi
+}
+
+check_env_passthrough() {
+	local v=$'spaces and\nnewline = "quotes"'
+	run_as "$ALICE" env "ASX_TEST_VAR=$v" LD_LIBRARY_PATH=/asx/nonexistent env -0
+	sort -z "$OUT" >"$T/env.out"
+	run_as "$ALICE" env "ASX_TEST_VAR=$v" LD_LIBRARY_PATH=/asx/nonexistent "$LAUNCHER" env -0
+	sort -z "$OUT" >"$T/env.in"
+	if [ "$RC" -ne 0 ] || [ ! -s "$T/env.in" ]; then
+		fail "environment identical inside and outside" "$(why)"
+	elif cmp -s "$T/env.out" "$T/env.in"; then
+		pass "environment identical inside and outside"
+	else
+		fail "environment identical inside and outside" \
+			"differs: $(diff <(tr '\0' '\n' <"$T/env.out") <(tr '\0' '\n' <"$T/env.in") | grep '^[<>]' | head -c 300 | tr '\n' '|')"
+	fi
+}
+
+check_stdin_passthrough() {
+	local data
+	data="asx-stdin-$TOK"
+	RC=0
+	printf '%s\n' "$data" | timeout -k 5 "$CMD_TIMEOUT" runuser -u "$ALICE" -- "$LAUNCHER" cat >"$OUT" 2>"$ERR" || RC=$?
+	if [ "$RC" -eq 0 ] && [ "$(cat "$OUT")" = "$data" ]; then
+		pass "stdin passes through"
+	else
+		fail "stdin passes through" "stdout: $(snip "$OUT"); $(why)"
+	fi
+}
+
+# The launcher execs PROGRAM: PROGRAM's parent is the caller (runuser here)
+check_launcher_execs() {
+	same_io "the launcher execs PROGRAM (PROGRAM's parent is the caller)" "$ALICE" \
+		sh -c 'cat "/proc/$PPID/comm"'
+}
+
+# Parallel launches of two users: all denied where listed, each in its own cgroup
+check_concurrent_launches() {
+	local i pids=() bad=""
+	for i in 1 2 3 4 5 6; do
+		(
+			timeout -k 5 60 runuser -u "$ALICE" -- "$LAUNCHER" cat "$S" </dev/null >"$T/par-a$i.out" 2>"$T/par-a$i.err"
+			echo $? >"$T/par-a$i.rc"
+		) &
+		pids+=("$!")
+		(
+			timeout -k 5 60 runuser -u "$BOB" -- "$LAUNCHER" cat /proc/self/cgroup </dev/null >"$T/par-b$i.out" 2>"$T/par-b$i.err"
+			echo $? >"$T/par-b$i.rc"
+		) &
+		pids+=("$!")
+	done
+	wait "${pids[@]}"
+	for i in 1 2 3 4 5 6; do
+		if has "$SECRET" "$T/par-a$i.out" "$T/par-a$i.err" || [ "$(cat "$T/par-a$i.rc")" = 0 ] ||
+			! has "$EPERM_MSG" "$T/par-a$i.err"; then
+			bad="$bad alice#$i(rc=$(cat "$T/par-a$i.rc"): $(snip "$T/par-a$i.err"))"
+		fi
+		if [ "$(cat "$T/par-b$i.rc")" != 0 ] || ! in_sandbox_cgroup "$T/par-b$i.out" "$BOB_UID"; then
+			bad="$bad bob#$i(rc=$(cat "$T/par-b$i.rc"): $(snip "$T/par-b$i.err"))"
+		fi
+	done
+	ok "12 concurrent launches by two users: all denied/placed correctly" "${bad# }" test -z "$bad"
+}
+
+# A setuid child (sudo -> root) of the sandboxed agent stays confined
+check_sudo_child() {
+	if ! command -v sudo >/dev/null || ! command -v visudo >/dev/null; then
+		skip "sudo check: sudo not installed"
+		return
+	fi
+	printf '%s ALL=(root) NOPASSWD: /usr/bin/cat\n' "$ALICE" >"$T/sudoers"
+	if ! visudo -cqf "$T/sudoers" >/dev/null 2>&1; then
+		fail "sudo test rule is valid" "visudo rejected it"
+		return
+	fi
+	install -m 0440 "$T/sudoers" "$SUDOERS_FILE"
+	run_as "$ALICE" sudo -n /usr/bin/cat "$S"
+	expect_read "outside: sudo -n cat works (control)" "$SECRET"
+	run_in "$ALICE" sudo -n /usr/bin/cat "$S"
+	expect_denied "inside: a root child via sudo is still denied" "$SECRET"
+	run_in "$ALICE" sudo -n /usr/bin/cat /proc/self/cgroup
+	expect_cgroup "inside: a root child via sudo stays in uid-$ALICE_UID" "$ALICE_UID"
+	rm -f "$SUDOERS_FILE"
+}
+
+# A sandboxed process must not ptrace an unsandboxed process of the same user
+# that reads the secret (strace -p would show the read() data)
+check_ptrace_outside() {
+	local d=$AH/asx-ptrace bg pid
+	if ! command -v strace >/dev/null; then
+		skip "ptrace check: strace not installed"
+		return
+	fi
+	rm -rf "$d"
+	install -d -o "$ALICE" -g "$ALICE" "$d"
+	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'echo "$$" > "$1/pid"; i=0
+		while [ "$i" -lt 400 ] && [ ! -e "$1/stop" ]; do cat "$2" > /dev/null; sleep 0.1; i=$((i + 1)); done' \
+		sh "$d" "$S" </dev/null >/dev/null 2>&1 &
+	bg=$!
+	BG_PIDS+=("$bg")
+	if ! wait_for 10 test -s "$d/pid"; then
+		fail "inside: ptrace of the user's unsandboxed process reveals nothing" "reader did not start"
+		stop_bg "$bg"
+		return
+	fi
+	pid=$(cat "$d/pid")
+	run_in "$ALICE" timeout 3 strace -f -qq -s 256 -e trace=read -p "$pid"
+	touch "$d/stop"
+	stop_bg "$bg"
+	if has "$SECRET" "$OUT" "$ERR"; then
+		fail "inside: ptrace of the user's unsandboxed process reveals nothing" \
+			"strace -p showed the secret being read (needs e.g. a ptrace_access_check hook)"
+	else
+		pass "inside: ptrace of the user's unsandboxed process reveals nothing"
+	fi
+}
+
+# A sandboxed process cannot move itself out of its cgroup
+check_cgroup_escape() {
+	local targets=("$CGROOT/cgroup.procs" "$CGROOT/agent-sandbox-exec/cgroup.procs")
+	[ -e "$CGROOT/user.slice/cgroup.procs" ] && targets+=("$CGROOT/user.slice/cgroup.procs")
+	run_in "$ALICE" sh -c 's=$1; shift
+		for f in "$@"; do (echo "$$" > "$f") 2>/dev/null && echo "moved-via $f"; done
+		cat /proc/self/cgroup; cat "$s"' sh "$S" "${targets[@]}"
+	if grep -q '^moved-via' "$OUT" || ! in_sandbox_cgroup "$OUT" "$ALICE_UID"; then
+		fail "inside: writing cgroup.procs elsewhere does not move the process out" "$(snip "$OUT")"
+	else
+		pass "inside: writing cgroup.procs elsewhere does not move the process out"
+	fi
+	expect_hidden "inside: after the escape attempt the secret is still denied" "$SECRET"
+}
+
+# 7. Daemon restart: a running sandbox stays enforced throughout; new launches work
+check_daemon_restart() {
+	local old new ppid
+	if ! start_prober restart "$ALICE" "$S"; then
+		fail "long-running sandboxed reader starts" "$(snip "$T/probe-restart.err")"
+		stop_prober restart
+		return
+	fi
+	prober_advance restart 3 10
+	prober_verdict "long-running sandbox is denied before the restart" restart
+	old=$(main_pid)
+	DAEMON_TOUCHED=1
+	timeout 90 systemctl restart "$UNIT" >"$T/restart.log" 2>&1
+	wait_for 30 daemon_active
+	new=$(main_pid)
+	ok "daemon restarted and active (MainPID $old -> $new)" "$(snip "$T/restart.log"); is-active: $(systemctl is-active "$UNIT")" \
+		daemon_replaced "$old"
+	if prober_advance restart 3 10; then
+		prober_verdict "after the restart the same long-running sandbox is still denied" restart
+	else
+		fail "after the restart the same long-running sandbox is still denied" "it made no new attempts: $(snip "$T/probe-restart.err")"
+	fi
+	ppid=$(cat "${PROBER_DIR[restart]}/pid" 2>/dev/null)
+	ok "the long-running sandbox is still in uid-$ALICE_UID" "cgroup: $(snip "/proc/$ppid/cgroup")" \
+		in_sandbox_cgroup "/proc/$ppid/cgroup" "$ALICE_UID"
+	run_in "$ALICE" cat "$S"
+	expect_denied "after the restart a new launch is denied" "$SECRET"
+	run_in "$ALICE" true
+	expect_rc "after the restart a new launch runs (exit 0)" 0
+	stop_prober restart
+	ok "no read succeeded at any time around the restart" "$(snip "${PROBER_DIR[restart]}/leak")" \
+		test ! -s "${PROBER_DIR[restart]}/leak"
+}
+
+# SIGKILL of the daemon: enforcement of running sandboxes survives, daemon comes back
+check_daemon_crash() {
+	local old
+	if ! start_prober crash "$ALICE" "$S"; then
+		fail "long-running sandboxed reader starts" "$(snip "$T/probe-crash.err")"
+		stop_prober crash
+		return
+	fi
+	old=$(main_pid)
+	DAEMON_TOUCHED=1
+	systemctl kill --kill-whom=main --signal=SIGKILL "$UNIT"
+	if prober_advance crash 5 10; then
+		prober_verdict "right after SIGKILL of the daemon a running sandbox is still denied" crash
+	else
+		fail "right after SIGKILL of the daemon a running sandbox is still denied" "no attempts: $(snip "$T/probe-crash.err")"
+	fi
+	if ! wait_for 20 daemon_replaced "$old"; then
+		daemon_ensure_running
+	fi
+	ok "daemon active again after SIGKILL" "is-active: $(systemctl is-active "$UNIT" 2>&1)" daemon_replaced "$old"
+	prober_advance crash 3 10
+	prober_verdict "after the daemon came back the running sandbox is still denied" crash
+	run_in "$ALICE" cat "$S"
+	expect_denied "after the daemon came back a new launch is denied" "$SECRET"
+	run_in "$ALICE" true
+	expect_rc "after the daemon came back a new launch runs" 0
+	stop_prober crash
+}
+
+# A frozen (SIGSTOP) daemon: the launch must not run PROGRAM and must not hang forever
+check_daemon_frozen() {
+	local CMD_TIMEOUT=45
+	rm -f "$MARKER"
+	DAEMON_TOUCHED=1
+	systemctl kill --kill-whom=main --signal=SIGSTOP "$UNIT"
+	run_in "$ALICE" touch "$MARKER"
+	systemctl kill --kill-whom=main --signal=SIGCONT "$UNIT"
+	if [ "$RC" -eq 2 ] && [ ! -e "$MARKER" ]; then
+		pass "launch against a frozen daemon refuses (exit 2), PROGRAM not run"
+	else
+		fail "launch against a frozen daemon refuses (exit 2), PROGRAM not run" "marker: $([ -e "$MARKER" ] && echo created || echo absent); $(why)"
+	fi
+	sleep 2
+	ok "no late start of PROGRAM after the daemon thaws" "marker was created" test ! -e "$MARKER"
+	rm -f "$MARKER"
+	daemon_ensure_running
+	run_in "$ALICE" true
+	expect_rc "launch works after the daemon thaws" 0
+}
+
+# 9. Fail closed: daemon stopped -> exit 2, one line, PROGRAM not run; running
+# sandboxes stay enforced; the daemon starts again
+check_fail_closed() {
+	if ! start_prober stopped "$ALICE" "$S"; then
+		fail "long-running sandboxed reader starts" "$(snip "$T/probe-stopped.err")"
+		stop_prober stopped
+		return
+	fi
+	DAEMON_TOUCHED=1
+	timeout 90 systemctl stop "$UNIT" >"$T/stop.log" 2>&1
+	ok "daemon stopped" "is-active: $(systemctl is-active "$UNIT" 2>&1)" wait_for 30 daemon_inactive
+	ok "$RUN_DIR/ready absent while stopped" "it exists" test ! -e "$RUN_DIR/ready"
+	rm -f "$MARKER"
+	run_in "$ALICE" touch "$MARKER"
+	if [ "$RC" -eq 2 ] && [ "$(wc -l <"$ERR")" -eq 1 ] && grep -q "^$LAUNCHER: " "$ERR"; then
+		pass "daemon stopped: launch exits 2 with one '$LAUNCHER: ...' line"
+	else
+		fail "daemon stopped: launch exits 2 with one '$LAUNCHER: ...' line" "$(why)"
+	fi
+	ok "daemon stopped: PROGRAM did not run ($MARKER absent)" "marker exists" test ! -e "$MARKER"
+	rm -f "$MARKER"
+	if prober_advance stopped 3 10; then
+		prober_verdict "daemon stopped: a sandbox started earlier is still denied" stopped
+	else
+		fail "daemon stopped: a sandbox started earlier is still denied" "no attempts: $(snip "$T/probe-stopped.err")"
+	fi
+	timeout 90 systemctl start "$UNIT" >"$T/start.log" 2>&1
+	ok "daemon active again after start" "$(snip "$T/start.log"); is-active: $(systemctl is-active "$UNIT" 2>&1)" \
+		wait_for 30 daemon_active
+	run_in "$ALICE" true
+	expect_rc "launch works after the daemon was started again" 0
+	stop_prober stopped
+	ok "no read succeeded while the daemon was stopped" "$(snip "${PROBER_DIR[stopped]}/leak")" \
+		test ! -s "${PROBER_DIR[stopped]}/leak"
+}
+
+# ================================================================ setup and cleanup
+
+# A small HTTP server on 127.0.0.1 that answers every request with the request
+# head (so the Authorization header curl sent is visible). Bounded in time.
+write_http_echo() {
+	cat >"$1" <<'EOF'
+import os, signal, socket, sys
+signal.alarm(240)
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", 0))
+srv.listen(8)
+srv.settimeout(60)
+with open(sys.argv[1] + ".new", "w") as f:
+    f.write(str(srv.getsockname()[1]))
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    try:
+        conn, _addr = srv.accept()
+    except socket.timeout:
+        break
+    conn.settimeout(10)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    body = data.split(b"\r\n\r\n")[0] + b"\r\n"
+    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    conn.close()
+EOF
+}
+
+# kill_user_procs USER: end leftover processes of a test user (by pid)
+kill_user_procs() {
+	local uid pids
+	uid=$(id -u "$1" 2>/dev/null) || return 0
+	pids=$(pgrep -u "$uid" | tr '\n' ' ')
+	[ -n "$pids" ] || return 0
+	# shellcheck disable=SC2086
+	kill -TERM $pids 2>/dev/null
+	sleep 1
+	pids=$(pgrep -u "$uid" | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null
+	return 0
+}
+
+# remove_test_user USER: remove USER if it is one of ours (GECOS); 1 if foreign
+remove_test_user() {
+	getent passwd "$1" >/dev/null || return 0
+	[ "$(getent passwd "$1" | cut -d: -f5)" = "$GECOS" ] || return 1
+	kill_user_procs "$1"
+	userdel -r "$1" >/dev/null 2>&1 || userdel -f -r "$1" >/dev/null 2>&1
+}
+
+preflight() {
+	local c missing=""
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "running as root" "uid $(id -u)"
+		return 1
+	fi
+	for c in "$LAUNCHER" systemctl runuser timeout useradd userdel groupadd getent pgrep; do
+		command -v "$c" >/dev/null || missing="$missing $c"
+	done
+	if [ -n "$missing" ]; then
+		fail "required commands present" "missing:$missing"
+		return 1
+	fi
+}
+
+setup() {
+	local u
+	T=$(mktemp -d /tmp/asx-test.XXXXXX) || return 1
+	OUT=$T/out ERR=$T/err
+	TOK=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	SECRET="asx-secret-$TOK"
+	NETRC_PASS="asx-netrc-pw-$TOK"
+	mkdir -p /srv && SRV=$(mktemp -d /srv/asx-test.XXXXXX) && chmod 0755 "$SRV" || return 1
+	CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -n1)
+	CGROOT=${CGROOT:-/sys/fs/cgroup}
+
+	for u in "$ALICE" "$BOB"; do
+		remove_test_user "$u" || { echo "user $u exists and is not a test user" >&2; return 1; }
+	done
+	if getent group "$GROUP" >/dev/null; then
+		groupdel "$GROUP" 2>/dev/null || { echo "group $GROUP exists and cannot be removed" >&2; return 1; }
+	fi
+	SETUP_DONE=1
+	groupadd "$GROUP" &&
+		useradd -m -s /bin/sh -c "$GECOS" -G "$GROUP" "$ALICE" &&
+		useradd -m -s /bin/sh -c "$GECOS" "$BOB" || return 1
+	ALICE_UID=$(id -u "$ALICE") BOB_UID=$(id -u "$BOB")
+	AH=$(home_of "$ALICE") BH=$(home_of "$BOB")
+	S=$AH/secret.txt
+
+	# base list: keep a copy to restore (create it if the package did not)
+	BASE_BACKUP=$T/base.orig
+	if [ -f "$BASE_LIST" ]; then
+		BASE_EXISTED=1
+		cp -a "$BASE_LIST" "$BASE_BACKUP"
+	else
+		mkdir -p "$(dirname "$BASE_LIST")" && : >"$BASE_BACKUP"
+	fi
+
+	# alice's files
+	put "$ALICE" "$S" 0600 "$SECRET" && cp "$S" "$T/secret.orig" &&
+		put "$ALICE" "$AH/asx-second.txt" 0600 "asx-second-$TOK" &&
+		put "$ALICE" "$AH/asx-fresh.txt" 0600 "asx-fresh-$TOK" &&
+		put "$ALICE" "$AH/asx-base-tilde.txt" 0600 "asx-base-tilde-$ALICE-$TOK" &&
+		put "$BOB" "$BH/asx-base-tilde.txt" 0600 "asx-base-tilde-$BOB-$TOK" &&
+		put "$ALICE" "$AH/.asx-netrc" 0600 "machine 127.0.0.1 login asxuser password $NETRC_PASS" || return 1
+	for u in crlf padded tilde lastline symtarget; do
+		put "$ALICE" "$AH/asx-$u.txt" 0600 "asx-$u-$TOK" || return 1
+	done
+	ln -s asx-symtarget.txt "$AH/asx-symlink.txt" && chown -h "$ALICE:$ALICE" "$AH/asx-symlink.txt"
+	install -d -o "$ALICE" -g "$ALICE" "$AH/asx-dir" "$AH/asx-bin"
+	put "$ALICE" "$AH/asx-bin/asx-hello" 0755 "#!/bin/sh
+echo asx-hello-$TOK"
+	# shared, world-readable files
+	put root "$SRV/alice-only.txt" 0644 "asx-alice-only-$TOK" &&
+		put root "$SRV/bob-only.txt" 0644 "asx-bob-only-$TOK" &&
+		put root "$SRV/base-secret.txt" 0644 "asx-base-$TOK" &&
+		put root "$SRV/root-listed.txt" 0644 "asx-root-listed-$TOK" || return 1
+	write_http_echo "$T/http-echo.py"
+
+	# hardlink made outside the sandbox, before any launch
+	run_as "$ALICE" ln "$S" "$AH/hl-out.txt"
+	[ "$RC" -eq 0 ] || { echo "ln failed: $(snip "$ERR")" >&2; return 1; }
+	if command -v ssh-keygen >/dev/null; then
+		run_as "$ALICE" sh -c 'mkdir -p -m 0700 "$1/.ssh" && ssh-keygen -q -t ed25519 -N "" -C asx-test -f "$1/.ssh/asx_ed25519"' sh "$AH"
+	fi
+
+	# the lists
+	printf '# agent-sandbox-exec test list of %s\n%s\n%s\n%s\n%s\n' "$ALICE" \
+		"$S" "$TILDE/.ssh/asx_ed25519" "$TILDE/.asx-netrc" "$SRV/alice-only.txt" >"$T/alice.list"
+	printf '%s\n' "$SRV/bob-only.txt" >"$T/bob.list"
+	alice_list_default
+	write_list "$BOB" "$T/bob.list"
+}
+
+cleanup() {
+	local p
+	[ "$CLEANED" -eq 1 ] && return 0
+	CLEANED=1
+	for p in "${BG_PIDS[@]}"; do
+		pid_gone "$p" || kill "$p" 2>/dev/null
+	done
+	for p in "${BG_PIDS[@]}"; do
+		stop_bg "$p"
+	done
+	if [ "$DAEMON_TOUCHED" -eq 1 ]; then
+		ok "daemon is active at the end of the run" "is-active: $(systemctl is-active "$UNIT" 2>&1)" \
+			daemon_ensure_running
+	fi
+	if [ "$BASE_TOUCHED" -eq 1 ]; then
+		if [ "$BASE_EXISTED" -eq 1 ]; then
+			cat "$BASE_BACKUP" >"$BASE_LIST"
+			ok "base list is restored at the end of the run" "cmp differs" cmp -s "$BASE_BACKUP" "$BASE_LIST"
+		else
+			rm -f "$BASE_LIST"
+		fi
+	fi
+	rm -f "$SUDOERS_FILE" "$MARKER"
+	[ "$SETUP_DONE" -eq 1 ] || return 0
+	if [ "${ASX_TEST_KEEP:-0}" = 1 ]; then
+		printf 'kept: users %s %s, %s, %s\n' "$ALICE" "$BOB" "$SRV" "$T" >&2
+		return 0
+	fi
+	remove_test_user "$ALICE"
+	remove_test_user "$BOB"
+	groupdel "$GROUP" 2>/dev/null
+	[ -n "$SRV" ] && rm -rf "$SRV"
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+# listed WORD LIST: WORD is one of the space-separated LIST
+listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+run_check() {
+	if [ -n "${ASX_TEST_ONLY:-}" ] && ! listed "$1" "$ASX_TEST_ONLY"; then
+		return
+	fi
+	if listed "$1" "${ASX_TEST_SKIP:-}"; then
+		skip "$1 (disabled by ASX_TEST_SKIP)"
+		return
+	fi
+	"check_$1"
+}
+
+finish() {
+	trap - EXIT INT TERM
+	cleanup
+	printf 'agent-sandbox-exec test.sh: %d passed, %d failed, %d skipped\n' "$PASS_N" "$FAIL_N" "$SKIP_N"
+	if [ "$FAIL_N" -eq 0 ]; then
+		echo "ALL PASS"
+		exit 0
+	fi
+	echo "$FAIL_N FAILED"
+	exit 1
+}
+
+main() {
+	local c
+	preflight || finish
+	trap cleanup EXIT
+	trap 'fail "run" "interrupted"; finish' INT TERM
+	if ! setup; then
+		fail "setup (test users and files)" "see stderr"
+		finish
+	fi
+	for c in "${CHECKS[@]}"; do
+		run_check "$c"
+	done
+	finish
+}
+
+main "$@"

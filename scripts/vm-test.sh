@@ -1,0 +1,397 @@
+#!/usr/bin/env bash
+# vm-test.sh: run a test script as root inside a throwaway Debian VM with a .deb installed.
+#
+# The host kernel cannot load BPF LSM programs, so enforcement is tested in a QEMU (TCG) guest:
+# a cached Debian image (built once with mmdebstrap, reused while its recipe is unchanged) is
+# booted with a copy-on-write snapshot of its disk, the first DEB is installed in the guest, then
+# GUEST_SCRIPT runs there as root. Its output is streamed here and its exit status is ours.
+#
+# Usage: scripts/vm-test.sh [OPTIONS] [DEB...] -- GUEST_SCRIPT [ARGS...]
+#
+#   --suite SUITE      Debian suite of the guest: bookworm (default) or trixie
+#   --timeout SECONDS  bound on the whole VM run: boot, install, script, power-off (default 900)
+#   --keep-share DIR   use DIR (new or empty) as the share and keep it afterwards: the script's
+#                      results plus serial.log (the guest console) are left there
+#   --add PATH         also copy PATH (file or directory) into the share root; repeatable
+#
+# In the guest: the first DEB is installed with apt-get (offline) before the script runs; every
+# DEB is on the share for the script (e.g. for an upgrade test). The script runs with bash, as
+# root, cwd = the share, stdin = /dev/null, and in its environment:
+#   VM_SHARE   mount point of the share (host files, writable; results/ is the harness's)
+#   VM_DEBS    absolute guest paths of all DEBs, space-separated, in command-line order
+#
+# Exit status: the guest script's, or 124 if the run timed out, 125 if the VM or the harness
+# failed (one line on stderr says why, followed by the tail of the guest console), 2 on bad usage.
+#
+# Environment: AGENT_SANDBOX_VM_CACHE (default /var/cache/agent-sandbox-exec-vm) holds the images.
+# Building an image needs root (mmdebstrap --mode=root), network access to the Debian archive and
+# about 1.5 GB in the cache (while building); booting one does not need root.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly SCRIPT_DIR
+readonly GUEST_DIR=$SCRIPT_DIR/vm-guest
+readonly CACHE_ROOT=${AGENT_SANDBOX_VM_CACHE:-/var/cache/agent-sandbox-exec-vm}
+readonly ROOT_LABEL=vmtest-root     # file system label of the guest root (root=LABEL=...)
+readonly SHARE_TAG=vmshare          # 9p mount tag; vm-guest/vm-runner mounts it
+readonly BUILD_TIMEOUT=1800         # bound on building an image (not part of --timeout)
+readonly EXIT_TIMEOUT=124 EXIT_FAILURE=125 EXIT_USAGE=2
+
+suite=bookworm
+timeout_s=900
+keep_share=
+debs=()
+adds=()
+guest_script=
+guest_args=()
+
+# Temporary state, removed by cleanup() (build_dir by ensure_image's own trap).
+work=
+qemu_pid=
+build_dir=
+
+log() { printf 'vm-test: %s\n' "$*" >&2; }
+
+# A one-line reason, then exit.
+die() {
+    log "$1"
+    exit "${2:-$EXIT_FAILURE}"
+}
+
+usage() {
+    sed -n '/^# Usage:/,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+}
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+        kill "$qemu_pid" 2>/dev/null || true
+        wait "$qemu_pid" 2>/dev/null || true
+    fi
+    if [ -n "$work" ]; then
+        rm -rf "$work"
+    fi
+}
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --suite) [ $# -ge 2 ] || die "--suite needs a value" "$EXIT_USAGE"; suite=$2; shift 2 ;;
+        --timeout) [ $# -ge 2 ] || die "--timeout needs a value" "$EXIT_USAGE"; timeout_s=$2; shift 2 ;;
+        --keep-share) [ $# -ge 2 ] || die "--keep-share needs a value" "$EXIT_USAGE"; keep_share=$2; shift 2 ;;
+        --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        --) shift; break ;;
+        -*) die "unknown option: $1 (see --help)" "$EXIT_USAGE" ;;
+        *) debs+=("$1"); shift ;;
+        esac
+    done
+    [ $# -ge 1 ] || die "missing '-- GUEST_SCRIPT' (see --help)" "$EXIT_USAGE"
+    guest_script=$1
+    guest_args=("${@:2}")
+
+    [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds" "$EXIT_USAGE"
+    case $suite in
+    bookworm | trixie) ;;
+    *) die "unsupported suite: $suite (bookworm or trixie)" "$EXIT_USAGE" ;;
+    esac
+    [ -f "$guest_script" ] || die "guest script not found: $guest_script" "$EXIT_USAGE"
+    local deb
+    for deb in "${debs[@]}"; do
+        [[ $deb == *.deb && -f $deb ]] || die "not a .deb file: $deb" "$EXIT_USAGE"
+    done
+    for deb in "${adds[@]}"; do
+        [ -e "$deb" ] || die "--add: not found: $deb" "$EXIT_USAGE"
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# The image recipe. Everything that decides the image's contents is in the functions below and
+# in vm-guest/; recipe_text() feeds them to the cache key, so editing any of them rebuilds.
+
+guest_packages() {
+    local libelf=libelf1
+    [ "$suite" = bookworm ] || libelf=libelf1t64    # renamed in the 64-bit time_t transition
+    echo systemd systemd-sysv udev dbus sudo kmod linux-image-amd64 initramfs-tools \
+        util-linux procps coreutils openssh-client curl python3-minimal strace \
+        btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file \
+        "$libelf" zlib1g libc6 libgcc-s1
+}
+
+# Decompress the kernel inside a bzImage into an ELF vmlinux, which QEMU boots directly (faster
+# than going through the bzImage decompressor under TCG). The x86 boot header (protocol >= 2.08)
+# says where the compressed payload is, so no scanning for magic numbers is needed.
+extract_vmlinux() {
+    local in=$1 out=$2 setup_sects offset length start magic
+    local -a decompress
+    u32_at() { od -An -tu4 -j "$1" -N4 "$in" | tr -d ' '; }    # the host is little-endian too
+
+    [ "$(od -An -c -j $((0x202)) -N4 "$in" | tr -d ' ')" = HdrS ] || {
+        log "$in is not an x86 bzImage"
+        return 1
+    }
+    setup_sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$in" | tr -d ' ')
+    [ "$setup_sects" -ne 0 ] || setup_sects=4
+    offset=$(u32_at $((0x248)))
+    length=$(u32_at $((0x24c)))
+    # payload_offset counts from the protected-mode code, which follows the setup sectors.
+    start=$(((setup_sects + 1) * 512 + offset))
+    magic=$(od -An -tx1 -j "$start" -N6 "$in" | tr -d ' \n')
+    case $magic in
+    fd377a585a00) decompress=(xz -dc --single-stream) ;;
+    28b52ffd*) decompress=(zstd -dcq) ;;
+    1f8b*) decompress=(gzip -dc) ;;
+    *) log "unknown kernel compression (magic $magic)"; return 1 ;;
+    esac
+    # xz and zstd payloads end with the uncompressed size (4 bytes), which the decompressors
+    # would take for garbage; gzip carries its own.
+    [ "${decompress[0]}" = gzip ] || length=$((length - 4))
+    tail -c +$((start + 1)) "$in" | head -c "$length" | "${decompress[@]}" >"$out"
+    [ "$(od -An -c -N4 "$out" | tr -d ' ')" = '177ELF' ] || {
+        log "decompressed kernel is not an ELF file"
+        return 1
+    }
+}
+
+# Build the image into the empty directory $1: disk.img (ext4, labelled), vmlinux, initrd.img.
+build_image() {
+    local dir=$1 mirror=http://deb.debian.org/debian
+    local security=http://deb.debian.org/debian-security
+    local packages kernel initrd
+    packages=$(guest_packages | tr ' ' ',')
+
+    log "building the $suite guest image in $dir (about 1-2 minutes; log: $dir/build.log)"
+    if ! timeout "$BUILD_TIMEOUT" mmdebstrap --variant=minbase --mode=root \
+        --include="$packages" \
+        --essential-hook="$(printf '%q' "$GUEST_DIR/essential.sh") \"\$1\"" \
+        --customize-hook="$(printf '%q' "$GUEST_DIR/customize.sh") \"\$1\"" \
+        "$suite" "$dir/rootfs" \
+        "deb $mirror $suite main" \
+        "deb $mirror $suite-updates main" \
+        "deb $security $suite-security main" \
+        >"$dir/build.log" 2>&1; then
+        tail -n 20 "$dir/build.log" >&2
+        die "mmdebstrap failed (see the log above)"
+    fi
+
+    # Exactly one kernel is installed: linux-image-amd64 depends on one version.
+    kernel=$(find "$dir/rootfs/boot" -maxdepth 1 -name 'vmlinuz-*' -print -quit)
+    initrd=$(find "$dir/rootfs/boot" -maxdepth 1 -name 'initrd.img-*' -print -quit)
+    if [ -z "$kernel" ] || [ -z "$initrd" ]; then
+        die "no kernel or initrd in the built root file system"
+    fi
+    cp "$initrd" "$dir/initrd.img"
+    extract_vmlinux "$kernel" "$dir/vmlinux" || die "cannot extract vmlinux from $kernel"
+
+    # mke2fs -d fills the file system from a directory: no loop device, no mount.
+    mke2fs -q -t ext4 -L "$ROOT_LABEL" -d "$dir/rootfs" "$dir/disk.img" 3G \
+        || die "mke2fs of the guest disk failed"
+    rm -rf --one-file-system "$dir/rootfs"
+}
+
+# Everything the image depends on, as text; its sha256 is the cache key.
+recipe_text() {
+    printf 'suite=%s\nlabel=%s\npackages=%s\n' "$suite" "$ROOT_LABEL" "$(guest_packages)"
+    declare -f guest_packages extract_vmlinux build_image
+    (cd "$GUEST_DIR" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+}
+
+# Print the cache directory of the image for the current recipe, building it first if needed.
+ensure_image() {
+    local key dir lock_fd
+    key=$suite-$(recipe_text | sha256sum | cut -c1-16)
+    dir=$CACHE_ROOT/$key
+    if [ ! -f "$dir/disk.img" ]; then
+        [ "$(id -u)" -eq 0 ] || die "no cached guest image $dir, and building one needs root"
+        command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (apt-get install mmdebstrap)"
+        mkdir -p "$CACHE_ROOT"
+        # One build at a time; a concurrent run of the same recipe waits and then reuses it.
+        exec {lock_fd}>"$CACHE_ROOT/.build.lock"
+        flock "$lock_fd"
+        if [ ! -f "$dir/disk.img" ]; then
+            # Holding the lock, any build directory left over is from an interrupted build.
+            # (--one-file-system: never follow a mount that a killed mmdebstrap left behind.)
+            rm -rf --one-file-system "$CACHE_ROOT"/.build-*
+            build_dir=$(mktemp -d "$CACHE_ROOT/.build-$key.XXXXXX")
+            # This runs in $(...): the trap is this subshell's, and removes a failed build.
+            trap 'rm -rf --one-file-system "$build_dir"' EXIT
+            build_image "$build_dir" >&2
+            recipe_text >"$build_dir/recipe.txt"
+            rm -f "$build_dir/build.log"
+            chmod 0755 "$build_dir"
+            # The rename makes the image appear whole or not at all.
+            mv -T "$build_dir" "$dir"
+            prune_images "$key"
+            log "guest image ready: $dir"
+        fi
+        exec {lock_fd}>&-
+    fi
+    touch "$dir/last-used"
+    echo "$dir"
+}
+
+# Remove images of other recipes that no run has used for a day (a run touches last-used before
+# booting, so an image in use is never that old).
+prune_images() {
+    local keep=$1 old
+    for old in "$CACHE_ROOT"/*-*/; do
+        old=${old%/}
+        if [ ! -d "$old" ] || [ "$old" = "$CACHE_ROOT/$keep" ]; then
+            continue
+        fi
+        if [ -z "$(find "$old" -maxdepth 1 \( -name last-used -o -name disk.img \) \
+            -newermt '1 day ago' -print -quit)" ]; then
+            log "removing unused guest image $old"
+            rm -rf --one-file-system "$old"
+        fi
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# One VM run.
+
+# Fill the share: the script, the debs, the job description vm-runner reads, results/.
+prepare_share() {
+    local share=$1 deb name path
+    local -a names=()
+    mkdir -p "$share/debs" "$share/.vm" "$share/results"
+    for deb in "${debs[@]}"; do
+        name=$(basename "$deb")
+        [ ! -e "$share/debs/$name" ] || die "two DEBs named $name" "$EXIT_USAGE"
+        cp "$deb" "$share/debs/$name"
+        names+=("$name")
+    done
+    for path in "${adds[@]}"; do
+        cp -R "$path" "$share/"
+    done
+    name=$(basename "$guest_script")
+    [ ! -e "$share/$name" ] || die "--add would overwrite the guest script $name" "$EXIT_USAGE"
+    cp "$guest_script" "$share/$name"
+    printf '%s\n' "$name" >"$share/.vm/script"
+    # NUL-separated lists; printf with no arguments would still write one empty item.
+    : >"$share/.vm/args"
+    : >"$share/.vm/debs"
+    [ "${#guest_args[@]}" -eq 0 ] || printf '%s\0' "${guest_args[@]}" >"$share/.vm/args"
+    [ "${#names[@]}" -eq 0 ] || printf '%s\0' "${names[@]}" >"$share/.vm/debs"
+    printf 'boot\n' >"$share/results/stage"
+    : >"$share/results/output.log"
+    # The guest sees the host's modes (security_model=none), and apt reads the .deb as _apt.
+    chmod -R a+rX "$share"
+}
+
+# Print what the guest appended to $1 since the last call (offset kept in stream_offset).
+stream_offset=0
+stream_output() {
+    local file=$1 size
+    size=$(stat -c %s "$file")
+    if [ "$size" -gt "$stream_offset" ]; then
+        tail -c +$((stream_offset + 1)) "$file" | head -c $((size - stream_offset))
+        stream_offset=$size
+    fi
+}
+
+# Boot the image; return QEMU's (or timeout's) exit status.
+run_vm() {
+    local image=$1 share=$2 serial=$3 qemu_log=$4 rc=0
+    # -accel tcg: /dev/kvm here is a nested paravirtual hypervisor that stock kernels choke on.
+    # panic=-1 reboots at once on a kernel panic, and -no-reboot turns that into QEMU exiting.
+    # snapshot=on keeps the cached disk untouched (writes go to a temporary overlay).
+    timeout --kill-after=15 "$timeout_s" qemu-system-x86_64 \
+        -accel tcg,thread=multi -cpu max -m 2G -smp 2 -machine q35 \
+        -nodefaults -display none -no-reboot -nic none \
+        -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
+        -append "console=ttyS0 root=LABEL=$ROOT_LABEL rw panic=-1" \
+        -drive "file=$image/disk.img,format=raw,if=virtio,snapshot=on" \
+        -virtfs "local,path=$share,mount_tag=$SHARE_TAG,security_model=none" \
+        -serial "file:$serial" \
+        </dev/null >"$qemu_log" 2>&1 &
+    qemu_pid=$!
+    while kill -0 "$qemu_pid" 2>/dev/null; do
+        stream_output "$share/results/output.log"
+        sleep 1
+    done
+    wait "$qemu_pid" || rc=$?
+    qemu_pid=
+    stream_output "$share/results/output.log"
+    return "$rc"
+}
+
+# After the VM is gone: exit with the guest script's status, or explain why there is none.
+report() {
+    local share=$1 serial=$2 qemu_log=$3 rc=$4 status stage reason panic
+    if [ -f "$share/results/status" ]; then
+        status=$(cat "$share/results/status")
+        [[ $status =~ ^[0-9]+$ ]] || die "unreadable exit status from the guest: $status"
+        [ "$status" -eq 0 ] || log "guest script exited with status $status"
+        exit "$status"
+    fi
+
+    stage=$(cat "$share/results/stage" 2>/dev/null || echo unknown)
+    panic=$(grep -a -m1 'Kernel panic' "$serial" 2>/dev/null | tr -d '\r' || true)
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        case $stage in
+        boot) reason="timed out after $timeout_s s while booting (the runner never reported)" ;;
+        waiting-for-boot) reason="timed out after $timeout_s s waiting for the guest boot to finish" ;;
+        installing) reason="timed out after $timeout_s s installing ${debs[0]} in the guest" ;;
+        running) reason="timed out after $timeout_s s: the guest script did not finish" ;;
+        *) reason="timed out after $timeout_s s (stage: $stage)" ;;
+        esac
+        print_tails "$serial" "$qemu_log"
+        die "$reason" "$EXIT_TIMEOUT"
+    fi
+    if [ -n "$panic" ]; then
+        reason="guest kernel panic: ${panic#*Kernel panic - }"
+    elif [ -s "$share/results/error" ]; then
+        reason=$(head -n1 "$share/results/error")
+    elif [ "$rc" -ne 0 ]; then
+        reason="qemu failed with exit status $rc: $(tail -n1 "$qemu_log")"
+    else
+        reason="the guest powered off without an exit status (stage: $stage)"
+    fi
+    print_tails "$serial" "$qemu_log"
+    die "$reason"
+}
+
+print_tails() {
+    local serial=$1 qemu_log=$2
+    if [ -s "$qemu_log" ]; then
+        log "--- qemu stderr ---"
+        tail -n 10 "$qemu_log" >&2
+    fi
+    log "--- last lines of the guest console ($serial) ---"
+    tail -n 40 "$serial" 2>/dev/null | tr -d '\r' >&2 || true
+    log "---"
+}
+
+main() {
+    local image share serial qemu_log rc=0
+    parse_args "$@"
+    command -v qemu-system-x86_64 >/dev/null \
+        || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+
+    image=$(ensure_image)
+
+    if [ -n "$keep_share" ]; then
+        mkdir -p "$keep_share"
+        [ -z "$(ls -A "$keep_share")" ] || die "--keep-share: $keep_share is not empty" "$EXIT_USAGE"
+        share=$(cd "$keep_share" && pwd)
+        serial=$share/serial.log
+        qemu_log=$share/qemu.log
+    else
+        work=$(mktemp -d "${TMPDIR:-/tmp}/vm-test.XXXXXX")
+        share=$work/share
+        mkdir "$share"
+        serial=$work/serial.log
+        qemu_log=$work/qemu.log
+    fi
+    prepare_share "$share"
+
+    log "booting $(basename "$image") (timeout ${timeout_s} s)"
+    run_vm "$image" "$share" "$serial" "$qemu_log" || rc=$?
+    report "$share" "$serial" "$qemu_log" "$rc"
+}
+
+main "$@"

@@ -1,0 +1,671 @@
+//! `agent-sandbox-execd`: the root daemon, one synchronous poll loop.
+//!
+//! Start-up: check the kernel (bpf LSM, BTF) → mount bpffs if needed → find
+//! the cgroup2 tree → load the program with the pinned maps, attach and pin its
+//! link → drop state of sandboxes whose cgroup is gone → prepare the request
+//! directory → write the ready file and tell systemd READY=1 → re-apply every
+//! existing sandbox's lists in the background of the loop.
+//!
+//! One launch: a `req.<token>` file appears → read it safely, take its owner as
+//! the requester's uid, pin the named process with a pidfd and check its uids
+//! → queue it → one resolver child per uid reads the lists
+//! ([`crate::resolve`]) → create `uid-<uid>` if needed, diff-apply the keys
+//! ([`crate::maps::Bpf::apply`]) → move each queued process in, checking its
+//! pidfd around the write → write `rep.<token>`.
+//!
+//! Signals: SIGTERM/SIGINT stop serving (the program stays attached through its
+//! pinned link; new launches fail closed until a daemon is back); SIGHUP
+//! re-applies every sandbox's lists.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
+use crate::cgroup::{self, CgroupError, Tree};
+use crate::maps::{self, Bpf, BpfError};
+use crate::process::{self, Pidfd};
+use crate::request::{self, Name, Reply, Request};
+use crate::resolve::{self, Outcome, Resolver};
+
+/// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
+/// the unit's `RestartPreventExitStatus=` names it.
+pub const EXIT_UNSUPPORTED: u8 = 78;
+/// Files in the request directory older than this are removed, in seconds.
+const STALE_AFTER: i64 = 120;
+/// Requests one uid may have waiting at once.
+const MAX_QUEUED_PER_UID: usize = 64;
+/// Resolver children running at once (one per uid at most).
+const MAX_RESOLVERS: usize = 16;
+/// Longest sleep of the loop, for housekeeping.
+const TICK: Duration = Duration::from_millis(1000);
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+/// Errors that stop the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The BPF side failed.
+    #[error(transparent)]
+    Bpf(#[from] BpfError),
+    /// The cgroup tree failed.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// Any other set-up step failed.
+    #[error("{what}: {source}")]
+    Setup {
+        /// The step.
+        what: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Setup { what, source }
+}
+
+/// Entry point of the daemon mode; `args` excludes argv[0].
+pub fn main(args: &[OsString]) -> ExitCode {
+    match args.first().and_then(|a| a.to_str()) {
+        None => {}
+        Some("--help" | "-h") => {
+            println!(
+                "Usage: agent-sandbox-execd\n\n\
+                 Root daemon of agent-sandbox-exec: loads the BPF LSM program, keeps each user's\n\
+                 denylist in its maps and moves launchers into their sandbox cgroup.\n\
+                 Runs in the foreground; normally started by agent-sandbox-execd.service.\n\
+                 SIGHUP re-applies every sandbox's lists; SIGTERM stops serving (enforcement stays).\n\
+                 See agent-sandbox-execd(8)."
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some("--version" | "-V") => {
+            println!("agent-sandbox-execd {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
+            return ExitCode::from(64);
+        }
+    }
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{}", crate::error_chain(&e));
+            if matches!(e, DaemonError::Bpf(BpfError::Unsupported(_))) {
+                log::error!(
+                    "enforcement is unavailable on this kernel; agent-sandbox-exec launches will be refused"
+                );
+                ExitCode::from(EXIT_UNSUPPORTED)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run() -> Result<(), DaemonError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(DaemonError::Setup {
+            what: "agent-sandbox-execd must run as root".into(),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        });
+    }
+    maps::check_kernel(
+        maps::read_lsm_list().as_deref(),
+        Path::new("/sys/kernel/btf/vmlinux").exists(),
+    )?;
+    maps::ensure_bpffs()?;
+    let tree = Tree::open()?;
+    maps::route_libbpf_log();
+    let bpf = Bpf::load_and_attach()?;
+    log::info!(
+        "lsm/file_open attached; maps pinned in {}",
+        bpf.pin_dir().display()
+    );
+
+    let (wake_r, wake_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(|e| setup("create the signal pipe")(io::Error::from(e)))?;
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let flag = if sig == libc::SIGHUP { &RELOAD } else { &STOP };
+        signal_hook::flag::register(sig, flag).map_err(setup("install signal handlers"))?;
+        let w = wake_w.try_clone().map_err(setup("dup the signal pipe"))?;
+        signal_hook::low_level::pipe::register(sig, w).map_err(setup("install signal handlers"))?;
+    }
+
+    let dir = prepare_request_dir()?;
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+        .map_err(|e| setup("inotify_init")(io::Error::from(e)))?;
+    inotify
+        .add_watch(
+            request::REQ_DIR,
+            AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE,
+        )
+        .map_err(|e| setup(format!("watch {}", request::REQ_DIR))(io::Error::from(e)))?;
+
+    let mut d = Daemon {
+        tree,
+        bpf,
+        dir,
+        queue: HashMap::new(),
+        running: Vec::new(),
+        reapply: VecDeque::new(),
+    };
+    d.reconcile();
+    publish_ready()?;
+    sd_notify("READY=1\nSTATUS=serving");
+    log::info!("ready; requests in {}", request::REQ_DIR);
+
+    let result = d.serve(&inotify, wake_r);
+    let _ = fs::remove_file(request::READY_FILE);
+    sd_notify("STOPPING=1");
+    for r in &d.running {
+        r.resolver.kill();
+    }
+    resolve::reap_any();
+    log::info!(
+        "stopped serving; the program stays attached (pinned in {})",
+        d.bpf.pin_dir().display()
+    );
+    result
+}
+
+/// Creates /run/agent-sandbox-exec (0755) and its req/ directory (root, 1733).
+fn prepare_request_dir() -> Result<OwnedFd, DaemonError> {
+    match fs::create_dir(request::RUN_DIR) {
+        Ok(()) => fs::set_permissions(request::RUN_DIR, fs::Permissions::from_mode(0o755))
+            .map_err(setup(format!("chmod {}", request::RUN_DIR)))?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(setup(format!("create {}", request::RUN_DIR))(e)),
+    }
+    let run_md = fs::symlink_metadata(request::RUN_DIR)
+        .map_err(setup(format!("stat {}", request::RUN_DIR)))?;
+    if !run_md.is_dir() || run_md.uid() != 0 || run_md.mode() & 0o022 != 0 {
+        return Err(DaemonError::Setup {
+            what: format!(
+                "{} must be a root-owned directory not writable by others",
+                request::RUN_DIR
+            ),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        });
+    }
+    match fs::symlink_metadata(request::REQ_DIR) {
+        Ok(md) if md.is_dir() && md.uid() == 0 => {}
+        Ok(md) if md.is_dir() => fs::remove_dir_all(request::REQ_DIR)
+            .map_err(setup(format!("remove foreign {}", request::REQ_DIR)))?,
+        Ok(_) => fs::remove_file(request::REQ_DIR)
+            .map_err(setup(format!("remove {}", request::REQ_DIR)))?,
+        Err(_) => {}
+    }
+    match fs::create_dir(request::REQ_DIR) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(setup(format!("create {}", request::REQ_DIR))(e)),
+    }
+    fs::set_permissions(request::REQ_DIR, fs::Permissions::from_mode(0o1733))
+        .map_err(setup(format!("chmod {}", request::REQ_DIR)))?;
+    request::open_dir(request::REQ_DIR).map_err(setup(format!("open {}", request::REQ_DIR)))
+}
+
+fn publish_ready() -> Result<(), DaemonError> {
+    let tmp = format!("{}.tmp", request::READY_FILE);
+    fs::write(&tmp, format!("{}\n", std::process::id())).map_err(setup(format!("write {tmp}")))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
+        .map_err(setup(format!("chmod {tmp}")))?;
+    fs::rename(&tmp, request::READY_FILE).map_err(setup(format!("rename {tmp}")))
+}
+
+/// Sends a state string to systemd's notification socket, if there is one
+/// (sd_notify(3) protocol: one datagram to $NOTIFY_SOCKET, `@` = abstract).
+fn sd_notify(state: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => SocketAddr::from_abstract_name(name),
+        None => SocketAddr::from_pathname(Path::new(&path)),
+    };
+    let sent = addr.and_then(|a| UnixDatagram::unbound()?.send_to_addr(state.as_bytes(), &a));
+    if let Err(e) = sent {
+        log::warn!("cannot notify systemd: {e}");
+    }
+}
+
+/// A request that passed authentication and waits for its uid's resolver.
+#[derive(Debug)]
+struct Pending {
+    token: String,
+    uid: u32,
+    pidfd: Pidfd,
+}
+
+/// A resolver in flight and the requests it serves (empty for a re-apply).
+struct Running {
+    resolver: Resolver,
+    batch: Vec<Pending>,
+}
+
+struct Daemon {
+    tree: Tree,
+    bpf: Bpf,
+    dir: OwnedFd,
+    /// Authenticated requests waiting for a resolver, per uid.
+    queue: HashMap<u32, Vec<Pending>>,
+    running: Vec<Running>,
+    /// uids whose sandbox must be re-applied without a request (start-up, SIGHUP).
+    reapply: VecDeque<u32>,
+}
+
+impl Daemon {
+    /// Drops map state of sandboxes whose cgroup is gone and schedules a
+    /// re-apply of every existing sandbox.
+    fn reconcile(&mut self) {
+        let live = match self.tree.list() {
+            Ok(l) => l,
+            Err(e) => {
+                log::error!("cannot list sandboxes: {e}");
+                return;
+            }
+        };
+        let live_ids: Vec<u64> = live.iter().map(|(_, id)| *id).collect();
+        for cgid in self.bpf.known_sandboxes() {
+            if !live_ids.contains(&cgid) {
+                log::info!("dropping the state of vanished sandbox cgroup {cgid}");
+                self.bpf.forget_sandbox(cgid);
+            }
+        }
+        for (uid, _) in live {
+            if !self.reapply.contains(&uid) {
+                self.reapply.push_back(uid);
+            }
+        }
+    }
+
+    fn serve(&mut self, inotify: &Inotify, wake: OwnedFd) -> Result<(), DaemonError> {
+        self.scan();
+        while !STOP.load(Ordering::SeqCst) {
+            if RELOAD.swap(false, Ordering::SeqCst) {
+                log::info!("SIGHUP: re-applying every sandbox");
+                self.reconcile();
+            }
+            self.dispatch();
+            let timeout = self.next_timeout();
+            let mut fds = vec![
+                PollFd::new(inotify.as_fd(), PollFlags::POLLIN),
+                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+            ];
+            for r in &self.running {
+                fds.push(PollFd::new(r.resolver.fd(), PollFlags::POLLIN));
+            }
+            let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(setup("poll")(io::Error::from(e))),
+            }
+            let ready: Vec<bool> = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            drop(fds);
+            if ready[1] {
+                drain(&wake);
+            }
+            if ready[0] {
+                let _ = inotify.read_events();
+            }
+            self.pump_resolvers(&ready[2..]);
+            // Scan on every wake-up: cheap (a few names) and robust against
+            // inotify queue overflow.
+            self.scan();
+            resolve::reap_any();
+        }
+        Ok(())
+    }
+
+    fn next_timeout(&self) -> Duration {
+        let now = Instant::now();
+        self.running
+            .iter()
+            .map(|r| r.resolver.deadline.saturating_duration_since(now))
+            .min()
+            .map_or(TICK, |d| d.min(TICK))
+    }
+
+    /// Looks at every name in the request directory.
+    fn scan(&mut self) {
+        let entries = match fs::read_dir(request::REQ_DIR) {
+            Ok(e) => e,
+            Err(e) => {
+                log::error!("cannot read {}: {e}", request::REQ_DIR);
+                return;
+            }
+        };
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            match request::classify(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) {
+                Name::Request(token) => self.accept(&token),
+                _ => {
+                    // Replies nobody collected, partial and foreign files: remove when old.
+                    let old = entry
+                        .metadata()
+                        .is_ok_and(|m| now - m.mtime() > STALE_AFTER);
+                    if old {
+                        let n = name.to_string_lossy().into_owned();
+                        log::debug!("removing stale {n}");
+                        let _ = request::unlink_at(self.dir.as_fd(), &n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads, consumes and authenticates one request; queues it or refuses it.
+    fn accept(&mut self, token: &str) {
+        let name = format!("req.{token}");
+        let opened = request::open_plain(self.dir.as_fd(), &name, request::MAX_REQUEST_BYTES);
+        if let Err(e) = request::unlink_at(self.dir.as_fd(), &name) {
+            log::warn!("cannot remove request {name}: {e}");
+        }
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                // Without a plain file there is no trustworthy owner to reply to.
+                log::warn!("request {name} rejected: {e}");
+                return;
+            }
+        };
+        let uid = opened.uid;
+        let refuse = |d: &Daemon, why: String| {
+            log::warn!("request {name} from uid {uid} refused: {why}");
+            d.reply(
+                token,
+                uid,
+                &Reply {
+                    refusal: Some(why),
+                    warnings: vec![],
+                },
+            );
+        };
+        let req = match Request::parse(&opened.content) {
+            Ok(r) => r,
+            Err(e) => return refuse(self, format!("bad request: {e}")),
+        };
+        let pidfd = match authenticate(uid, req.pid) {
+            Ok(p) => p,
+            Err(why) => return refuse(self, why),
+        };
+        if self.queue.get(&uid).map_or(0, Vec::len) >= MAX_QUEUED_PER_UID {
+            return refuse(
+                self,
+                format!("uid {uid} already has {MAX_QUEUED_PER_UID} launches waiting"),
+            );
+        }
+        log::debug!("request {name}: uid {uid} pid {}", req.pid);
+        self.queue.entry(uid).or_default().push(Pending {
+            token: token.to_owned(),
+            uid,
+            pidfd,
+        });
+    }
+
+    /// Starts resolvers for uids with waiting requests or pending re-applies.
+    fn dispatch(&mut self) {
+        let mut uids: Vec<u32> = self
+            .queue
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(u, _)| *u)
+            .collect();
+        uids.sort_unstable();
+        let mut reapply_now = Vec::new();
+        for u in self.reapply.iter() {
+            if !uids.contains(u) {
+                reapply_now.push(*u);
+            }
+        }
+        for uid in uids.into_iter().chain(reapply_now) {
+            if self.running.len() >= MAX_RESOLVERS {
+                break;
+            }
+            if self.running.iter().any(|r| r.resolver.uid == uid) {
+                continue;
+            }
+            let batch = self.queue.remove(&uid).unwrap_or_default();
+            self.reapply.retain(|u| *u != uid);
+            match Resolver::spawn(uid) {
+                Ok(resolver) => self.running.push(Running { resolver, batch }),
+                Err(e) => {
+                    let why = format!("cannot start the list resolver: {e}");
+                    log::error!("{why}");
+                    for p in batch {
+                        self.reply(
+                            &p.token,
+                            p.uid,
+                            &Reply {
+                                refusal: Some(why.clone()),
+                                warnings: vec![],
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn pump_resolvers(&mut self, readable: &[bool]) {
+        let now = Instant::now();
+        let mut i = 0;
+        let mut idx = 0;
+        while i < self.running.len() {
+            let has_input = readable.get(idx).copied().unwrap_or(false);
+            idx += 1;
+            let finished = has_input && self.running[i].resolver.pump();
+            if finished {
+                let run = self.running.swap_remove(i);
+                let uid = run.resolver.uid;
+                let outcome = run.resolver.finish();
+                self.complete(uid, run.batch, outcome);
+                // swap_remove moved the last element here; its readiness is
+                // unknown, so it is looked at in the next round.
+                continue;
+            }
+            if now >= self.running[i].resolver.deadline {
+                let run = self.running.swap_remove(i);
+                run.resolver.kill();
+                let why = format!(
+                    "reading the denylists of uid {} took longer than {} s (a listed path on a stalled mount?)",
+                    run.resolver.uid,
+                    resolve::DEADLINE.as_secs()
+                );
+                self.complete(run.resolver.uid, run.batch, Outcome::Failed(why));
+                continue;
+            }
+            i += 1;
+        }
+    }
+
+    /// Applies a resolver's outcome for `uid` and answers its batch.
+    fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) {
+        let res = match outcome {
+            Outcome::Failed(why) => {
+                log::warn!("uid {uid}: {why}");
+                self.refuse_all(batch, &why);
+                return;
+            }
+            Outcome::Done(r) => r,
+        };
+        for w in &res.admin_warnings {
+            log::warn!("{w}");
+        }
+        let cgid = match self.tree.ensure(uid) {
+            Ok(id) => id,
+            Err(e) => {
+                log::error!("uid {uid}: {e}");
+                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
+                return;
+            }
+        };
+        match self.bpf.apply(cgid, &res.keys) {
+            Ok(stats) => log::info!(
+                "uid {uid}: {} listed files ({} added, {} removed); {} launch(es)",
+                res.keys.len(),
+                stats.added,
+                stats.removed,
+                batch.len()
+            ),
+            Err(e) => {
+                let why = format!("cannot apply the denylist: {}", crate::error_chain(&e));
+                log::error!("uid {uid}: {why}");
+                self.refuse_all(batch, &why);
+                return;
+            }
+        }
+        for p in batch {
+            let reply = match self.migrate_checked(&p) {
+                Ok(()) => Reply {
+                    refusal: None,
+                    warnings: res.user_warnings.clone(),
+                },
+                Err(why) => {
+                    log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
+                    Reply {
+                        refusal: Some(why),
+                        warnings: res.user_warnings.clone(),
+                    }
+                }
+            };
+            self.reply(&p.token, p.uid, &reply);
+        }
+    }
+
+    fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
+        for p in batch {
+            self.reply(
+                &p.token,
+                p.uid,
+                &Reply {
+                    refusal: Some(why.to_owned()),
+                    warnings: vec![],
+                },
+            );
+        }
+    }
+
+    /// Moves the pinned process into its uid's sandbox, acting on that process
+    /// only: its uids are re-checked, its start time and cgroup recorded, and
+    /// its pidfd tested alive before and after the write to cgroup.procs.
+    ///
+    /// If the pidfd is dead after the write, the pid may have been reused in
+    /// between and the write may have moved another process. That is undone:
+    /// when the process now holding the pid has another start time and sits in
+    /// the sandbox, it is moved to its parent's cgroup, where a newly forked
+    /// process starts (a process born after our check cannot have been
+    /// anywhere else unless created with CLONE_INTO_CGROUP).
+    fn migrate_checked(&self, p: &Pending) -> Result<(), String> {
+        let pid = p.pidfd.pid();
+        let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        let (start, _) =
+            process::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        if !p.pidfd.alive() {
+            return Err(format!("process {pid} exited before it could be moved"));
+        }
+        if uids != [p.uid; 4] {
+            return Err(format!("process {pid} changed its uids to {uids:?}"));
+        }
+        let moved = self.tree.migrate(p.uid, pid);
+        if p.pidfd.alive() {
+            return moved.map_err(|e| format!("cannot move process {pid} into its sandbox: {e}"));
+        }
+        log::error!("pid {pid} exited while being moved; checking for a reused pid");
+        self.undo_reused_pid(p.uid, pid, start);
+        Err(format!("process {pid} exited while being moved"))
+    }
+
+    fn undo_reused_pid(&self, uid: u32, pid: i32, start: u64) {
+        let Ok((start_now, ppid)) = process::read_start_ppid(pid) else {
+            return; // nobody holds the pid: nothing was moved
+        };
+        if start_now == start {
+            return;
+        }
+        let in_sandbox = process::read_v2_cgroup(&pid.to_string())
+            .is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
+        let parent_cg = process::read_v2_cgroup(&ppid.to_string());
+        match parent_cg {
+            Ok(cg) if in_sandbox && cg != cgroup::sandbox_path_for(uid) => {
+                match self.tree.migrate_to_path(&cg, pid) {
+                    Ok(()) => {
+                        log::error!("moved pid {pid} (reused) back to its parent's cgroup {cg}")
+                    }
+                    Err(e) => log::error!("cannot move reused pid {pid} back to {cg}: {e}"),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes the reply file for `token`, owned by `uid`. Failure is logged:
+    /// the launcher then times out and refuses.
+    fn reply(&self, token: &str, uid: u32, reply: &Reply) {
+        let result = request::publish(
+            self.dir.as_fd(),
+            &format!(".rep.{token}"),
+            &format!("rep.{token}"),
+            reply.encode().as_bytes(),
+            0o400,
+            Some(uid),
+        );
+        if let Err(e) = result {
+            log::warn!("cannot reply to uid {uid} (rep.{token}): {e}");
+        }
+    }
+}
+
+/// Checks that process `pid` runs entirely as `uid` (real, effective, saved
+/// and filesystem uid) and returns a pidfd pinning it. The uids are read after
+/// the pidfd is taken and the pidfd is checked alive after the read, so they
+/// belong to the pinned process.
+fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
+    let pidfd = Pidfd::open(pid).map_err(|e| format!("process {pid}: {e}"))?;
+    let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+    if !pidfd.alive() {
+        return Err(format!("process {pid} exited"));
+    }
+    if uids != [uid; 4] {
+        return Err(format!(
+            "process {pid} runs as uids {uids:?}, not as the request file's owner {uid}"
+        ));
+    }
+    Ok(pidfd)
+}
+
+fn drain(fd: &OwnedFd) {
+    let mut buf = [0u8; 64];
+    // SAFETY: reads into a local buffer from a non-blocking pipe we own.
+    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+}

@@ -1,0 +1,263 @@
+//! Denylist parsing: bytes in, entries and per-line warnings out. Pure; no I/O.
+//!
+//! Format (also in `scripts/denylist.example` and agent-sandbox-exec-denylist(5)):
+//! - The file is split on `\n`. Each line is a byte string: a non-UTF-8 line is a
+//!   valid path like any other and never spoils the lines around it.
+//! - Leading and trailing ASCII whitespace (space, tab, CR, vertical tab, form
+//!   feed) is removed, so CRLF files work. A path that itself begins or ends with
+//!   whitespace cannot be listed.
+//! - Empty lines and lines whose first non-blank byte is `#` are ignored. There
+//!   are no trailing comments: `#` inside a path is part of the path.
+//! - Every other line is one path: absolute (`/...`), or `~/...` for a path in
+//!   the requesting user's home directory. Anything else is a warning.
+//! - A path may hold no NUL byte and at most [`PATH_MAX`] bytes.
+
+use std::fmt;
+
+/// Longest accepted path in bytes, NUL excluded (`PATH_MAX` is 4096 with the NUL,
+/// include/uapi/linux/limits.h).
+pub const PATH_MAX: usize = 4095;
+
+/// Where a listed path is anchored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Anchor {
+    /// An absolute path, as written.
+    Root,
+    /// `~/rest`: relative to the requesting user's home directory; holds `rest`.
+    Home,
+}
+
+/// One accepted line of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// 1-based line number in the list file.
+    pub line: usize,
+    /// How `path` is anchored.
+    pub anchor: Anchor,
+    /// For [`Anchor::Root`] the absolute path (starts with `/`); for
+    /// [`Anchor::Home`] the part after `~/` (may be empty only if the line was `~/`,
+    /// which is rejected).
+    pub path: Vec<u8>,
+}
+
+/// A line that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineWarning {
+    /// 1-based line number in the list file.
+    pub line: usize,
+    /// Why the line was skipped.
+    pub kind: LineProblem,
+}
+
+/// Why a line was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineProblem {
+    /// Neither `/...` nor `~/...`.
+    NotAbsolute,
+    /// The line holds a NUL byte.
+    Nul,
+    /// Longer than [`PATH_MAX`] bytes.
+    TooLong(usize),
+    /// `~/` with nothing after it (the home directory itself is not a file).
+    EmptyHomePath,
+}
+
+impl fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineProblem::NotAbsolute => {
+                f.write_str("not an absolute path (write /... or ~/...); line skipped")
+            }
+            LineProblem::Nul => f.write_str("contains a NUL byte; line skipped"),
+            LineProblem::TooLong(n) => {
+                write!(f, "path is {n} bytes, longer than {PATH_MAX}; line skipped")
+            }
+            LineProblem::EmptyHomePath => {
+                f.write_str("`~/` names the home directory, not a file; line skipped")
+            }
+        }
+    }
+}
+
+/// The result of parsing one list file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// Accepted entries, in file order (duplicates kept; the key set dedups).
+    pub entries: Vec<Entry>,
+    /// Skipped lines, in file order.
+    pub warnings: Vec<LineWarning>,
+}
+
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
+}
+
+fn trim(mut line: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = line {
+        if !is_blank(*first) {
+            break;
+        }
+        line = rest;
+    }
+    while let [rest @ .., last] = line {
+        if !is_blank(*last) {
+            break;
+        }
+        line = rest;
+    }
+    line
+}
+
+/// Parses a whole list file. Never fails: each bad line becomes a [`LineWarning`].
+pub fn parse(contents: &[u8]) -> Parsed {
+    let mut parsed = Parsed::default();
+    for (index, raw) in contents.split(|&b| b == b'\n').enumerate() {
+        let line = index + 1;
+        let text = trim(raw);
+        if text.is_empty() || text[0] == b'#' {
+            continue;
+        }
+        match parse_line(text) {
+            Ok((anchor, path)) => parsed.entries.push(Entry {
+                line,
+                anchor,
+                path: path.to_vec(),
+            }),
+            Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
+        }
+    }
+    parsed
+}
+
+fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {
+    if text.contains(&0) {
+        return Err(LineProblem::Nul);
+    }
+    let (anchor, path) = if text[0] == b'/' {
+        (Anchor::Root, text)
+    } else if let Some(rest) = text.strip_prefix(b"~/") {
+        let rest = trim_leading_slashes(rest);
+        if rest.is_empty() {
+            return Err(LineProblem::EmptyHomePath);
+        }
+        (Anchor::Home, rest)
+    } else {
+        return Err(LineProblem::NotAbsolute);
+    };
+    if text.len() > PATH_MAX {
+        return Err(LineProblem::TooLong(text.len()));
+    }
+    Ok((anchor, path))
+}
+
+fn trim_leading_slashes(mut s: &[u8]) -> &[u8] {
+    while let [b'/', rest @ ..] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Joins a home directory and the part of a `~/` entry after the `~/`.
+///
+/// `home` is the passwd entry's home directory (bytes); the result is
+/// `home/rest` with exactly one `/` between them.
+pub fn join_home(home: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut out = home.to_vec();
+    while out.len() > 1 && out.last() == Some(&b'/') {
+        out.pop();
+    }
+    if out.last() != Some(&b'/') {
+        out.push(b'/');
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(p: &Parsed) -> Vec<(usize, Anchor, Vec<u8>)> {
+        p.entries
+            .iter()
+            .map(|e| (e.line, e.anchor.clone(), e.path.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn comments_blank_lines_and_whitespace() {
+        let p = parse(b"# header\n\n  /etc/a  \n\t# indented comment\n/b#not-a-comment\n");
+        assert_eq!(
+            paths(&p),
+            vec![
+                (3, Anchor::Root, b"/etc/a".to_vec()),
+                (5, Anchor::Root, b"/b#not-a-comment".to_vec()),
+            ]
+        );
+        assert!(p.warnings.is_empty());
+    }
+
+    #[test]
+    fn crlf_is_trimmed() {
+        let p = parse(b"/one\r\n/two\r\n");
+        assert_eq!(p.entries[0].path, b"/one");
+        assert_eq!(p.entries[1].path, b"/two");
+    }
+
+    #[test]
+    fn non_utf8_line_does_not_spoil_others() {
+        let p = parse(b"/ok1\n/bad\xff\xfe\n/ok2");
+        assert_eq!(p.entries.len(), 3);
+        assert_eq!(p.entries[1].path, b"/bad\xff\xfe");
+        assert_eq!(p.entries[2].line, 3);
+    }
+
+    #[test]
+    fn bad_lines_become_warnings_with_line_numbers() {
+        let long = [b"/".as_slice(), &[b'a'; PATH_MAX]].concat();
+        let mut input = b"relative/path\n/nul\0byte\n~/\n".to_vec();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\n/fine\n");
+        let p = parse(&input);
+        let kinds: Vec<_> = p
+            .warnings
+            .iter()
+            .map(|w| (w.line, w.kind.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (1, LineProblem::NotAbsolute),
+                (2, LineProblem::Nul),
+                (3, LineProblem::EmptyHomePath),
+                (4, LineProblem::TooLong(PATH_MAX + 1)),
+            ]
+        );
+        assert_eq!(paths(&p), vec![(5, Anchor::Root, b"/fine".to_vec())]);
+    }
+
+    #[test]
+    fn home_entries() {
+        let p = parse(b"~/.ssh/id_ed25519\n~//x\n~user/x\n");
+        assert_eq!(
+            paths(&p),
+            vec![
+                (1, Anchor::Home, b".ssh/id_ed25519".to_vec()),
+                (2, Anchor::Home, b"x".to_vec()),
+            ]
+        );
+        assert_eq!(p.warnings[0].kind, LineProblem::NotAbsolute);
+    }
+
+    #[test]
+    fn join_home_normalises_one_slash() {
+        assert_eq!(join_home(b"/home/a", b"x/y"), b"/home/a/x/y");
+        assert_eq!(join_home(b"/home/a//", b"x"), b"/home/a/x");
+        assert_eq!(join_home(b"/", b"x"), b"/x");
+    }
+
+    #[test]
+    fn empty_input() {
+        assert_eq!(parse(b""), Parsed::default());
+    }
+}

@@ -1,0 +1,231 @@
+//! `agent-sandbox-exec PROGRAM [ARGS...]`: enter the caller's sandbox, then exec.
+//!
+//! 1. The daemon must be serving: the ready file names a live process.
+//! 2. Drop a request (`.req.<token>` written, renamed to `req.<token>`).
+//! 3. Wait, bounded, for `rep.<token>`; show the user's list warnings.
+//! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
+//! 5. execvp(PROGRAM, ARGS) with argv and environment unchanged.
+//!
+//! Anything not ready or not as expected refuses with exit status
+//! [`EXIT_REFUSED`] and one line on stderr; PROGRAM never runs. There is no
+//! flag or environment variable that skips a step.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::cgroup;
+use crate::request::{self, Reply, Request};
+
+/// Exit status of every refusal.
+pub const EXIT_REFUSED: u8 = 2;
+/// How long to wait for the daemon's reply. Longer than the resolver deadline
+/// plus a queue of other users' launches.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the launcher refuses; printed as `agent-sandbox-exec: <this>`.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The daemon is not serving.
+    #[error(
+        "the agent-sandbox-execd daemon is not running ({0}); refusing to start without the sandbox"
+    )]
+    NoDaemon(String),
+    /// Writing the request failed.
+    #[error("cannot send the request to the daemon: {0}")]
+    Request(String),
+    /// The daemon refused.
+    #[error("the daemon refused: {0}")]
+    Refused(String),
+    /// No reply in time, or the daemon went away while waiting.
+    #[error("no answer from the daemon: {0}")]
+    NoReply(String),
+    /// The reply said ok but this process is not in its sandbox.
+    #[error("not in the sandbox cgroup after the daemon's answer ({0}); refusing")]
+    NotInSandbox(String),
+}
+
+/// Entry point of the launcher mode; `args` excludes argv[0].
+pub fn main(args: &[OsString]) -> ExitCode {
+    let args = match args.first().and_then(|a| a.to_str()) {
+        None => {
+            eprintln!("Usage: agent-sandbox-exec PROGRAM [ARGS...]   (try --help)");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+        Some("--help" | "-h") => {
+            println!(
+                "Usage: agent-sandbox-exec [--] PROGRAM [ARGS...]\n\n\
+                 Runs PROGRAM (found in PATH like a shell does) in your agent sandbox: it and\n\
+                 every process it starts get \"Operation not permitted\" when opening a file in\n\
+                 {} or ~/{}.\n\
+                 Exit status: PROGRAM's, or {EXIT_REFUSED} if the sandbox could not be set up\n\
+                 (PROGRAM then never runs). See agent-sandbox-exec(1).",
+                crate::resolve::BASE_LIST,
+                crate::resolve::HOME_LIST
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some("--version" | "-V") => {
+            println!("agent-sandbox-exec {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Some("--") => &args[1..],
+        Some(s) if s.starts_with('-') && s.len() > 1 => {
+            eprintln!(
+                "agent-sandbox-exec: unknown option {s:?}; use -- before a PROGRAM that starts with '-'"
+            );
+            return ExitCode::from(EXIT_REFUSED);
+        }
+        _ => args,
+    };
+    let Some((program, rest)) = args.split_first() else {
+        eprintln!("agent-sandbox-exec: no PROGRAM given");
+        return ExitCode::from(EXIT_REFUSED);
+    };
+    match enter_sandbox() {
+        Ok(warnings) => {
+            for w in warnings {
+                eprintln!("agent-sandbox-exec: warning: {w}");
+            }
+        }
+        Err(e) => {
+            eprintln!("agent-sandbox-exec: {e}");
+            return ExitCode::from(EXIT_REFUSED);
+        }
+    }
+    let err = std::process::Command::new(program).args(rest).exec();
+    eprintln!(
+        "agent-sandbox-exec: cannot run {}: {err}",
+        program.to_string_lossy()
+    );
+    // Like a shell: 127 when not found, 126 when found but not runnable.
+    ExitCode::from(if err.kind() == io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
+/// Asks the daemon to move this process into its sandbox and checks that it
+/// did. Returns the warnings about the user's own list.
+///
+/// # Errors
+/// [`LaunchError`] for every way the sandbox is not in place.
+pub fn enter_sandbox() -> Result<Vec<String>, LaunchError> {
+    let daemon = daemon_pid()?;
+    let uid = nix::unistd::getuid().as_raw();
+    let token = request::new_token().map_err(|e| LaunchError::Request(e.to_string()))?;
+    let dir = request::open_dir(request::REQ_DIR)
+        .map_err(|e| LaunchError::NoDaemon(format!("{}: {e}", request::REQ_DIR)))?;
+    let req = Request {
+        pid: std::process::id() as i32,
+    };
+    request::publish(
+        dir.as_fd(),
+        &format!(".req.{token}"),
+        &format!("req.{token}"),
+        req.encode().as_bytes(),
+        0o600,
+        None,
+    )
+    .map_err(|e| LaunchError::Request(e.to_string()))?;
+    let reply = wait_reply(&dir, &token, uid, daemon);
+    if reply.is_err() {
+        // Take back a request nobody served (ignore: the daemon may have consumed it).
+        let _ = request::unlink_at(dir.as_fd(), &format!("req.{token}"));
+    }
+    let reply = reply?;
+    if let Some(why) = reply.refusal {
+        for w in &reply.warnings {
+            eprintln!("agent-sandbox-exec: warning: {w}");
+        }
+        return Err(LaunchError::Refused(why));
+    }
+    let own = fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/cgroup: {e}")))?;
+    let want = cgroup::sandbox_path_for(uid);
+    match cgroup::v2_path_of(&own) {
+        Some(p) if p == want => Ok(reply.warnings),
+        other => Err(LaunchError::NotInSandbox(format!(
+            "cgroup is {}, expected {want}",
+            other.unwrap_or("unknown")
+        ))),
+    }
+}
+
+/// The serving daemon's pid, from the ready file, if that process is alive.
+fn daemon_pid() -> Result<i32, LaunchError> {
+    let text = fs::read_to_string(request::READY_FILE)
+        .map_err(|e| LaunchError::NoDaemon(format!("{}: {e}", request::READY_FILE)))?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .map_err(|_| LaunchError::NoDaemon(format!("{} is malformed", request::READY_FILE)))?;
+    if !alive(pid) {
+        return Err(LaunchError::NoDaemon(format!(
+            "pid {pid} from {} is gone",
+            request::READY_FILE
+        )));
+    }
+    Ok(pid)
+}
+
+fn alive(pid: i32) -> bool {
+    // kill(pid, 0): EPERM means it exists but is not ours (the root daemon).
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
+}
+
+fn wait_reply(
+    dir: &std::os::fd::OwnedFd,
+    token: &str,
+    uid: u32,
+    daemon: i32,
+) -> Result<Reply, LaunchError> {
+    let name = format!("rep.{token}");
+    let start = Instant::now();
+    let mut sleep = Duration::from_millis(1);
+    let mut last_check = Instant::now();
+    loop {
+        match request::open_plain(dir.as_fd(), &name, request::MAX_REPLY_BYTES) {
+            Ok(opened) => {
+                let _ = request::unlink_at(dir.as_fd(), &name);
+                if opened.uid != uid {
+                    return Err(LaunchError::NoReply(format!(
+                        "{name} is owned by uid {}, not by us",
+                        opened.uid
+                    )));
+                }
+                return Reply::parse(&opened.content)
+                    .map_err(|e| LaunchError::NoReply(e.to_string()));
+            }
+            Err(request::RequestError::Io { source, .. })
+                if source.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(LaunchError::NoReply(e.to_string())),
+        }
+        if start.elapsed() > REPLY_TIMEOUT {
+            return Err(LaunchError::NoReply(format!(
+                "timed out after {} s",
+                REPLY_TIMEOUT.as_secs()
+            )));
+        }
+        if last_check.elapsed() > Duration::from_millis(250) {
+            last_check = Instant::now();
+            let same = fs::read_to_string(request::READY_FILE)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+                == Some(daemon);
+            if !same || !alive(daemon) {
+                return Err(LaunchError::NoDaemon("it stopped while we waited".into()));
+            }
+        }
+        std::thread::sleep(sleep);
+        sleep = (sleep * 2).min(Duration::from_millis(20));
+    }
+}

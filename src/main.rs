@@ -1,0 +1,110 @@
+//! agent-sandbox-exec: a BPF-LSM file-read denylist for interactive CLI coding agents.
+//!
+//! One multi-call binary; the name it is run as picks the mode:
+//! - `agent-sandbox-execd` — the root daemon ([`daemon`]): loads and attaches the
+//!   `lsm/file_open` program, owns `deny_map` and `agent_cgid_set`, and moves
+//!   authenticated launchers into their `agent-sandbox-exec/uid-<uid>` cgroup.
+//! - `agent-sandbox-exec` — the launcher ([`launcher`]), for any user: asks the
+//!   daemon for its sandbox, checks it is in it, and execs the agent.
+//!
+//! Follow one launch: [`launcher`] → [`request`] → [`daemon`] → ([`resolve`]:
+//! [`denylist`] → [`keys`]) → [`maps`] → [`cgroup`] → [`request`] reply → exec.
+
+mod cgroup;
+mod daemon;
+mod denylist;
+mod keys;
+mod launcher;
+mod maps;
+mod process;
+mod request;
+mod resolve;
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// What the binary does, chosen from argv[0].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Daemon,
+    Launcher,
+}
+
+/// Maps the program name (argv[0], any directory part ignored) to a mode.
+fn mode_for(argv0: &OsStr) -> Option<Mode> {
+    match Path::new(argv0).file_name()?.to_str()? {
+        "agent-sandbox-execd" => Some(Mode::Daemon),
+        "agent-sandbox-exec" => Some(Mode::Launcher),
+        _ => None,
+    }
+}
+
+/// Formats an error with its whole `source()` chain on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args.first().cloned().unwrap_or_default();
+    match mode_for(&argv0) {
+        Some(Mode::Daemon) => daemon::main(&args[1..]),
+        Some(Mode::Launcher) => launcher::main(&args[1..]),
+        None => {
+            eprintln!(
+                "{}: run this binary as agent-sandbox-exec (launcher) or agent-sandbox-execd (daemon)",
+                argv0.to_string_lossy()
+            );
+            ExitCode::from(64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv0_dispatch() {
+        assert_eq!(
+            mode_for(OsStr::new("agent-sandbox-execd")),
+            Some(Mode::Daemon)
+        );
+        assert_eq!(
+            mode_for(OsStr::new("/usr/sbin/agent-sandbox-execd")),
+            Some(Mode::Daemon)
+        );
+        assert_eq!(
+            mode_for(OsStr::new("agent-sandbox-exec")),
+            Some(Mode::Launcher)
+        );
+        assert_eq!(
+            mode_for(OsStr::new("./target/release/agent-sandbox-exec")),
+            Some(Mode::Launcher)
+        );
+        assert_eq!(mode_for(OsStr::new("agent-sandbox-exec-foo")), None);
+        assert_eq!(mode_for(OsStr::new("sh")), None);
+        assert_eq!(mode_for(OsStr::new("")), None);
+    }
+
+    #[test]
+    fn error_chain_joins_sources() {
+        let inner = std::io::Error::other("inner cause");
+        let outer = crate::daemon::DaemonError::Setup {
+            what: "step".into(),
+            source: inner,
+        };
+        assert_eq!(error_chain(&outer), "step: inner cause");
+    }
+}

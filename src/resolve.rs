@@ -1,0 +1,487 @@
+//! Turning one uid's lists into deny keys, in a short-lived child process.
+//!
+//! Every launch re-reads the base list ([`BASE_LIST`]) and the user's home list
+//! (`~/`[`HOME_LIST`]). The daemon forks one resolver per uid and request
+//! batch; the daemon itself never touches a user's path. The resolver:
+//! 1. reads the base list as root and resolves its absolute entries as root
+//!    (following a symlink in the last component);
+//! 2. drops to the user's uid, gid and supplementary groups for good
+//!    (setgroups + setresgid + setresuid): a user cannot make it read what the
+//!    user cannot, and root-squashed NFS homes work;
+//! 3. resolves the base list's `~/` entries, reads the home list and resolves
+//!    its entries, all as the user and without following a symlink in the last
+//!    component (symlinks higher up resolve normally);
+//! 4. writes the keys and warnings to a pipe as lines and exits.
+//!
+//! The daemon gives it [`DEADLINE`]; a resolver stuck on a stalled FUSE or NFS
+//! mount is killed and only that request is refused, while other users'
+//! launches go on in the daemon's poll loop.
+//!
+//! Wire format, one record per line: `K <dev> <ino>` (a key), `U <text>` (a
+//! warning for the user), `A <text>` (a warning for the administrator's log),
+//! `F <text>` (a fatal problem: refuse the launch).
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Gid, Pid, Uid, User, fork};
+
+use crate::denylist::{self, Anchor};
+use crate::keys::{FileKey, KeyError, LastComponent, MountTable, key_for_path};
+
+/// The administrator's base list, applied to every user.
+pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
+/// The user's list, relative to the home directory from the passwd entry.
+pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
+/// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
+pub const MAX_LIST_BYTES: u64 = 16 << 20;
+/// Largest resolver output accepted by the daemon, in bytes.
+pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
+/// How long a resolver may take before it is killed and the request refused.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// What a resolver found for one uid.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    /// The file keys to deny.
+    pub keys: HashSet<FileKey>,
+    /// Warnings about the user's own list, for the launcher to show.
+    pub user_warnings: Vec<String>,
+    /// Warnings about the base list, for the daemon's log.
+    pub admin_warnings: Vec<String>,
+    /// Why the launch must be refused, if it must.
+    pub fatal: Option<String>,
+}
+
+/// Parses resolver output. A malformed record is fatal (it cannot come from
+/// a working resolver).
+pub fn parse_output(out: &[u8]) -> Resolution {
+    let mut r = Resolution::default();
+    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let text = String::from_utf8_lossy(line.get(2..).unwrap_or_default()).into_owned();
+        match line.first() {
+            Some(b'K') => match parse_key(&text) {
+                Some(k) => {
+                    r.keys.insert(k);
+                }
+                None => r.fatal = Some(format!("resolver sent a malformed key {text:?}")),
+            },
+            Some(b'U') => r.user_warnings.push(text),
+            Some(b'A') => r.admin_warnings.push(text),
+            Some(b'F') => r.fatal = Some(text),
+            _ => r.fatal = Some("resolver sent a malformed record".into()),
+        }
+    }
+    r
+}
+
+fn parse_key(text: &str) -> Option<FileKey> {
+    let (dev, ino) = text.split_once(' ')?;
+    Some(FileKey {
+        dev: dev.parse().ok()?,
+        ino: ino.parse().ok()?,
+    })
+}
+
+/// A running resolver child, from the daemon's side.
+#[derive(Debug)]
+pub struct Resolver {
+    /// The uid whose lists it resolves.
+    pub uid: u32,
+    /// Its pid.
+    pub pid: Pid,
+    /// When it must have finished.
+    pub deadline: Instant,
+    pipe: fs::File,
+    out: Vec<u8>,
+    overflow: bool,
+}
+
+/// How a finished resolver ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Exited 0: its findings.
+    Done(Resolution),
+    /// Anything else, with the reason to give the user.
+    Failed(String),
+}
+
+impl Resolver {
+    /// Forks a resolver for `uid`.
+    ///
+    /// # Errors
+    /// The pipe or fork error.
+    pub fn spawn(uid: u32) -> io::Result<Resolver> {
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+        // SAFETY: the daemon is single-threaded (a synchronous poll loop), so the
+        // child may allocate and take locks freely; it leaves with _exit.
+        match unsafe { fork() }.map_err(io::Error::from)? {
+            ForkResult::Child => {
+                drop(read);
+                let code = child(uid, write);
+                // SAFETY: terminate the forked child without running the parent's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => {
+                drop(write);
+                let pipe = fs::File::from(read);
+                nix::fcntl::fcntl(
+                    &pipe,
+                    nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+                )
+                .map_err(io::Error::from)?;
+                Ok(Resolver {
+                    uid,
+                    pid: child,
+                    deadline: Instant::now() + DEADLINE,
+                    pipe,
+                    out: Vec::new(),
+                    overflow: false,
+                })
+            }
+        }
+    }
+
+    /// The pipe's descriptor, to poll for input.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.pipe.as_fd()
+    }
+
+    /// Reads what is available; true once the child closed its end.
+    pub fn pump(&mut self) -> bool {
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.pipe.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => {
+                    if self.out.len() + n > MAX_OUTPUT_BYTES {
+                        self.overflow = true;
+                        return true;
+                    }
+                    self.out.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Kills the child (it may be stuck in the kernel; it is reaped later by
+    /// [`reap_any`]).
+    pub fn kill(&self) {
+        let _ = kill(self.pid, Signal::SIGKILL);
+    }
+
+    /// Waits for the child after its pipe closed and returns what it found.
+    pub fn finish(self) -> Outcome {
+        if self.overflow {
+            self.kill();
+            let _ = waitpid(self.pid, None);
+            return Outcome::Failed(
+                "the lists produced more output than the daemon accepts".into(),
+            );
+        }
+        match waitpid(self.pid, None) {
+            Ok(WaitStatus::Exited(_, 0)) => {
+                let r = parse_output(&self.out);
+                match r.fatal.clone() {
+                    Some(f) => Outcome::Failed(f),
+                    None => Outcome::Done(r),
+                }
+            }
+            Ok(status) => Outcome::Failed(format!("list resolver failed ({status:?})")),
+            Err(e) => Outcome::Failed(format!("list resolver lost: {e}")),
+        }
+    }
+}
+
+/// Reaps any exited children without blocking (killed resolvers).
+pub fn reap_any() {
+    while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+        if matches!(status, WaitStatus::StillAlive) {
+            break;
+        }
+    }
+}
+
+/// The child's body; returns its exit code.
+fn child(uid: u32, write: OwnedFd) -> i32 {
+    // Keep only the pipe (as fd 3) and stdio: no BPF map or request-directory
+    // descriptor reaches code running as the user.
+    let raw = write.as_raw_fd();
+    // SAFETY: dup2 onto fd 3; the original is closed by close_range below or
+    // is fd 3 itself.
+    if raw != 3 && unsafe { libc::dup2(raw, 3) } < 0 {
+        return 70;
+    }
+    std::mem::forget(write);
+    // SAFETY: closes descriptors >= 4; nothing else in this process uses them.
+    unsafe {
+        libc::close_range(4, u32::MAX, 0);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    let _ = std::env::set_current_dir("/");
+    // SAFETY: fd 3 is ours now.
+    let out = fs::File::from(unsafe { OwnedFd::from_raw_fd(3) });
+    let mut out = io::BufWriter::new(out);
+    let mut sink = Sink { out: &mut out };
+    let code = match resolve_for(uid, &mut sink) {
+        Ok(()) => 0,
+        Err(fatal) => {
+            sink.record(b'F', &fatal);
+            0
+        }
+    };
+    if out.flush().is_err() {
+        return 71;
+    }
+    code
+}
+
+struct Sink<'a, W: Write> {
+    out: &'a mut W,
+}
+
+impl<W: Write> Sink<'_, W> {
+    fn record(&mut self, tag: u8, text: &str) {
+        let line = crate::request::one_line(text);
+        let _ = writeln!(self.out, "{} {line}", tag as char);
+    }
+    fn key(&mut self, k: FileKey) {
+        let _ = writeln!(self.out, "K {} {}", k.dev, k.ino);
+    }
+}
+
+/// Which list an entry came from, for messages and the symlink rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Base,
+    Home,
+}
+
+fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String> {
+    let mut mounts =
+        MountTable::read().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let base_path = Path::new(BASE_LIST);
+    let base = match read_list(base_path) {
+        Ok(Some(b)) => denylist::parse(&b),
+        Ok(None) => {
+            sink.record(
+                b'A',
+                &format!("{BASE_LIST}: missing; only users' lists apply"),
+            );
+            denylist::Parsed::default()
+        }
+        Err(e) => return Err(format!("cannot read the base list: {e}")),
+    };
+    for w in &base.warnings {
+        sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
+    }
+    for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
+        let path = Path::new(OsStr::from_bytes(&e.path));
+        emit(
+            sink,
+            Source::Base,
+            base_path,
+            e.line,
+            path,
+            LastComponent::Follow,
+            &mut mounts,
+        );
+    }
+
+    let user = User::from_uid(Uid::from_raw(uid))
+        .map_err(|e| format!("cannot look up uid {uid}: {e}"))?
+        .ok_or_else(|| {
+            format!("uid {uid} has no passwd entry, so its home list cannot be found")
+        })?;
+    drop_privileges(&user)?;
+    let home = user.dir.as_os_str().as_bytes().to_vec();
+
+    for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
+        let joined = denylist::join_home(&home, &e.path);
+        let path = Path::new(OsStr::from_bytes(&joined));
+        emit(
+            sink,
+            Source::Base,
+            base_path,
+            e.line,
+            path,
+            LastComponent::NoFollow,
+            &mut mounts,
+        );
+    }
+
+    let list_path = PathBuf::from(OsStr::from_bytes(&denylist::join_home(
+        &home,
+        HOME_LIST.as_bytes(),
+    )));
+    let own = match read_list(&list_path) {
+        Ok(Some(b)) => denylist::parse(&b),
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read your list {}: {e} (fix or remove it)",
+                list_path.display()
+            ));
+        }
+    };
+    for w in &own.warnings {
+        sink.record(
+            b'U',
+            &format!("{}:{}: {}", list_path.display(), w.line, w.kind),
+        );
+    }
+    for e in &own.entries {
+        let joined = match e.anchor {
+            Anchor::Root => e.path.clone(),
+            Anchor::Home => denylist::join_home(&home, &e.path),
+        };
+        let path = Path::new(OsStr::from_bytes(&joined));
+        emit(
+            sink,
+            Source::Home,
+            &list_path,
+            e.line,
+            path,
+            LastComponent::NoFollow,
+            &mut mounts,
+        );
+    }
+    Ok(())
+}
+
+fn emit<W: Write>(
+    sink: &mut Sink<'_, W>,
+    source: Source,
+    list: &Path,
+    line: usize,
+    path: &Path,
+    last: LastComponent,
+    mounts: &mut MountTable,
+) {
+    let problem = match key_for_path(path, last, mounts) {
+        Ok(k) => {
+            sink.key(k);
+            return;
+        }
+        Err(KeyError::NotRegular(crate::keys::FileKind::Symlink)) => {
+            "the last component is a symbolic link; list the file it points to instead".to_string()
+        }
+        Err(e) => e.to_string(),
+    };
+    let tag = if source == Source::Home { b'U' } else { b'A' };
+    sink.record(
+        tag,
+        &format!(
+            "{}:{line}: {}: {problem}; skipped",
+            list.display(),
+            path.display()
+        ),
+    );
+}
+
+/// Reads a list file: Ok(None) when it does not exist. Opened without
+/// blocking (a FIFO cannot hang us), and must be a regular file of at most
+/// [`MAX_LIST_BYTES`]. A symlink as the list file itself is followed.
+fn read_list(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let md = file.metadata()?;
+    if !md.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if md.len() > MAX_LIST_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} bytes, more than the {MAX_LIST_BYTES} allowed", md.len()),
+        ));
+    }
+    let mut buf = Vec::with_capacity(md.len() as usize);
+    file.take(MAX_LIST_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_LIST_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "grew past the size limit",
+        ));
+    }
+    Ok(Some(buf))
+}
+
+/// Becomes `user` for good: supplementary groups, then gid, then uid (real,
+/// effective and saved), and checks root cannot be regained.
+fn drop_privileges(user: &User) -> Result<(), String> {
+    let name = std::ffi::CString::new(user.name.as_bytes())
+        .map_err(|_| "user name has a NUL".to_string())?;
+    let groups = nix::unistd::getgrouplist(&name, user.gid)
+        .map_err(|e| format!("cannot list groups of {}: {e}", user.name))?;
+    nix::unistd::setgroups(&groups).map_err(|e| format!("setgroups: {e}"))?;
+    nix::unistd::setresgid(user.gid, user.gid, user.gid).map_err(|e| format!("setresgid: {e}"))?;
+    nix::unistd::setresuid(user.uid, user.uid, user.uid).map_err(|e| format!("setresuid: {e}"))?;
+    if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
+        return Err("could regain root after dropping privileges".into());
+    }
+    let _ = Gid::current();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_parsing() {
+        let r = parse_output(b"K 45 12\nK 45 12\nU a:1: w\nA b:2: x\nK 8388609 99\n");
+        assert_eq!(r.keys.len(), 2);
+        assert!(r.keys.contains(&FileKey {
+            dev: 8388609,
+            ino: 99
+        }));
+        assert_eq!(r.user_warnings, vec!["a:1: w".to_string()]);
+        assert_eq!(r.admin_warnings, vec!["b:2: x".to_string()]);
+        assert_eq!(r.fatal, None);
+        assert!(parse_output(b"K x y\n").fatal.is_some());
+        assert!(parse_output(b"Z what\n").fatal.is_some());
+        assert_eq!(parse_output(b"F nope\n").fatal.as_deref(), Some("nope"));
+    }
+
+    #[test]
+    fn read_list_limits() {
+        let dir = std::env::temp_dir().join(format!("asx-rl-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        assert!(read_list(&dir.join("absent")).unwrap().is_none());
+        fs::write(dir.join("l"), b"/a\n").unwrap();
+        assert_eq!(read_list(&dir.join("l")).unwrap().unwrap(), b"/a\n");
+        assert!(read_list(&dir).is_err(), "a directory is not a list");
+        let fifo = dir.join("fifo");
+        let _ = fs::remove_file(&fifo);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(read_list(&fifo).is_err(), "a FIFO must not block or pass");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
