@@ -112,7 +112,7 @@ fmt-check: have-cargo
 	$(CARGO_RUN) fmt --check
 
 clippy: have-cargo
-	$(CARGO_RUN) clippy --release --locked -- -D warnings
+	$(CARGO_RUN) clippy --release --locked --all-targets -- -D warnings
 
 cargo-test: have-cargo
 	$(CARGO_RUN) test --release --locked

@@ -88,11 +88,9 @@ ok() {
 
 # snip FILE: the start of FILE on one printable line, for FAIL details
 snip() {
-	if [ -s "$1" ]; then
-		head -c 240 "$1" | tr '\n\r\t' '|||' | tr -c '[:print:]' '?'
-	else
-		printf '<empty>'
-	fi
+	local s
+	s=$(head -c 240 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
+	printf '%s' "${s:-<empty>}"
 }
 
 # why: exit status and stderr of the last run_as/run_in, for FAIL details
@@ -342,7 +340,9 @@ stop_prober() {
 
 # 1. Sanity: service active, version output, a launch works, cgroup inside/outside
 check_service_and_launch() {
-	local pid ready
+	local pid ready lsm
+	lsm=$(cat /sys/kernel/security/lsm 2>/dev/null)
+	ok "the bpf LSM is active (/sys/kernel/security/lsm)" "lsm='$lsm'" listed bpf "${lsm//,/ }"
 	ok "daemon unit $UNIT is active" "is-active: $(systemctl is-active "$UNIT" 2>&1)" daemon_active
 	pid=$(main_pid)
 	ready=$(tr -d ' \n' <"$RUN_DIR/ready" 2>/dev/null)
@@ -745,7 +745,7 @@ check_curl_netrc() {
 			pass "inside: curl's open of the netrc fails with EPERM (strace)"
 		else
 			fail "inside: curl's open of the netrc fails with EPERM (strace)" \
-				"$(grep -F "$netrc" "$trace" 2>/dev/null | head -c 200 || true) $(why)"
+				"trace: $(grep -F "$netrc" "$trace" 2>/dev/null | head -c 200 | tr '\n' '|'); $(why)"
 		fi
 		rm -f "$trace"
 	fi

@@ -108,13 +108,14 @@ pub fn main(args: &[OsString]) -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{}", crate::error_chain(&e));
             if matches!(e, DaemonError::Bpf(BpfError::Unsupported(_))) {
                 log::error!(
-                    "enforcement is unavailable on this kernel; agent-sandbox-exec launches will be refused"
+                    "enforcement unavailable, launches will be refused: {}",
+                    crate::error_chain(&e)
                 );
                 ExitCode::from(EXIT_UNSUPPORTED)
             } else {
+                log::error!("{}", crate::error_chain(&e));
                 ExitCode::FAILURE
             }
         }

@@ -207,15 +207,12 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     Ok(())
 }
 
-/// Routes libbpf's own log lines into `log` (debug, warn for warnings).
+/// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`
+/// shows them). Failures reach the log once, as this module's errors; libbpf's
+/// generic hints (such as raising `ulimit -l` on EPERM) would mislead there.
 pub fn route_libbpf_log() {
-    fn print(level: libbpf_rs::PrintLevel, msg: String) {
-        let msg = msg.trim_end();
-        match level {
-            libbpf_rs::PrintLevel::Warn => log::warn!(target: "libbpf", "{msg}"),
-            libbpf_rs::PrintLevel::Info => log::info!(target: "libbpf", "{msg}"),
-            libbpf_rs::PrintLevel::Debug => log::debug!(target: "libbpf", "{msg}"),
-        }
+    fn print(_level: libbpf_rs::PrintLevel, msg: String) {
+        log::debug!(target: "libbpf", "{}", msg.trim_end());
     }
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
