@@ -381,7 +381,9 @@ pub fn unlink_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens a directory as a descriptor for the *at() calls (O_DIRECTORY|O_NOFOLLOW).
+/// Opens a directory as a descriptor for the *at() calls
+/// (O_PATH|O_DIRECTORY|O_NOFOLLOW: needs search permission only, which is all
+/// a user has on the 1733 request directory).
 ///
 /// # Errors
 /// The open error.
@@ -391,7 +393,7 @@ pub fn open_dir(path: &str) -> io::Result<OwnedFd> {
     let fd = unsafe {
         libc::open(
             c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
         )
     };
     if fd < 0 {
