@@ -184,8 +184,8 @@ build_image() {
     extract_vmlinux "$kernel" "$dir/vmlinux" || die "cannot extract vmlinux from $kernel"
 
     # mke2fs -d fills the file system from a directory: no loop device, no mount.
-    mke2fs -q -t ext4 -L "$ROOT_LABEL" -d "$dir/rootfs" "$dir/disk.img" 3G \
-        || die "mke2fs of the guest disk failed"
+    mke2fs -q -t ext4 -L "$ROOT_LABEL" -d "$dir/rootfs" "$dir/disk.img" 3G >>"$dir/build.log" 2>&1 \
+        || die "mke2fs of the guest disk failed (see $dir/build.log)"
     rm -rf --one-file-system "$dir/rootfs"
 }
 
