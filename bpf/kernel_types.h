@@ -35,6 +35,8 @@ enum bpf_map_type {
 
 /* include/uapi/asm-generic/errno-base.h */
 #define EPERM 1
+/* include/linux/ptrace.h */
+#define PTRACE_MODE_ATTACH 0x02
 /* include/linux/err.h: the largest errno a hook may return */
 #define MAX_ERRNO 4095
 
@@ -51,6 +53,25 @@ struct inode {
 
 struct file {
 	struct inode *f_inode;
+};
+
+/* include/linux/kernfs.h: the node id is the cgroup id (kernfs_ino()). */
+struct kernfs_node {
+	__u64 id;
+};
+
+/* include/linux/cgroup-defs.h */
+struct cgroup {
+	struct kernfs_node *kn;
+};
+
+struct css_set {
+	struct cgroup *dfl_cgrp; /* the task's cgroup on the v2 hierarchy */
+};
+
+/* include/linux/sched.h */
+struct task_struct {
+	struct css_set *cgroups;
 };
 
 #pragma clang attribute pop

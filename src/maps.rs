@@ -240,8 +240,8 @@ pub struct Bpf {
 
 impl Bpf {
     /// Opens the object, reuses the pinned maps (or creates and pins them),
-    /// loads and attaches the program, pins its link and then unpins the links
-    /// of earlier daemons.
+    /// loads and attaches both programs, pins their links and then unpins the
+    /// links of earlier daemons.
     ///
     /// # Errors
     /// [`BpfError`]; a kernel that refuses the program is [`BpfError::Unsupported`].
@@ -268,26 +268,31 @@ impl Bpf {
             .map_err(lb("set the agent_cgid_set pin path"))?;
         let skel = open.load().map_err(|e| {
             BpfError::Unsupported(format!(
-                "the kernel refused to load the lsm/file_open program ({e}); \
+                "the kernel refused to load the BPF LSM programs ({e}); \
                  BPF LSM programs need a kernel with CONFIG_BPF_LSM=y and bpf in the active LSM list"
-            ))
-        })?;
-        let mut link = skel.progs.file_open.attach_lsm().map_err(|e| {
-            BpfError::Unsupported(format!(
-                "the kernel refused to attach the lsm/file_open program ({e})"
             ))
         })?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let link_name = format!("link-{stamp}");
-        link.pin(pin_dir.join(&link_name))
-            .map_err(lb("pin the program link"))?;
-        // Our link is pinned: the program now stays attached after we exit.
-        link.disconnect();
-        drop(link);
-        remove_other_links(&pin_dir, &link_name);
+        let generation = format!("link-{stamp}-");
+        let progs = [
+            ("file_open", &skel.progs.file_open),
+            ("ptrace_access_check", &skel.progs.ptrace_access_check),
+        ];
+        for (name, prog) in progs {
+            let mut link = prog.attach_lsm().map_err(|e| {
+                BpfError::Unsupported(format!(
+                    "the kernel refused to attach the lsm/{name} program ({e})"
+                ))
+            })?;
+            link.pin(pin_dir.join(format!("{generation}{name}")))
+                .map_err(lb(format!("pin the lsm/{name} link")))?;
+            // Pinned: the program now stays attached after we exit.
+            link.disconnect();
+        }
+        remove_other_links(&pin_dir, &generation);
         let mut bpf = Bpf {
             skel,
             pin_dir,
@@ -453,7 +458,8 @@ impl Bpf {
     }
 }
 
-/// Unpins every `link-*` in `dir` except `keep` (detaching earlier daemons' programs).
+/// Unpins every `link-*` in `dir` not starting with `keep` (detaching earlier
+/// daemons' programs once ours are attached).
 fn remove_other_links(dir: &Path, keep: &str) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -461,7 +467,7 @@ fn remove_other_links(dir: &Path, keep: &str) {
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("link-") && name != keep {
+        if name.starts_with("link-") && !name.starts_with(keep) {
             if let Err(err) = fs::remove_file(e.path()) {
                 log::warn!("cannot unpin the old link {}: {err}", e.path().display());
             } else {

@@ -11,6 +11,12 @@
  * The hook runs after the DAC and other LSMs' checks for the same open
  * (security_file_open() in fs/open.c: do_dentry_open()), so it can only take
  * permissions away.
+ *
+ * A second hook, lsm/ptrace_access_check, keeps a sandboxed task from
+ * attaching to (ptrace, /proc/<pid>/mem, process_vm_readv, pidfd_getfd) a
+ * task outside its own sandbox cgroup, which could otherwise be made to read
+ * a listed file for it. Read-mode access (/proc/<pid>/status, environ, fd
+ * listings) stays allowed so /proc remains useful.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -18,6 +24,16 @@
 #include "agent_sandbox.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+static __always_inline int pass_on(int ret)
+{
+	/*
+	 * Pass on an earlier program's verdict. Since 6.12 the verifier only
+	 * accepts returns in [-MAX_ERRNO, 0], so anything else becomes -EPERM
+	 * (fail closed).
+	 */
+	return (ret < 0 && ret >= -MAX_ERRNO) ? ret : -EPERM;
+}
 
 /* Read by the daemon from the skeleton's rodata to name its pin directory. */
 const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
@@ -47,13 +63,8 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	struct inode *inode;
 	__u64 cgid;
 
-	/*
-	 * Pass on an earlier program's verdict. Since 6.12 the verifier only
-	 * accepts returns in [-MAX_ERRNO, 0], so anything else becomes -EPERM
-	 * (fail closed).
-	 */
 	if (ret != 0)
-		return (ret < 0 && ret >= -MAX_ERRNO) ? ret : -EPERM;
+		return pass_on(ret);
 
 	cgid = bpf_get_current_cgroup_id();
 	if (!bpf_map_lookup_elem(&agent_cgid_set, &cgid))
@@ -65,6 +76,24 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	key.ino = inode->i_ino;
 	key.dev = inode->i_sb->s_dev;
 	if (bpf_map_lookup_elem(&deny_map, &key))
+		return -EPERM;
+	return 0;
+}
+
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	if (!(mode & PTRACE_MODE_ATTACH))
+		return 0;
+	cgid = bpf_get_current_cgroup_id();
+	if (!bpf_map_lookup_elem(&agent_cgid_set, &cgid))
+		return 0;
+	/* BTF pointer walk; a NULL on the way reads as 0 and denies. */
+	if (child->cgroups->dfl_cgrp->kn->id != cgid)
 		return -EPERM;
 	return 0;
 }
