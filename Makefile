@@ -140,7 +140,7 @@ lintian: package
 	$(LINTIAN) --fail-on error,warning $(DEB)
 
 vm-test: package
-	scripts/vm-test.sh $(DEB) -- scripts/test.sh
+	scripts/vm-test.sh --timeout 1800 $(DEB) -- scripts/test.sh
 
 clean:
 	rm -rf $(TARGET_DIR) build

@@ -45,10 +45,11 @@ adds=()
 guest_script=
 guest_args=()
 
-# Temporary state, removed by cleanup() (build_dir by ensure_image's own trap).
+# Temporary state, removed by cleanup() (build_dir and build_pid by abort_build()).
 work=
 qemu_pid=
 build_dir=
+build_pid=
 
 log() { printf 'vm-test: %s\n' "$*" >&2; }
 
@@ -60,6 +61,15 @@ die() {
 
 usage() {
     sed -n '/^# Usage:/,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+}
+
+# Die naming the Debian packages to install if a tool is missing; arguments are TOOL:PACKAGE.
+require_tools() {
+    local pair missing=()
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+    done
+    [ "${#missing[@]}" -eq 0 ] || die "missing host tools: apt-get install -y ${missing[*]}"
 }
 
 # shellcheck disable=SC2317  # called by the EXIT trap
@@ -151,17 +161,22 @@ extract_vmlinux() {
         log "decompressed kernel is not an ELF file"
         return 1
     }
+    if [ "${decompress[0]}" != gzip ] && [ "$(stat -c %s "$out")" -ne "$(u32_at $((start + length)))" ]; then
+        log "decompressed kernel has the wrong size"
+        return 1
+    fi
 }
 
 # Build the image into the empty directory $1: disk.img (ext4, labelled), vmlinux, initrd.img.
 build_image() {
     local dir=$1 mirror=http://deb.debian.org/debian
     local security=http://deb.debian.org/debian-security
-    local packages kernel initrd
+    local packages kernel initrd rc
     packages=$(guest_packages | tr ' ' ',')
 
     log "building the $suite guest image in $dir (about 1-2 minutes; log: $dir/build.log)"
-    if ! timeout "$BUILD_TIMEOUT" mmdebstrap --variant=minbase --mode=root \
+    # In the background so that abort_build() can stop it (see ensure_image).
+    timeout "$BUILD_TIMEOUT" mmdebstrap --variant=minbase --mode=root \
         --include="$packages" \
         --essential-hook="$(printf '%q' "$GUEST_DIR/essential.sh") \"\$1\"" \
         --customize-hook="$(printf '%q' "$GUEST_DIR/customize.sh") \"\$1\"" \
@@ -169,9 +184,14 @@ build_image() {
         "deb $mirror $suite main" \
         "deb $mirror $suite-updates main" \
         "deb $security $suite-security main" \
-        >"$dir/build.log" 2>&1; then
+        </dev/null >"$dir/build.log" 2>&1 &
+    build_pid=$!
+    rc=0
+    wait "$build_pid" || rc=$?
+    build_pid=
+    if [ "$rc" -ne 0 ]; then
         tail -n 20 "$dir/build.log" >&2
-        die "mmdebstrap failed (see the log above)"
+        die "mmdebstrap failed with exit status $rc (see the log above)"
     fi
 
     # Exactly one kernel is installed: linux-image-amd64 depends on one version.
@@ -198,36 +218,63 @@ recipe_text() {
 
 # Print the cache directory of the image for the current recipe, building it first if needed.
 ensure_image() {
-    local key dir lock_fd
+    local key dir lock_fd stale started=$SECONDS
     key=$suite-$(recipe_text | sha256sum | cut -c1-16)
     dir=$CACHE_ROOT/$key
     if [ ! -f "$dir/disk.img" ]; then
         [ "$(id -u)" -eq 0 ] || die "no cached guest image $dir, and building one needs root"
-        command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (apt-get install mmdebstrap)"
+        require_tools mmdebstrap:mmdebstrap mke2fs:e2fsprogs xz:xz-utils zstd:zstd
         mkdir -p "$CACHE_ROOT"
         # One build at a time; a concurrent run of the same recipe waits and then reuses it.
         exec {lock_fd}>"$CACHE_ROOT/.build.lock"
         flock "$lock_fd"
         if [ ! -f "$dir/disk.img" ]; then
             # Holding the lock, any build directory left over is from an interrupted build.
-            # (--one-file-system: never follow a mount that a killed mmdebstrap left behind.)
-            rm -rf --one-file-system "$CACHE_ROOT"/.build-*
+            for stale in "$CACHE_ROOT"/.build-*; do
+                [ ! -e "$stale" ] || remove_build_dir "$stale"
+            done
             build_dir=$(mktemp -d "$CACHE_ROOT/.build-$key.XXXXXX")
-            # This runs in $(...): the trap is this subshell's, and removes a failed build.
-            trap 'rm -rf --one-file-system "$build_dir"' EXIT
+            # This runs in $(...), so these traps are this subshell's own. On Ctrl-C only this
+            # subshell gets the signal: mmdebstrap runs under timeout, in its own process group.
+            trap abort_build EXIT
+            trap 'exit 130' INT
+            trap 'exit 143' TERM
             build_image "$build_dir" >&2
             recipe_text >"$build_dir/recipe.txt"
             rm -f "$build_dir/build.log"
             chmod 0755 "$build_dir"
             # The rename makes the image appear whole or not at all.
             mv -T "$build_dir" "$dir"
+            build_dir=
             prune_images "$key"
-            log "guest image ready: $dir"
+            log "guest image ready after $((SECONDS - started)) s: $dir"
         fi
         exec {lock_fd}>&-
     fi
     touch "$dir/last-used"
     echo "$dir"
+}
+
+# Stop an unfinished build (mmdebstrap cleans up its mounts on SIGTERM) and remove its directory.
+# shellcheck disable=SC2317  # called by the EXIT trap
+abort_build() {
+    if [ -n "$build_pid" ]; then
+        kill "$build_pid" 2>/dev/null || true
+        wait "$build_pid" 2>/dev/null || true
+    fi
+    if [ -n "$build_dir" ]; then
+        remove_build_dir "$build_dir"
+    fi
+}
+
+remove_build_dir() {
+    local dir=$1 mnt
+    # A mmdebstrap killed with SIGKILL leaves /proc, /sys, /dev... mounted in its root; never
+    # let rm walk into those (--one-file-system), unmount them first.
+    while IFS= read -r mnt; do
+        umount -l "$mnt" 2>/dev/null || true
+    done < <(awk -v prefix="$dir/" 'index($2, prefix) == 1 { print $2 }' /proc/mounts | sort -r)
+    rm -rf --one-file-system "$dir" || log "warning: could not remove $dir"
 }
 
 # Remove images of other recipes that no run has used for a day (a run touches last-used before
@@ -322,7 +369,10 @@ report() {
     if [ -f "$share/results/status" ]; then
         status=$(cat "$share/results/status")
         [[ $status =~ ^[0-9]+$ ]] || die "unreadable exit status from the guest: $status"
-        [ "$status" -eq 0 ] || log "guest script exited with status $status"
+        if [ "$status" -ne 0 ]; then
+            log "guest script exited with status $status"
+            journal_hint "$share"
+        fi
         exit "$status"
     fi
 
@@ -349,7 +399,14 @@ report() {
         reason="the guest powered off without an exit status (stage: $stage)"
     fi
     print_tails "$serial" "$qemu_log"
+    journal_hint "$share"
     die "$reason"
+}
+
+journal_hint() {
+    if [ -n "$keep_share" ] && [ -f "$1/results/journal.log" ]; then
+        log "guest journal: $1/results/journal.log"
+    fi
 }
 
 print_tails() {
@@ -359,15 +416,15 @@ print_tails() {
         tail -n 10 "$qemu_log" >&2
     fi
     log "--- last lines of the guest console ($serial) ---"
-    tail -n 40 "$serial" 2>/dev/null | tr -d '\r' >&2 || true
+    # Without carriage returns and systemd's colour escapes.
+    tail -n 40 "$serial" 2>/dev/null | sed 's/\r//g; s/\x1b\[[0-9;]*m//g' >&2 || true
     log "---"
 }
 
 main() {
-    local image share serial qemu_log rc=0
+    local image share serial qemu_log booted rc=0
     parse_args "$@"
-    command -v qemu-system-x86_64 >/dev/null \
-        || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
+    require_tools qemu-system-x86_64:qemu-system-x86 timeout:coreutils flock:util-linux
     trap cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -390,7 +447,9 @@ main() {
     prepare_share "$share"
 
     log "booting $(basename "$image") (timeout ${timeout_s} s)"
+    booted=$SECONDS
     run_vm "$image" "$share" "$serial" "$qemu_log" || rc=$?
+    log "the VM ran for $((SECONDS - booted)) s"
     report "$share" "$serial" "$qemu_log" "$rc"
 }
 

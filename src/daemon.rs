@@ -32,7 +32,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use crate::cgroup::{self, CgroupError, Tree};
-use crate::maps::{self, Bpf, BpfError};
+use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
 use crate::request::{self, Name, Reply, Request};
 use crate::resolve::{self, Outcome, Resolver};
@@ -169,6 +169,7 @@ fn run() -> Result<(), DaemonError> {
         queue: HashMap::new(),
         running: Vec::new(),
         reapply: VecDeque::new(),
+        killed: Vec::new(),
     };
     d.reconcile();
     publish_ready()?;
@@ -178,10 +179,10 @@ fn run() -> Result<(), DaemonError> {
     let result = d.serve(&inotify, wake_r);
     let _ = fs::remove_file(request::READY_FILE);
     sd_notify("STOPPING=1");
-    for r in &d.running {
-        r.resolver.kill();
+    for r in d.running.drain(..) {
+        d.killed.push(r.resolver.kill());
     }
-    resolve::reap_any();
+    resolve::reap(&mut d.killed);
     log::info!(
         "stopped serving; the program stays attached (pinned in {})",
         d.bpf.pin_dir().display()
@@ -276,6 +277,8 @@ struct Daemon {
     running: Vec<Running>,
     /// uids whose sandbox must be re-applied without a request (start-up, SIGHUP).
     reapply: VecDeque<u32>,
+    /// Killed resolvers not reaped yet.
+    killed: Vec<nix::unistd::Pid>,
 }
 
 impl Daemon {
@@ -340,7 +343,7 @@ impl Daemon {
             // Scan on every wake-up: cheap (a few names) and robust against
             // inotify queue overflow.
             self.scan();
-            resolve::reap_any();
+            resolve::reap(&mut self.killed);
         }
         Ok(())
     }
@@ -497,13 +500,13 @@ impl Daemon {
             }
             if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
-                run.resolver.kill();
+                let uid = run.resolver.uid;
+                self.killed.push(run.resolver.kill());
                 let why = format!(
-                    "reading the denylists of uid {} took longer than {} s (a listed path on a stalled mount?)",
-                    run.resolver.uid,
+                    "reading the denylists of uid {uid} took longer than {} s (a listed path on a stalled mount?)",
                     resolve::DEADLINE.as_secs()
                 );
-                self.complete(run.resolver.uid, run.batch, Outcome::Failed(why));
+                self.complete(uid, run.batch, Outcome::Failed(why));
                 continue;
             }
             i += 1;
@@ -531,14 +534,49 @@ impl Daemon {
                 return;
             }
         };
-        match self.bpf.apply(cgid, &res.keys) {
-            Ok(stats) => log::info!(
-                "uid {uid}: {} listed files ({} added, {} removed); {} launch(es)",
-                res.keys.len(),
-                stats.added,
-                stats.removed,
-                batch.len()
-            ),
+        // A launch from inside a sandbox, or a re-apply without any launch,
+        // only adds keys: the agent may have edited the user's list, and its
+        // edit must not free what the running sandbox denies.
+        let sandboxed = cgroup::sandbox_path_for(uid);
+        let from_inside = batch.is_empty()
+            || batch.iter().any(|p| {
+                process::read_v2_cgroup(&p.pidfd.pid().to_string()).is_ok_and(|c| c == sandboxed)
+            });
+        let mode = if from_inside {
+            ApplyMode::AddOnly
+        } else {
+            ApplyMode::Exact
+        };
+        let mut warnings = res.user_warnings.clone();
+        match self.bpf.apply(cgid, &res.keys, mode) {
+            Ok(stats) => {
+                log::info!(
+                    "uid {uid}: {} listed files ({} added, {} {}); {} launch(es)",
+                    res.keys.len(),
+                    stats.added,
+                    stats.removed,
+                    if mode == ApplyMode::Exact {
+                        "removed"
+                    } else {
+                        "kept though unlisted"
+                    },
+                    batch.len()
+                );
+                if stats.removed > 0 {
+                    warnings.push(match mode {
+                        ApplyMode::Exact => format!(
+                            "{} file(s) denied until now are no longer denied to your sandboxes \
+                             (removed from the lists, or replaced by a new file)",
+                            stats.removed
+                        ),
+                        ApplyMode::AddOnly => format!(
+                            "{} file(s) no longer in the lists stay denied: a launch from inside \
+                             a sandbox only adds; launch from outside to apply removals",
+                            stats.removed
+                        ),
+                    });
+                }
+            }
             Err(e) => {
                 let why = format!("cannot apply the denylist: {}", crate::error_chain(&e));
                 log::error!("uid {uid}: {why}");

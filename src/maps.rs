@@ -217,12 +217,22 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
+/// Whether an apply may remove keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    /// Make the sandbox's keys exactly the desired set.
+    Exact,
+    /// Only add: keys no longer desired stay (launches from inside a sandbox,
+    /// whose agent may have edited the user's list, and re-applies without a launch).
+    AddOnly,
+}
+
 /// Counts of one diff-apply.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyStats {
     /// Keys inserted.
     pub added: usize,
-    /// Stale keys removed.
+    /// Stale keys removed (with [`ApplyMode::AddOnly`]: stale keys kept).
     pub removed: usize,
     /// Keys already present and kept.
     pub kept: usize,
@@ -330,7 +340,8 @@ impl Bpf {
             .collect()
     }
 
-    /// Makes deny_map hold exactly `desired` for sandbox `cgid` and marks
+    /// Makes deny_map hold exactly `desired` (with [`ApplyMode::AddOnly`]: at
+    /// least `desired`) for sandbox `cgid` and marks
     /// `cgid` as a sandbox: inserts the new keys, then adds `cgid` to
     /// agent_cgid_set, then removes stale keys, so the live set never drops
     /// below the desired set.
@@ -338,7 +349,12 @@ impl Bpf {
     /// # Errors
     /// A failed insert (map full, ...) returns the error before anything is
     /// removed; keys inserted so far stay (they only add denials).
-    pub fn apply(&mut self, cgid: u64, desired: &HashSet<FileKey>) -> Result<ApplyStats, BpfError> {
+    pub fn apply(
+        &mut self,
+        cgid: u64,
+        desired: &HashSet<FileKey>,
+        mode: ApplyMode,
+    ) -> Result<ApplyStats, BpfError> {
         let current = self.mirror.entry(cgid).or_default();
         let to_add: Vec<FileKey> = desired.difference(current).copied().collect();
         let to_remove: Vec<FileKey> = current.difference(desired).copied().collect();
@@ -385,7 +401,9 @@ impl Bpf {
                 .extend(chunk.iter().copied());
         }
         self.add_sandbox(cgid)?;
-        self.remove_keys(cgid, &to_remove);
+        if mode == ApplyMode::Exact {
+            self.remove_keys(cgid, &to_remove);
+        }
         Ok(stats)
     }
 

@@ -178,17 +178,19 @@ impl Resolver {
         }
     }
 
-    /// Kills the child (it may be stuck in the kernel; it is reaped later by
-    /// [`reap_any`]).
-    pub fn kill(&self) {
+    /// Kills the child and returns its pid, to be reaped later with [`reap`]
+    /// (a child stuck in the kernel on a stalled mount dies only when it
+    /// leaves the kernel).
+    pub fn kill(self) -> Pid {
         let _ = kill(self.pid, Signal::SIGKILL);
+        self.pid
     }
 
     /// Waits for the child after its pipe closed and returns what it found.
     pub fn finish(self) -> Outcome {
         if self.overflow {
-            self.kill();
-            let _ = waitpid(self.pid, None);
+            let pid = self.kill();
+            let _ = waitpid(pid, None);
             return Outcome::Failed(
                 "the lists produced more output than the daemon accepts".into(),
             );
@@ -207,13 +209,16 @@ impl Resolver {
     }
 }
 
-/// Reaps any exited children without blocking (killed resolvers).
-pub fn reap_any() {
-    while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
-        if matches!(status, WaitStatus::StillAlive) {
-            break;
-        }
-    }
+/// Reaps those of the killed resolvers `pids` that have exited, without
+/// blocking; keeps the others. Only these pids are waited for, never "any
+/// child", so a resolver still being read is not reaped behind its back.
+pub fn reap(pids: &mut Vec<Pid>) {
+    pids.retain(|&pid| {
+        matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        )
+    });
 }
 
 /// The child's body; returns its exit code.
