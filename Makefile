@@ -49,14 +49,14 @@ SHELL_SCRIPTS = $(sort $(shell find scripts debian .ci -type f -exec \
 	awk 'FNR == 1 && /^\#!.*[\/ ](ba|da)?sh([ \t]|$$)/ { print FILENAME }' {} + 2>/dev/null))
 
 .PHONY: help deps build package test fmt-check clippy cargo-test shellcheck \
-	bpf-check lintian vm-test clean have-cargo
+	bpf-check lintian vm-test package-next clean have-cargo
 
 help:
 	@echo "make deps      install the build and test dependencies (Debian 12, apt-get)"
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck bpf-check lintian"
-	@echo "make vm-test   run scripts/test.sh in a VM with the package installed"
+	@echo "make vm-test   the guest suite (test.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 deps:
@@ -139,8 +139,22 @@ bpf-check: build
 lintian: package
 	$(LINTIAN) --fail-on error,warning $(DEB)
 
-vm-test: package
-	scripts/vm-test.sh --timeout 1800 $(DEB) -- scripts/test.sh
+# Version N+1 of the package (version +next1, map layout +1) for the upgrade test.
+NEXT_DEB = build/next/$(PACKAGE)_$(VERSION)+next1_$(ARCH).deb
+
+package-next: have-cargo
+	CARGO="$(CARGO)" PATH="$(dir $(CARGO)):$$PATH" scripts/build-next.sh build/next
+
+# The guest suite (scripts/guest-suite.sh: test.sh, then test-lifecycle.sh) on
+# Debian 12 (kernel 6.1) and Debian 13 (kernel 6.12), one boot each.
+VM_SUITES ?= bookworm trixie
+vm-test: package package-next
+	@for suite in $(VM_SUITES); do \
+	  echo "== vm-test: $$suite"; \
+	  scripts/vm-test.sh --suite $$suite --timeout 2400 \
+	    --add scripts/test.sh --add scripts/test-lifecycle.sh \
+	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
+	done
 
 clean:
 	rm -rf $(TARGET_DIR) build

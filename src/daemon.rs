@@ -88,6 +88,11 @@ pub fn main(args: &[OsString]) -> ExitCode {
                  denylist in its maps and moves launchers into their sandbox cgroup.\n\
                  Runs in the foreground; normally started by agent-sandbox-execd.service.\n\
                  SIGHUP re-applies every sandbox's lists; SIGTERM stops serving (enforcement stays).\n\
+                 \n\
+                 agent-sandbox-execd --disable\n\
+                 \x20   turns enforcement off on purpose: unpins the programs and maps, so running\n\
+                 \x20   sandboxes are no longer enforced. Stop the service first; starting it again\n\
+                 \x20   turns enforcement back on.\n\
                  See agent-sandbox-execd(8)."
             );
             return ExitCode::SUCCESS;
@@ -96,6 +101,7 @@ pub fn main(args: &[OsString]) -> ExitCode {
             println!("agent-sandbox-execd {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Some("--disable") if args.len() == 1 => return disable(),
         Some(other) => {
             eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
             return ExitCode::from(64);
@@ -118,6 +124,48 @@ pub fn main(args: &[OsString]) -> ExitCode {
                 log::error!("{}", crate::error_chain(&e));
                 ExitCode::FAILURE
             }
+        }
+    }
+}
+
+/// `agent-sandbox-execd --disable`: unpins every program link and map under
+/// [`maps::PIN_ROOT`], which detaches the programs. Refuses while a daemon
+/// serves (it would keep answering launches with nothing enforced).
+fn disable() -> ExitCode {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("agent-sandbox-execd: --disable must run as root");
+        return ExitCode::FAILURE;
+    }
+    if let Ok(text) = fs::read_to_string(request::READY_FILE)
+        && let Ok(pid) = text.trim().parse::<i32>()
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+    {
+        eprintln!(
+            "agent-sandbox-execd: the daemon (pid {pid}) is serving; stop it first: systemctl stop agent-sandbox-execd"
+        );
+        return ExitCode::FAILURE;
+    }
+    match maps::unpin_all() {
+        Ok(removed) if removed.is_empty() => {
+            println!(
+                "agent-sandbox-execd: nothing pinned under {}; enforcement was already off",
+                maps::PIN_ROOT
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(removed) => {
+            for r in &removed {
+                println!("unpinned {}", r.display());
+            }
+            println!(
+                "agent-sandbox-execd: enforcement is OFF: the LSM programs are detached and running sandboxes \
+                 are no longer enforced; `systemctl start agent-sandbox-execd` turns it back on"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("agent-sandbox-execd: --disable: {e}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -170,8 +218,20 @@ fn run() -> Result<(), DaemonError> {
         running: Vec::new(),
         reapply: VecDeque::new(),
         killed: Vec::new(),
+        reapply_failures: 0,
     };
     d.reconcile();
+    // Re-apply every existing sandbox into this layout's maps before serving,
+    // so that earlier layouts can be retired without a gap.
+    d.settle();
+    if d.reapply_failures == 0 {
+        maps::retire_other_layouts(d.bpf.pin_dir());
+    } else {
+        log::warn!(
+            "{} sandbox(es) could not be re-applied; earlier map layouts (if any) stay attached",
+            d.reapply_failures
+        );
+    }
     publish_ready()?;
     sd_notify("READY=1\nSTATUS=serving");
     log::info!("ready; requests in {}", request::REQ_DIR);
@@ -279,6 +339,8 @@ struct Daemon {
     reapply: VecDeque<u32>,
     /// Killed resolvers not reaped yet.
     killed: Vec<nix::unistd::Pid>,
+    /// Re-applies (without a launch) that failed since start-up.
+    reapply_failures: usize,
 }
 
 impl Daemon {
@@ -303,6 +365,34 @@ impl Daemon {
             if !self.reapply.contains(&uid) {
                 self.reapply.push_back(uid);
             }
+        }
+    }
+
+    /// Runs the pending re-applies to completion (each bounded by the resolver
+    /// deadline) without serving requests. Used once at start-up.
+    fn settle(&mut self) {
+        let busy = |d: &Daemon| !d.reapply.is_empty() || !d.running.is_empty();
+        while busy(self) && !STOP.load(Ordering::SeqCst) {
+            self.dispatch();
+            let timeout = self.next_timeout();
+            let mut fds: Vec<PollFd> = self
+                .running
+                .iter()
+                .map(|r| PollFd::new(r.resolver.fd(), PollFlags::POLLIN))
+                .collect();
+            let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+            if let Err(e) = poll(&mut fds, PollTimeout::from(ms))
+                && e != nix::errno::Errno::EINTR
+            {
+                log::error!("poll: {e}");
+                return;
+            }
+            let ready: Vec<bool> = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            drop(fds);
+            self.pump_resolvers(&ready);
         }
     }
 
@@ -518,6 +608,9 @@ impl Daemon {
         let res = match outcome {
             Outcome::Failed(why) => {
                 log::warn!("uid {uid}: {why}");
+                if batch.is_empty() {
+                    self.reapply_failures += 1;
+                }
                 self.refuse_all(batch, &why);
                 return;
             }
@@ -583,6 +676,13 @@ impl Daemon {
                 self.refuse_all(batch, &why);
                 return;
             }
+        }
+        if !batch.is_empty() && !self.bpf.links_pinned() {
+            let why = "enforcement was turned off (the program links were unpinned); \
+                       restart agent-sandbox-execd to turn it back on";
+            log::error!("{why}");
+            self.refuse_all(batch, why);
+            return;
         }
         for p in batch {
             let reply = match self.migrate_checked(&p) {

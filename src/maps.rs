@@ -242,6 +242,8 @@ pub struct ApplyStats {
 pub struct Bpf {
     skel: AgentSandboxSkel<'static>,
     pin_dir: PathBuf,
+    /// Name prefix of this daemon's link pins (`link-<ns>-`).
+    generation: String,
     /// cgid -> file keys currently in deny_map for that sandbox.
     mirror: HashMap<u64, HashSet<FileKey>>,
     /// Sandbox cgroup ids currently in agent_cgid_set.
@@ -306,6 +308,7 @@ impl Bpf {
         let mut bpf = Bpf {
             skel,
             pin_dir,
+            generation,
             mirror: HashMap::new(),
             sandboxes: HashSet::new(),
         };
@@ -329,6 +332,16 @@ impl Bpf {
                 self.sandboxes.insert(u64::from_ne_bytes(b));
             }
         }
+    }
+
+    /// Whether this daemon's two program links are still pinned (an
+    /// administrator's `--disable` or `rm` unpins, and so detaches, them).
+    pub fn links_pinned(&self) -> bool {
+        ["file_open", "ptrace_access_check"].iter().all(|p| {
+            self.pin_dir
+                .join(format!("{}{p}", self.generation))
+                .exists()
+        })
     }
 
     /// Cgroup ids that have entries in either map.
@@ -474,6 +487,60 @@ impl Bpf {
             self.mirror.remove(&cgid);
         }
     }
+}
+
+/// Unpins the links and then the maps of every other layout's pin directory
+/// (`v<n>` next to `ours`). Called once this layout's maps hold every
+/// sandbox, so the older programs can go without a gap.
+pub fn retire_other_layouts(ours: &Path) {
+    let Some(root) = ours.parent() else { return };
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path == ours || !e.file_name().to_string_lossy().starts_with('v') {
+            continue;
+        }
+        remove_other_links(&path, "\0");
+        match fs::remove_dir_all(&path) {
+            Ok(()) => log::info!("retired the earlier map layout {}", path.display()),
+            Err(err) => log::warn!("cannot remove {}: {err}", path.display()),
+        }
+    }
+}
+
+/// Unpins everything under [`PIN_ROOT`]: links first (detaching the
+/// programs), then maps, then the directories. Returns what was removed.
+///
+/// # Errors
+/// The first unpin or rmdir error.
+pub fn unpin_all() -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let root = Path::new(PIN_ROOT);
+    let dirs = match fs::read_dir(root) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for dir in dirs.flatten() {
+        let mut names: Vec<PathBuf> = fs::read_dir(dir.path())?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        // Links before maps: the programs detach while their maps still deny.
+        names.sort_by_key(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("link-"))
+        });
+        for p in names {
+            fs::remove_file(&p)?;
+            removed.push(p);
+        }
+        fs::remove_dir(dir.path())?;
+    }
+    fs::remove_dir(root)?;
+    Ok(removed)
 }
 
 /// Unpins every `link-*` in `dir` not starting with `keep` (detaching earlier
