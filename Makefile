@@ -21,7 +21,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Debian packages needed to build, test and package, and for `make vm-test`
 # (qemu, mmdebstrap, mkfs.ext4). The Rust toolchain is handled separately.
-DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gzip \
+DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gzip xz-utils zstd \
 	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
 	qemu-system-x86 shellcheck zlib1g-dev
 

@@ -124,7 +124,7 @@ guest_packages() {
     [ "$suite" = bookworm ] || libelf=libelf1t64    # renamed in the 64-bit time_t transition
     echo systemd systemd-sysv udev dbus sudo kmod linux-image-amd64 initramfs-tools \
         util-linux procps coreutils openssh-client curl python3-minimal strace \
-        btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file \
+        btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool \
         "$libelf" zlib1g libc6 libgcc-s1
 }
 
