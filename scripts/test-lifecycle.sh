@@ -105,6 +105,14 @@ ok() {
 	if "$@"; then pass "$what"; else fail "$what" "$detail"; fi
 }
 
+# okl WHAT 'DETAIL' CMD...: like ok, but DETAIL (give it in single quotes) is
+# expanded only on failure, after CMD ran, so that it shows the failing state
+okl() {
+	local _w=$1 _d=$2
+	shift 2
+	if "$@"; then pass "$_w"; else fail "$_w" "$(eval "printf '%s' \"$_d\"")"; fi
+}
+
 # snip FILE: the start of FILE on one printable line, for FAIL details
 snip() {
 	local s
@@ -352,14 +360,14 @@ launch_probe() {
 # 'agent-sandbox-exec: ...' line and PROGRAM did not run
 expect_refused() {
 	local what=$1 m=$2
-	if [ "$RC" -eq 2 ] && [ ! -e "$m" ] && [ "$(wc -l <"$ERR")" -eq 1 ] && grep -q "^$LAUNCHER: " "$ERR"; then
-		pass "$what"
-	else
-		fail "$what" "marker $([ -e "$m" ] && echo created || echo absent); $(why)"
-	fi
-	sleep 1
 	if [ -e "$m" ]; then
-		fail "$what: no late start of PROGRAM" "marker appeared after the launcher returned"
+		fail "$what" "PROGRAM ran: marker $(snip "$m"); $(why)"
+	elif [ "$RC" -eq 2 ] && [ "$(wc -l <"$ERR")" -eq 1 ] && grep -q "^$LAUNCHER: " "$ERR"; then
+		pass "$what"
+		sleep 1
+		[ ! -e "$m" ] || fail "$what: no late start of PROGRAM" "marker appeared after the launcher returned"
+	else
+		fail "$what" "$(why)"
 	fi
 	rm -f "$m"
 }
@@ -493,6 +501,19 @@ pins_complete() {
 	done
 }
 
+# note_sandboxes WHAT: record the sandbox cgroups (a new layout's daemon re-applies
+# every one of them before it retires the old layout)
+note_sandboxes() {
+	local d uid who line=""
+	for d in "$CGROOT"/agent-sandbox-exec/uid-*; do
+		[ -d "$d" ] || continue
+		uid=${d##*/uid-}
+		who=$(getent passwd "$uid" | cut -d: -f1)
+		line="$line ${d##*/}(${who:-no passwd entry}, $(wc -l <"$d/cgroup.procs" 2>/dev/null) procs)"
+	done
+	note "$1: sandbox cgroups:${line:- none}"
+}
+
 pins_listing() { find "$BPF_DIR" -mindepth 1 -printf '%P ' 2>/dev/null || printf '(absent)'; }
 
 # ================================================================ steps
@@ -500,8 +521,8 @@ pins_listing() { find "$BPF_DIR" -mindepth 1 -printf '%P ' 2>/dev/null || printf
 step_setup() {
 	local cg
 	STEP=setup
-	ok "setup: $UNIT serves at the start (active, ready file = MainPID)" \
-		"state $(unit_state), MainPID $(main_pid), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_serves
+	okl "setup: $UNIT serves at the start (active, ready file = MainPID)" \
+		'state $(unit_state), MainPID $(main_pid), ready file $(ready_pid)' wait_for "$BACK_S" daemon_serves
 	ok "setup: version N ($N_VER) of $PKG is installed" "dpkg says '$(pkg_status)' '$(pkg_version)'" \
 		test "$(pkg_version)" = "$N_VER"
 	LAYOUT_N=$(layout_dirs)
@@ -523,8 +544,8 @@ step_setup() {
 	ok "setup: the loop's attempts are denied with EPERM" "last error: $(snip "$LD/err")" loop_denied
 	ok "setup: zero hits so far" "hits: $(hits_count)" test "$(hits_count)" -eq 0
 	expect_new_launch_denied "setup"
-	ok "setup: bpftool link show lists tracing/lsm links of file_open and ptrace_access_check" \
-		"$(bpf_detail)" bpf_links_attached
+	okl "setup: bpftool link show lists tracing/lsm links of file_open and ptrace_access_check" \
+		'$(bpf_detail)' bpf_links_attached
 	note_bpf "setup"
 	return 0
 }
@@ -552,8 +573,8 @@ step_a_kill() {
 			"marker: $(snip "$m"); state $(unit_state) MainPID $(main_pid); $(why)"
 	fi
 	rm -f "$m"
-	ok "$STEP: systemd restarts the daemon by itself (Restart=on-failure) and it serves again" \
-		"state $(unit_state), MainPID $(main_pid) (old $old), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_replaced "$old"
+	okl "$STEP: systemd restarts the daemon by itself (Restart=on-failure) and it serves again" \
+		'state $(unit_state), MainPID $(main_pid) (was $old), ready file $(ready_pid)' wait_for "$BACK_S" daemon_replaced "$old"
 
 	# a2: the same crash with RestartSec widened, so the down window is certain
 	mkdir -p "$DROPIN_DIR" && printf '[Service]\nRestartSec=%ss\n' "$DOWN_S" >"$DROPIN" && DROPIN_MADE=1
@@ -584,8 +605,9 @@ step_a_kill() {
 		fail "$STEP: the loop kept trying while the daemon was down" "attempts stuck at $c1"
 	fi
 	ok "$STEP: zero hits while the daemon was down" "hits: $(hits_count)" test "$(hits_count)" -eq 0
-	ok "$STEP: after RestartSec=${DOWN_S}s systemd restarts the daemon by itself and it serves" \
-		"state $(unit_state), MainPID $(main_pid) (old $old)" wait_for "$((DOWN_S + BACK_S))" daemon_replaced "$old"
+	okl "$STEP: after RestartSec=${DOWN_S}s systemd restarts the daemon by itself and it serves" \
+		'state $(unit_state), MainPID $(main_pid) (was $old), ready file $(ready_pid)' \
+		wait_for "$((DOWN_S + BACK_S))" daemon_replaced "$old"
 	rm -f "$DROPIN"
 	rmdir "$DROPIN_DIR" 2>/dev/null
 	DROPIN_MADE=0
@@ -602,7 +624,7 @@ step_b_stop() {
 	step_begin "b (systemctl stop)"
 	require_serving "$STEP"
 	daemon_op stop
-	ok "$STEP: systemctl stop stops the daemon" "$(snip "$T/systemctl.log"); state $(unit_state)" \
+	okl "$STEP: systemctl stop stops the daemon" '$(snip "$T/systemctl.log"); state $(unit_state)' \
 		wait_for 30 daemon_inactive
 	ok "$STEP: $READY is absent while stopped" "ready '$(ready_pid)'" test ! -e "$READY"
 	launch_probe "$m"
@@ -614,11 +636,11 @@ step_b_stop() {
 		"attempts $c0 -> $c1; hits $(hits_count); last error: $(snip "$LD/err"); state $(unit_state)" \
 		eval '[ "$c1" -gt "$c0" ] && [ "$(hits_count)" -eq 0 ] && loop_denied && daemon_inactive'
 	ok "$STEP: while stopped the pins stay in $BPF_DIR/$LAYOUT_N" "$(pins_listing)" pins_complete "$BPF_DIR/$LAYOUT_N"
-	ok "$STEP: while stopped bpftool link show still lists the tracing/lsm links of file_open and ptrace_access_check" \
-		"$(bpf_detail)" bpf_links_attached
+	okl "$STEP: while stopped bpftool link show still lists the tracing/lsm links of file_open and ptrace_access_check" \
+		'$(bpf_detail)' bpf_links_attached
 	daemon_op start
-	ok "$STEP: systemctl start: the daemon serves again" \
-		"$(snip "$T/systemctl.log"); state $(unit_state), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_serves
+	okl "$STEP: systemctl start: the daemon serves again" \
+		'$(snip "$T/systemctl.log"); state $(unit_state), ready file $(ready_pid)' wait_for "$BACK_S" daemon_serves
 	step_check_loop
 	step_check_tree
 	expect_new_launch_denied "$STEP"
@@ -638,8 +660,8 @@ step_c_restart() {
 		fi
 	done
 	ok "$STEP: each restart replaced the daemon, which serves (pids$pids)" "$bad" test -z "$bad"
-	ok "$STEP: exactly one link per program is attached afterwards (earlier ones unpinned)" \
-		"$(bpf_detail)" wait_for "$GONE_S" bpf_links_one_each
+	okl "$STEP: exactly one link per program is attached afterwards (earlier ones unpinned)" \
+		'$(bpf_detail)' wait_for "$GONE_S" bpf_links_one_each
 	step_check_loop
 	step_check_tree
 	expect_new_launch_denied "$STEP"
@@ -655,11 +677,12 @@ step_d_reinstall() {
 	ok "$STEP: apt-get install --reinstall exits 0" "rc=$RC; $(tailsnip "$T/apt-reinstall.log")" test "$RC" -eq 0
 	ok "$STEP: dpkg still reports version $N_VER" "'$(pkg_status)' '$(pkg_version)'" \
 		eval 'pkg_installed && [ "$(pkg_version)" = "$N_VER" ]'
-	ok "$STEP: the package scripts restarted the daemon and it serves (pid $old -> $(main_pid))" \
-		"state $(unit_state), MainPID $(main_pid), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_replaced "$old"
+	okl "$STEP: the package scripts restarted the daemon and it serves" \
+		'state $(unit_state), MainPID $(main_pid) (was $old), ready file $(ready_pid)' wait_for "$BACK_S" daemon_replaced "$old"
+	note "step $STEP: daemon pid $old -> $(main_pid)"
 	ok "$STEP: the pins are still in $BPF_DIR/$LAYOUT_N only" "$(pins_listing)" \
 		eval '[ "$(layout_dirs)" = "$LAYOUT_N" ] && pins_complete "$BPF_DIR/$LAYOUT_N"'
-	ok "$STEP: exactly one link per program is attached" "$(bpf_detail)" wait_for "$GONE_S" bpf_links_one_each
+	okl "$STEP: exactly one link per program is attached" '$(bpf_detail)' wait_for "$GONE_S" bpf_links_one_each
 	step_check_loop
 	step_check_tree
 	expect_new_launch_denied "$STEP"
@@ -679,14 +702,16 @@ step_e_upgrade() {
 		return
 	fi
 	require_serving "$STEP"
+	note_sandboxes "step $STEP"
 	old=$(main_pid)
 	run_root "$APT_TIMEOUT" apt-get install "${APT_OPTS[@]}" "$NEXT_DEB"
 	cat "$OUT" "$ERR" >"$T/apt-upgrade.log"
 	ok "$STEP: apt-get install of $NEXT_VER exits 0" "rc=$RC; $(tailsnip "$T/apt-upgrade.log")" test "$RC" -eq 0
 	ok "$STEP: dpkg reports version $NEXT_VER installed" "'$(pkg_status)' '$(pkg_version)'" \
 		eval 'pkg_installed && [ "$(pkg_version)" = "$NEXT_VER" ]'
-	ok "$STEP: the service is active and the new daemon serves (pid $old -> $(main_pid))" \
-		"state $(unit_state), MainPID $(main_pid), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_replaced "$old"
+	okl "$STEP: the service is active and the new daemon serves" \
+		'state $(unit_state), MainPID $(main_pid) (was $old), ready file $(ready_pid)' wait_for "$BACK_S" daemon_replaced "$old"
+	note "step $STEP: daemon pid $old -> $(main_pid)"
 	run_as "$TEST_USER" "$LAUNCHER" --version
 	got=$(cat "$OUT" 2>/dev/null)
 	ok "$STEP: the installed launcher is version $NEXT_VER" "--version: '$got'; $(why)" \
@@ -699,8 +724,8 @@ step_e_upgrade() {
 		eval '[ -n "$new_layout" ] && [ "${new_layout// /}" = "$new_layout" ] && [ "$new_layout" != "$LAYOUT_N" ] && pins_complete "$BPF_DIR/$new_layout"'
 	ok "$STEP: the old layout directory $BPF_DIR/$LAYOUT_N is gone" \
 		"still there: $(find "$BPF_DIR/$LAYOUT_N" -mindepth 1 -printf '%P ' 2>/dev/null)" test ! -e "$BPF_DIR/$LAYOUT_N"
-	ok "$STEP: exactly one link per program is attached (the old layout's are detached)" \
-		"$(bpf_detail)" wait_for "$GONE_S" bpf_links_one_each
+	okl "$STEP: exactly one link per program is attached (the old layout's are detached)" \
+		'$(bpf_detail)' wait_for "$GONE_S" bpf_links_one_each
 	note_bpf "step $STEP"
 	[ -n "$new_layout" ] && LAYOUT_N=$new_layout
 	step_check_loop
@@ -721,13 +746,13 @@ step_f_disable() {
 	note "step $STEP: refusal said: $(snip "$ERR")"
 	c0=$(loop_count)
 	wait_for "$ADVANCE_S" loop_beyond "$c0"
-	ok "$STEP: after the refused --disable the daemon still serves, links and pins stay, zero hits" \
-		"state $(unit_state); $(bpf_detail); pins: $(pins_listing); hits $(hits_count)" \
+	okl "$STEP: after the refused --disable the daemon still serves, links and pins stay, zero hits" \
+		'state $(unit_state); $(bpf_detail); pins: $(pins_listing); hits $(hits_count)' \
 		eval 'daemon_serves && bpf_links_one_each && pins_complete "$BPF_DIR/$LAYOUT_N" && [ "$(hits_count)" -eq 0 ] && loop_beyond "$c0"'
 
 	# With the service stopped it disables on purpose.
 	daemon_op stop
-	ok "$STEP: systemctl stop stops the daemon" "$(snip "$T/systemctl.log"); state $(unit_state)" \
+	okl "$STEP: systemctl stop stops the daemon" '$(snip "$T/systemctl.log"); state $(unit_state)' \
 		wait_for 30 daemon_inactive
 	h0=$(hits_count)
 	run_root "$SC_OP_TIMEOUT" "$cmd" --disable
@@ -740,7 +765,7 @@ step_f_disable() {
 		fail "$STEP: now the running loop reads the secret" \
 			"no hit in ${HITS_S}s; attempts $(loop_count); last error: $(snip "$LD/err")"
 	fi
-	ok "$STEP: bpftool link show lists no file_open link any more" "$(bpf_detail)" \
+	okl "$STEP: bpftool link show lists no file_open link any more" '$(bpf_detail)' \
 		wait_for "$GONE_S" bpf_no_file_open_link
 	note "step $STEP: after --disable: $BPF_DIR: $(pins_listing); our programs: $(tr '\n' ';' <<<"$BPF_OUR_PROGS")"
 	launch_probe "$LD/marker-f"
@@ -748,8 +773,8 @@ step_f_disable() {
 
 	# Starting the service turns enforcement back on, for the running loop too.
 	daemon_op start
-	ok "$STEP: systemctl start: the daemon serves again" \
-		"$(snip "$T/systemctl.log"); state $(unit_state), ready '$(ready_pid)'" wait_for "$BACK_S" daemon_serves
+	okl "$STEP: systemctl start: the daemon serves again" \
+		'$(snip "$T/systemctl.log"); state $(unit_state), ready file $(ready_pid)' wait_for "$BACK_S" daemon_serves
 	found=0
 	local deadline=$((SECONDS + REAPPLY_S))
 	while :; do
@@ -769,11 +794,11 @@ step_f_disable() {
 		fail "$STEP: after the start the running loop is denied again within ${REAPPLY_S}s" \
 			"last window: hits $h0 -> $h1 over attempts $c0 -> $c1; last error: $(snip "$LD/err")"
 	fi
-	ok "$STEP: the loop's attempts fail with EPERM again" "last error: $(snip "$LD/err")" \
+	okl "$STEP: the loop's attempts fail with EPERM again" 'last error: $(snip "$LD/err")' \
 		wait_for "$ADVANCE_S" loop_denied
 	HITS_AFTER_F=$(hits_count)
-	ok "$STEP: enforcement is back: pins in one layout directory, one link per program" \
-		"$(pins_listing); $(bpf_detail)" eval 'pins_complete "$BPF_DIR/$(layout_dirs)" && wait_for "$GONE_S" bpf_links_one_each'
+	okl "$STEP: enforcement is back: pins in one layout directory, one link per program" \
+		'$(pins_listing); $(bpf_detail)' eval 'pins_complete "$BPF_DIR/$(layout_dirs)" && wait_for "$GONE_S" bpf_links_one_each'
 	step_check_loop hits-ok
 	step_check_tree
 	expect_new_launch_denied "$STEP"
@@ -808,8 +833,8 @@ step_g_purge() {
 		"$(find "$CGROOT/agent-sandbox-exec" -name cgroup.procs 2>/dev/null | head -n 5 | tr '\n' ' ')" \
 		test ! -e "$CGROOT/agent-sandbox-exec"
 	ok "$STEP: $BPF_DIR is gone" "$(pins_listing)" test ! -e "$BPF_DIR"
-	ok "$STEP: bpftool shows no link and no program of ours (file_open, ptrace_access_check)" \
-		"$(bpf_detail)" wait_for "$GONE_S" bpf_none_of_ours
+	okl "$STEP: bpftool shows no link and no program of ours (file_open, ptrace_access_check)" \
+		'$(bpf_detail)' wait_for "$GONE_S" bpf_none_of_ours
 	ok "$STEP: $LAUNCHER is gone from PATH" "$(command -v "$LAUNCHER")" eval '! command -v "$LAUNCHER" >/dev/null'
 
 	cg=$(cgroup_of "$LOOP_PID")
@@ -817,10 +842,10 @@ step_g_purge() {
 		"alive: $(pid_alive "$LOOP_PID" && echo yes || echo no); cgroup '$cg'" \
 		eval 'pid_alive "$LOOP_PID" && [ -n "$cg" ] && ! in_sandbox_cgroup "/proc/$LOOP_PID/cgroup" "$TUID"'
 	c0=$(loop_count)
-	ok "$STEP: the loop keeps running after the purge" "attempts stuck at $(loop_count)" \
+	okl "$STEP: the loop keeps running after the purge" 'attempts stuck at $(loop_count)' \
 		wait_for "$ADVANCE_S" loop_beyond "$c0"
-	ok "$STEP: without the package the loop reads the secret (enforcement is gone, as documented)" \
-		"hits stay at $(hits_count); last error: $(snip "$LD/err")" wait_for "$HITS_S" hits_beyond "$h0"
+	okl "$STEP: without the package the loop reads the secret (enforcement is gone, as documented)" \
+		'hits stay at $(hits_count); last error: $(snip "$LD/err")' wait_for "$HITS_S" hits_beyond "$h0"
 }
 
 # ================================================================ setup and cleanup
@@ -872,7 +897,12 @@ preflight() {
 		NEXT_VER=$(dpkg-deb -f "$NEXT_DEB" Version 2>/dev/null)
 	fi
 	note "package $PKG: N = $N_VER ($N_DEB), N+1 = ${NEXT_VER:-?} (${NEXT_DEB:-none})"
-	[ -n "$PKG" ] && [ -n "$N_VER" ]
+	[ -n "$PKG" ] && [ -n "$N_VER" ] || return 1
+	# This run ends by purging the package: never start where it is not installed.
+	if ! pkg_installed; then
+		fail "$PKG is installed (the run reinstalls, upgrades and purges it)" "dpkg status '$(pkg_status)'"
+		return 1
+	fi
 }
 
 setup_user() {

@@ -189,6 +189,19 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     if is_bpffs(BPFFS) {
         return Ok(());
     }
+    // A bpffs mounted inside a private mount namespace (e.g. one systemd made
+    // for the unit) dies with it, and so would our pins and links.
+    let ns = |p: &str| {
+        fs::metadata(p)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .ok()
+    };
+    if ns("/proc/self/ns/mnt") != ns("/proc/1/ns/mnt") {
+        return Err(BpfError::Unsupported(format!(
+            "bpffs is not mounted at {BPFFS}, and this daemon runs in a private mount namespace where a \
+             mount would not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
+        )));
+    }
     nix::mount::mount(
         Some("bpf"),
         BPFFS,
