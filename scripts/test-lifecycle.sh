@@ -717,9 +717,20 @@ step_e_upgrade() {
 	require_serving "$STEP"
 	note_sandboxes "step $STEP"
 	old=$(main_pid)
-	run_root "$APT_TIMEOUT" apt-get install "${APT_OPTS[@]}" "$NEXT_DEB"
+	# A local edit of the base list (a conffile) must survive the upgrade
+	# without a question: no --force-conf* options here, stdin is /dev/null,
+	# so a conffile prompt would fail the install.
+	local marker="# local edit before the upgrade $$"
+	echo "$marker" >>/etc/agent-sandbox-exec/denylist
+	run_root "$APT_TIMEOUT" apt-get install -y -o Dpkg::Use-Pty=0 "$NEXT_DEB"
 	cat "$OUT" "$ERR" >"$T/apt-upgrade.log"
-	ok "$STEP: apt-get install of $NEXT_VER exits 0" "rc=$RC; $(tailsnip "$T/apt-upgrade.log")" test "$RC" -eq 0
+	ok "$STEP: apt-get install of $NEXT_VER exits 0 without a conffile question" \
+		"rc=$RC; $(tailsnip "$T/apt-upgrade.log")" test "$RC" -eq 0
+	ok "$STEP: the local edit of the base list is kept" "$(tail -n 2 /etc/agent-sandbox-exec/denylist)" \
+		grep -qxF -- "$marker" /etc/agent-sandbox-exec/denylist
+	ok "$STEP: no .dpkg-dist/.dpkg-new copy of the base list" "$(ls /etc/agent-sandbox-exec)" \
+		eval '! ls /etc/agent-sandbox-exec | grep -q "\.dpkg-"'
+	sed -i "\|^$marker\$|d" /etc/agent-sandbox-exec/denylist
 	ok "$STEP: dpkg reports version $NEXT_VER installed" "'$(pkg_status)' '$(pkg_version)'" \
 		eval 'pkg_installed && [ "$(pkg_version)" = "$NEXT_VER" ]'
 	okl "$STEP: the service is active and the new daemon serves" \

@@ -163,6 +163,14 @@ impl Tree {
         Ok(out)
     }
 
+    /// Removes uid `uid`'s sandbox cgroup if no process is in it (rmdir fails
+    /// with EBUSY otherwise). Returns whether it was removed.
+    pub fn remove_if_empty(&self, uid: u32) -> bool {
+        let dir = self.dir_for(uid);
+        let empty = fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+        empty && fs::remove_dir(&dir).is_ok()
+    }
+
     /// Moves the whole thread group `pid` into uid `uid`'s sandbox by writing
     /// to its `cgroup.procs`.
     ///

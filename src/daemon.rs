@@ -344,16 +344,24 @@ struct Daemon {
 }
 
 impl Daemon {
-    /// Drops map state of sandboxes whose cgroup is gone and schedules a
-    /// re-apply of every existing sandbox.
+    /// Removes sandbox cgroups no process uses any more, drops map state of
+    /// sandboxes whose cgroup is gone, and schedules a re-apply of every
+    /// remaining sandbox.
     fn reconcile(&mut self) {
-        let live = match self.tree.list() {
+        let mut live = match self.tree.list() {
             Ok(l) => l,
             Err(e) => {
                 log::error!("cannot list sandboxes: {e}");
                 return;
             }
         };
+        live.retain(|(uid, _)| {
+            let removed = self.tree.remove_if_empty(*uid);
+            if removed {
+                log::info!("removed the empty sandbox cgroup of uid {uid}");
+            }
+            !removed
+        });
         let live_ids: Vec<u64> = live.iter().map(|(_, id)| *id).collect();
         for cgid in self.bpf.known_sandboxes() {
             if !live_ids.contains(&cgid) {
