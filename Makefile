@@ -152,7 +152,7 @@ vm-test: package package-next
 	@for suite in $(VM_SUITES); do \
 	  echo "== vm-test: $$suite"; \
 	  scripts/vm-test.sh --suite $$suite --timeout 2400 \
-	    --add scripts/test.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test.sh --add scripts/test-lifecycle.sh --add scripts/test-lib.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
 	done
 

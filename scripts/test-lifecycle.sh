@@ -85,6 +85,9 @@ readonly GONE_S=10         # unpinned links and programs must have left bpftool 
 readonly RESTARTS=3        # back-to-back restarts in step c
 
 PASS_N=0 FAIL_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$(dirname "$0")/test-lib.sh"
 T="" OUT="" ERR="" RC=0 CGROOT=""
 N_DEB="" NEXT_DEB="" PKG="" N_VER="" NEXT_VER=""
 TOK="" SECRET="" S="" H="" TUID="" LD="" LOOP_BG="" LOOP_PID=""
@@ -94,64 +97,7 @@ BPF_ERR="" BPF_OUR_LINKS="" BPF_OUR_PROGS=""
 
 # ---------------------------------------------------------------- reporting
 
-pass() { PASS_N=$((PASS_N + 1)); printf 'PASS: %s\n' "$1"; }
-fail() { FAIL_N=$((FAIL_N + 1)); printf 'FAIL: %s (%s)\n' "$1" "$2"; }
-note() { printf '# %s\n' "$*"; }
-
-# ok WHAT DETAIL CMD...: PASS if CMD succeeds, else FAIL with DETAIL
-ok() {
-	local what=$1 detail=$2
-	shift 2
-	if "$@"; then pass "$what"; else fail "$what" "$detail"; fi
-}
-
-# okl WHAT 'DETAIL' CMD...: like ok, but DETAIL (give it in single quotes) is
-# expanded only on failure, after CMD ran, so that it shows the failing state
-okl() {
-	local _w=$1 _d=$2
-	shift 2
-	if "$@"; then pass "$_w"; else fail "$_w" "$(eval "printf '%s' \"$_d\"")"; fi
-}
-
-# snip FILE: the start of FILE on one printable line, for FAIL details
-snip() {
-	local s
-	s=$(head -c 240 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
-	printf '%s' "${s:-<empty>}"
-}
-
-# tailsnip FILE: the end of FILE on one printable line (apt logs)
-tailsnip() {
-	local s
-	s=$(tail -c 300 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
-	printf '%s' "${s:-<empty>}"
-}
-
-# why: exit status and stderr of the last run_as/run_in, for FAIL details
-why() {
-	local t=""
-	[ "$RC" -eq 124 ] && t=" (timed out)"
-	printf 'rc=%s%s; stderr: %s' "$RC" "$t" "$(snip "$ERR")"
-}
-
-has() { grep -qaF -- "$1" "${@:2}" 2>/dev/null; }
-
 # ---------------------------------------------------------------- running things
-
-# run_as USER CMD...: CMD as USER outside any sandbox; stdout $OUT, stderr $ERR, status $RC
-run_as() {
-	local user=$1
-	shift
-	RC=0
-	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$@" </dev/null >"$OUT" 2>"$ERR" || RC=$?
-}
-
-# run_in USER CMD...: the same, through the launcher
-run_in() {
-	local user=$1
-	shift
-	run_as "$user" "$LAUNCHER" "$@"
-}
 
 # run_root TIMEOUT CMD...: CMD as root, output in $OUT/$ERR, status $RC
 run_root() {
@@ -161,28 +107,7 @@ run_root() {
 	timeout -k 10 "$t" "$@" </dev/null >"$OUT" 2>"$ERR" || RC=$?
 }
 
-# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds; 1 on timeout
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.2
-	done
-}
-
-# pid_gone PID: PID has exited (a zombie counts as exited)
-pid_gone() {
-	[ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]
-}
 pid_alive() { [ -n "$1" ] && ! pid_gone "$1"; }
-
-home_of() { getent passwd "$1" | cut -d: -f6; }
-
-# in_sandbox_cgroup FILE UID: FILE (a /proc/*/cgroup text) names the sandbox cgroup of UID
-in_sandbox_cgroup() {
-	grep -qE "^0::.*/agent-sandbox-exec/uid-$2\$" "$1" 2>/dev/null
-}
 
 # cgroup_of PID: the cgroup v2 path of PID
 cgroup_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
@@ -873,28 +798,6 @@ step_g_purge() {
 }
 
 # ================================================================ setup and cleanup
-
-kill_user_procs() {
-	local uid pids
-	uid=$(id -u "$1" 2>/dev/null) || return 0
-	pids=$(pgrep -u "$uid" | tr '\n' ' ')
-	[ -n "$pids" ] || return 0
-	# shellcheck disable=SC2086
-	kill -TERM $pids 2>/dev/null
-	sleep 1
-	pids=$(pgrep -u "$uid" | tr '\n' ' ')
-	# shellcheck disable=SC2086
-	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null
-	return 0
-}
-
-# remove_test_user USER: remove USER if it is ours (GECOS); 1 if foreign
-remove_test_user() {
-	getent passwd "$1" >/dev/null || return 0
-	[ "$(getent passwd "$1" | cut -d: -f5)" = "$GECOS" ] || return 1
-	kill_user_procs "$1"
-	timeout 60 userdel -r "$1" >/dev/null 2>&1 || timeout 60 userdel -f -r "$1" >/dev/null 2>&1
-}
 
 preflight() {
 	local c missing=""

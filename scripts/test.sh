@@ -64,6 +64,9 @@ CHECKS=(
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$(dirname "$0")/test-lib.sh"
 CMD_TIMEOUT=30          # seconds any single user command may take
 T="" SRV="" OUT="" ERR="" RC=0
 TOK="" SECRET="" S="" AH="" BH="" ALICE_UID="" BOB_UID="" CGROOT=""
@@ -75,66 +78,7 @@ declare -A PROBER_BG=() PROBER_DIR=()
 
 # ---------------------------------------------------------------- reporting
 
-pass() { PASS_N=$((PASS_N + 1)); printf 'PASS: %s\n' "$1"; }
-fail() { FAIL_N=$((FAIL_N + 1)); printf 'FAIL: %s (%s)\n' "$1" "$2"; }
-skip() { SKIP_N=$((SKIP_N + 1)); printf 'SKIP: %s\n' "$1"; }
-
-# ok WHAT DETAIL CMD...: PASS if CMD succeeds, else FAIL with DETAIL
-ok() {
-	local what=$1 detail=$2
-	shift 2
-	if "$@"; then pass "$what"; else fail "$what" "$detail"; fi
-}
-
-# snip FILE: the start of FILE on one printable line, for FAIL details
-snip() {
-	local s
-	s=$(head -c 240 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
-	printf '%s' "${s:-<empty>}"
-}
-
-# why: exit status and stderr of the last run_as/run_in, for FAIL details
-why() {
-	local t=""
-	[ "$RC" -eq 124 ] && t=" (timed out)"
-	printf 'rc=%s%s; stderr: %s' "$RC" "$t" "$(snip "$ERR")"
-}
-
-# has STRING FILE...: some FILE contains STRING (binary-safe)
-has() { grep -qaF -- "$1" "${@:2}" 2>/dev/null; }
-
 # ---------------------------------------------------------------- running things
-
-# run_as USER CMD...: run CMD as USER outside any sandbox, stdin from /dev/null,
-# stdout to $OUT, stderr to $ERR, exit status in $RC; bounded by $CMD_TIMEOUT.
-run_as() {
-	local user=$1
-	shift
-	RC=0
-	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$@" </dev/null >"$OUT" 2>"$ERR" || RC=$?
-}
-
-# run_in USER CMD...: the same, inside USER's sandbox
-run_in() {
-	local user=$1
-	shift
-	run_as "$user" "$LAUNCHER" "$@"
-}
-
-# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
-
-# pid_gone PID: PID has exited (a not yet reaped child counts as exited)
-pid_gone() {
-	[ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]
-}
 
 # stop_bg PID: end a background job this script started (TERM, then KILL), reap it
 stop_bg() {
@@ -142,12 +86,6 @@ stop_bg() {
 	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 	return 0
-}
-
-home_of() { getent passwd "$1" | cut -d: -f6; }
-
-in_sandbox_cgroup() { # FILE UID: FILE (a /proc/*/cgroup text) names the sandbox cgroup of UID
-	grep -qE "^0::.*/agent-sandbox-exec/uid-$2\$" "$1" 2>/dev/null
 }
 
 # ---------------------------------------------------------------- expectations
@@ -1283,29 +1221,6 @@ for _ in range(int(sys.argv[2])):
                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
     conn.close()
 EOF
-}
-
-# kill_user_procs USER: end leftover processes of a test user (by pid)
-kill_user_procs() {
-	local uid pids
-	uid=$(id -u "$1" 2>/dev/null) || return 0
-	pids=$(pgrep -u "$uid" | tr '\n' ' ')
-	[ -n "$pids" ] || return 0
-	# shellcheck disable=SC2086
-	kill -TERM $pids 2>/dev/null
-	sleep 1
-	pids=$(pgrep -u "$uid" | tr '\n' ' ')
-	# shellcheck disable=SC2086
-	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null
-	return 0
-}
-
-# remove_test_user USER: remove USER if it is one of ours (GECOS); 1 if foreign
-remove_test_user() {
-	getent passwd "$1" >/dev/null || return 0
-	[ "$(getent passwd "$1" | cut -d: -f5)" = "$GECOS" ] || return 1
-	kill_user_procs "$1"
-	userdel -r "$1" >/dev/null 2>&1 || userdel -f -r "$1" >/dev/null 2>&1
 }
 
 preflight() {

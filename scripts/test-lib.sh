@@ -1,0 +1,116 @@
+#!/bin/bash
+# Helpers shared by scripts/test.sh and scripts/test-lifecycle.sh (sourced,
+# not run). Reporting: pass/fail/skip/note and ok/okl print one PASS:/FAIL:/
+# SKIP:/# line each and count into PASS_N, FAIL_N, SKIP_N. Running: run_as and
+# run_in run a command as a user, outside or inside the sandbox, with output in
+# $OUT/$ERR and status in $RC, bounded by $CMD_TIMEOUT; $LAUNCHER names the
+# launcher. The caller sets those variables.
+# shellcheck disable=SC2034  # PASS_N etc. are read by the sourcing script
+: "${SKIP_N:=0}"
+
+pass() { PASS_N=$((PASS_N + 1)); printf 'PASS: %s\n' "$1"; }
+
+fail() { FAIL_N=$((FAIL_N + 1)); printf 'FAIL: %s (%s)\n' "$1" "$2"; }
+
+skip() { SKIP_N=$((SKIP_N + 1)); printf 'SKIP: %s\n' "$1"; }
+
+note() { printf '# %s\n' "$*"; }
+
+# ok WHAT DETAIL CMD...: PASS if CMD succeeds, else FAIL with DETAIL
+ok() {
+	local what=$1 detail=$2
+	shift 2
+	if "$@"; then pass "$what"; else fail "$what" "$detail"; fi
+}
+
+# okl WHAT 'DETAIL' CMD...: like ok, but DETAIL (give it in single quotes) is
+# expanded only on failure, after CMD ran, so that it shows the failing state
+okl() {
+	local _w=$1 _d=$2
+	shift 2
+	if "$@"; then pass "$_w"; else fail "$_w" "$(eval "printf '%s' \"$_d\"")"; fi
+}
+
+# snip FILE: the start of FILE on one printable line, for FAIL details
+snip() {
+	local s
+	s=$(head -c 240 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
+	printf '%s' "${s:-<empty>}"
+}
+
+# tailsnip FILE: the end of FILE on one printable line (apt logs)
+tailsnip() {
+	local s
+	s=$(tail -c 300 "$1" 2>/dev/null | tr '\n\r\t' '|||' | tr -c '[:print:]' '?')
+	printf '%s' "${s:-<empty>}"
+}
+
+# why: exit status and stderr of the last run_as/run_in, for FAIL details
+why() {
+	local t=""
+	[ "$RC" -eq 124 ] && t=" (timed out)"
+	printf 'rc=%s%s; stderr: %s' "$RC" "$t" "$(snip "$ERR")"
+}
+
+# has STRING FILE...: some FILE contains STRING (binary-safe)
+has() { grep -qaF -- "$1" "${@:2}" 2>/dev/null; }
+
+# run_as USER CMD...: run CMD as USER outside any sandbox, stdin from /dev/null,
+# stdout to $OUT, stderr to $ERR, exit status in $RC; bounded by $CMD_TIMEOUT.
+run_as() {
+	local user=$1
+	shift
+	RC=0
+	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$@" </dev/null >"$OUT" 2>"$ERR" || RC=$?
+}
+
+# run_in USER CMD...: the same, inside USER's sandbox
+run_in() {
+	local user=$1
+	shift
+	run_as "$user" "$LAUNCHER" "$@"
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# pid_gone PID: PID has exited (a not yet reaped child counts as exited)
+pid_gone() {
+	[ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]
+}
+
+home_of() { getent passwd "$1" | cut -d: -f6; }
+
+in_sandbox_cgroup() { # FILE UID: FILE (a /proc/*/cgroup text) names the sandbox cgroup of UID
+	grep -qE "^0::.*/agent-sandbox-exec/uid-$2\$" "$1" 2>/dev/null
+}
+
+# kill_user_procs USER: end leftover processes of a test user (by pid)
+kill_user_procs() {
+	local uid pids
+	uid=$(id -u "$1" 2>/dev/null) || return 0
+	pids=$(pgrep -u "$uid" | tr '\n' ' ')
+	[ -n "$pids" ] || return 0
+	# shellcheck disable=SC2086
+	kill -TERM $pids 2>/dev/null
+	sleep 1
+	pids=$(pgrep -u "$uid" | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	[ -z "$pids" ] || kill -KILL $pids 2>/dev/null
+	return 0
+}
+
+# remove_test_user USER: remove USER if it is ours (its GECOS field is $GECOS) (GECOS); 1 if foreign
+remove_test_user() {
+	getent passwd "$1" >/dev/null || return 0
+	[ "$(getent passwd "$1" | cut -d: -f5)" = "$GECOS" ] || return 1
+	kill_user_procs "$1"
+	timeout 60 userdel -r "$1" >/dev/null 2>&1 || timeout 60 userdel -f -r "$1" >/dev/null 2>&1
+}
