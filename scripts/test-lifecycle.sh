@@ -465,8 +465,10 @@ step_setup() {
 	pass "setup: the sandboxed loop starts (pid $LOOP_PID)"
 	cg=$CGROOT/agent-sandbox-exec/uid-$TUID
 	ok "setup: the loop is in $cg" "cgroup: $(cgroup_of "$LOOP_PID"); cgroup.procs: $(snip "$cg/cgroup.procs")" loop_in_tree
-	wait_for "$ADVANCE_S" loop_denied
-	ok "setup: the loop's attempts are denied with EPERM" "last error: $(snip "$LD/err")" loop_denied
+	# The loop rewrites its error file every batch, so poll instead of
+	# sampling it once.
+	okl "setup: the loop's attempts are denied with EPERM" 'last error: $(snip "$LD/err")' \
+		wait_for "$ADVANCE_S" loop_denied
 	ok "setup: zero hits so far" "hits: $(hits_count)" test "$(hits_count)" -eq 0
 	expect_new_launch_denied "setup"
 	okl "setup: bpftool link show lists tracing/lsm links of file_open and ptrace_access_check" \
@@ -572,7 +574,7 @@ step_b_stop() {
 	c1=$(loop_count)
 	ok "$STEP: while stopped the loop keeps trying (attempts $c0 -> $c1) and is denied" \
 		"attempts $c0 -> $c1; hits $(hits_count); last error: $(snip "$LD/err"); state $(unit_state)" \
-		eval '[ "$c1" -gt "$c0" ] && [ "$(hits_count)" -eq 0 ] && loop_denied && daemon_inactive'
+		eval '[ "$c1" -gt "$c0" ] && [ "$(hits_count)" -eq 0 ] && wait_for 10 loop_denied && daemon_inactive'
 	ok "$STEP: while stopped the pins stay in $BPF_DIR/$LAYOUT_N" "$(pins_listing)" pins_complete "$BPF_DIR/$LAYOUT_N"
 	okl "$STEP: while stopped bpftool link show still lists the tracing/lsm links of file_open and ptrace_access_check" \
 		'$(bpf_detail)' bpf_links_attached

@@ -59,7 +59,7 @@ CHECKS=(
 	nested_launch nested_cannot_lift
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
-	concurrent_launches sudo_child ptrace_outside cgroup_escape
+	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
 	daemon_restart daemon_crash daemon_frozen fail_closed
 )
 
@@ -1063,6 +1063,64 @@ check_cgroup_escape() {
 		pass "inside: writing cgroup.procs elsewhere does not move the process out"
 	fi
 	expect_hidden "inside: after the escape attempt the secret is still denied" "$SECRET"
+}
+
+# A request written by hand from inside the sandbox that names one of the
+# user's processes OUTSIDE the sandbox (not a launcher) is refused: the process
+# stays outside, and nothing of the list is re-applied (an emptied home list
+# does not free the secret).
+check_forged_request() {
+	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
+	rm -rf "$d"
+	install -d -o "$ALICE" -g "$ALICE" "$d"
+	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'echo "$$" > "$1/pid"; exec sleep 50' sh "$d" </dev/null >/dev/null 2>&1 &
+	bg=$!
+	BG_PIDS+=("$bg")
+	if ! wait_for 10 test -s "$d/pid"; then
+		fail "forged request: an outside process of the user starts" "no pid"
+		stop_bg "$bg"
+		return
+	fi
+	pid=$(cat "$d/pid")
+	cp -p "$list" "$d/list.saved"
+	# Inside the sandbox, as an agent would: empty the list, then forge.
+	run_in "$ALICE" python3 -c 'import os, sys, time
+open(sys.argv[3], "w").close()
+d = "/run/agent-sandbox-exec/req"
+tok = os.urandom(16).hex()
+fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, ("version=1\npid=%s\n" % sys.argv[1]).encode())
+os.close(fd)
+os.rename(d + "/.req." + tok, d + "/req." + tok)
+for _ in range(400):
+    try:
+        with open(d + "/rep." + tok) as f:
+            print(f.read())
+        os.unlink(d + "/rep." + tok)
+        break
+    except FileNotFoundError:
+        time.sleep(0.05)
+else:
+    print("no reply")
+with open(sys.argv[2], "rb") as f:
+    print("SECRET-READ", f.read().decode(errors="replace"))' "$pid" "$S" "$list"
+	if has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
+		pass "forged request naming an outside non-launcher process is refused"
+	else
+		fail "forged request naming an outside non-launcher process is refused" "$(snip "$OUT")"
+	fi
+	if in_sandbox_cgroup "/proc/$pid/cgroup" "$ALICE_UID"; then
+		fail "forged request: the named outside process stays outside" "$(cat "/proc/$pid/cgroup")"
+	else
+		pass "forged request: the named outside process stays outside"
+	fi
+	if has "$SECRET" "$OUT"; then
+		fail "forged request with an emptied home list frees nothing" "the secret was read"
+	else
+		pass "forged request with an emptied home list frees nothing"
+	fi
+	cp -p "$d/list.saved" "$list"
+	stop_bg "$bg"
 }
 
 # 7. Daemon restart: a running sandbox stays enforced throughout; new launches work

@@ -179,24 +179,6 @@ impl Tree {
     pub fn migrate(&self, uid: u32, pid: i32) -> Result<(), CgroupError> {
         write_procs(&self.dir_for(uid).join("cgroup.procs"), pid)
     }
-
-    /// Moves `pid` into the cgroup at `v2_path` (a path as /proc/<pid>/cgroup
-    /// shows it, relative to the cgroup2 root). Used to undo a migration.
-    ///
-    /// # Errors
-    /// The open/write error.
-    pub fn migrate_to_path(&self, v2_path: &str, pid: i32) -> Result<(), CgroupError> {
-        let root = self.parent.parent().unwrap_or(Path::new("/"));
-        let rel = v2_path.trim_start_matches('/');
-        if rel.split('/').any(|c| c == "..") {
-            return Err(CgroupError::Io {
-                what: "refuse path",
-                path: PathBuf::from(v2_path),
-                source: io::Error::from(io::ErrorKind::InvalidInput),
-            });
-        }
-        write_procs(&root.join(rel).join("cgroup.procs"), pid)
-    }
 }
 
 fn write_procs(procs: &Path, pid: i32) -> Result<(), CgroupError> {

@@ -22,7 +22,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +46,10 @@ const STALE_AFTER: i64 = 120;
 const MAX_QUEUED_PER_UID: usize = 64;
 /// Resolver children running at once (one per uid at most).
 const MAX_RESOLVERS: usize = 16;
+/// Warnings about a user's list carried in one reply.
+const MAX_WARNINGS: usize = 50;
+/// Files one uid's lists may name (deny_map is shared by all users).
+const MAX_KEYS_PER_UID: usize = 131_072;
 /// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
 
@@ -136,14 +140,18 @@ fn disable() -> ExitCode {
         eprintln!("agent-sandbox-execd: --disable must run as root");
         return ExitCode::FAILURE;
     }
-    if let Ok(text) = fs::read_to_string(request::READY_FILE)
-        && let Ok(pid) = text.trim().parse::<i32>()
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-    {
-        eprintln!(
-            "agent-sandbox-execd: the daemon (pid {pid}) is serving; stop it first: systemctl stop agent-sandbox-execd"
-        );
-        return ExitCode::FAILURE;
+    match lock_instance() {
+        Ok(Some(_lock)) => {}
+        Ok(None) => {
+            eprintln!(
+                "agent-sandbox-execd: a daemon is running ({LOCK_FILE} is locked); stop it first: systemctl stop agent-sandbox-execd"
+            );
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("agent-sandbox-execd: --disable: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     match maps::unpin_all() {
         Ok(removed) if removed.is_empty() => {
@@ -177,6 +185,10 @@ fn run() -> Result<(), DaemonError> {
             source: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
+    let _lock = lock_instance()?.ok_or_else(|| DaemonError::Setup {
+        what: format!("another agent-sandbox-execd holds {LOCK_FILE}"),
+        source: io::Error::from(io::ErrorKind::AddrInUse),
+    })?;
     maps::check_kernel(
         maps::read_lsm_list().as_deref(),
         Path::new("/sys/kernel/btf/vmlinux").exists(),
@@ -224,6 +236,7 @@ fn run() -> Result<(), DaemonError> {
     // Re-apply every existing sandbox into this layout's maps before serving,
     // so that earlier layouts can be retired without a gap.
     d.settle();
+    d.carry_over_other_layouts();
     if d.reapply_failures == 0 {
         maps::retire_other_layouts(d.bpf.pin_dir());
     } else {
@@ -248,6 +261,37 @@ fn run() -> Result<(), DaemonError> {
         d.bpf.pin_dir().display()
     );
     result
+}
+
+/// Held (flock) by the running daemon for its whole life.
+const LOCK_FILE: &str = "/run/agent-sandbox-exec/daemon.lock";
+
+/// Takes the instance lock: Some(file) while we hold it, None if another
+/// process (a running daemon, even one still starting) holds it.
+fn lock_instance() -> Result<Option<fs::File>, DaemonError> {
+    match fs::create_dir(request::RUN_DIR) {
+        Ok(()) => fs::set_permissions(request::RUN_DIR, fs::Permissions::from_mode(0o755))
+            .map_err(setup(format!("chmod {}", request::RUN_DIR)))?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(setup(format!("create {}", request::RUN_DIR))(e)),
+    }
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(LOCK_FILE)
+        .map_err(setup(format!("open {LOCK_FILE}")))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(None);
+    }
+    Err(setup(format!("lock {LOCK_FILE}"))(e))
 }
 
 /// Creates /run/agent-sandbox-exec (0755) and its req/ directory (root, 1733).
@@ -376,6 +420,42 @@ impl Daemon {
         }
     }
 
+    /// Adds to this layout's maps every key an earlier layout's maps hold for
+    /// a live sandbox, so retiring that layout frees nothing.
+    fn carry_over_other_layouts(&mut self) {
+        let live: std::collections::HashSet<u64> = match self.tree.list() {
+            Ok(l) => l.into_iter().map(|(_, id)| id).collect(),
+            Err(e) => {
+                log::error!("cannot list sandboxes: {e}");
+                self.reapply_failures += 1;
+                return;
+            }
+        };
+        let (found, errors) = maps::keys_in_other_layouts(self.bpf.pin_dir(), &live);
+        for e in errors {
+            log::warn!("{e}");
+            self.reapply_failures += 1;
+        }
+        for (cgid, files) in found {
+            match self.bpf.apply(cgid, &files, ApplyMode::AddOnly) {
+                Ok(stats) if stats.added > 0 => {
+                    log::info!(
+                        "cgroup {cgid}: carried {} keys over from an earlier layout",
+                        stats.added
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    log::error!(
+                        "cgroup {cgid}: cannot carry keys over: {}",
+                        crate::error_chain(&e)
+                    );
+                    self.reapply_failures += 1;
+                }
+            }
+        }
+    }
+
     /// Runs the pending re-applies to completion (each bounded by the resolver
     /// deadline) without serving requests. Used once at start-up.
     fn settle(&mut self) {
@@ -471,12 +551,17 @@ impl Daemon {
             let name = entry.file_name();
             match request::classify(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) {
                 Name::Request(token) => self.accept(&token),
-                _ => {
-                    // Replies nobody collected, partial and foreign files: remove when old.
-                    let old = entry
-                        .metadata()
-                        .is_ok_and(|m| now - m.mtime() > STALE_AFTER);
-                    if old {
+                kind => {
+                    // Foreign names and oversized files go at once; replies nobody
+                    // collected and partial requests when old. Age is taken from
+                    // ctime, which a user cannot set (unlike mtime).
+                    let doomed = entry.metadata().is_ok_and(|m| {
+                        kind == Name::Foreign
+                            || m.len() > request::MAX_REPLY_BYTES
+                            || (kind == Name::Partial && m.len() > request::MAX_REQUEST_BYTES)
+                            || now - m.ctime() > STALE_AFTER
+                    });
+                    if doomed {
                         let n = name.to_string_lossy().into_owned();
                         log::debug!("removing stale {n}");
                         let _ = request::unlink_at(self.dir.as_fd(), &n);
@@ -579,24 +664,20 @@ impl Daemon {
         }
     }
 
+    /// Reads from the resolvers whose pipes polled readable (`readable[i]`
+    /// belongs to `self.running[i]`), completes the finished ones and fails
+    /// the ones past their deadline. Walks backwards so that `swap_remove`
+    /// only moves entries already looked at.
     fn pump_resolvers(&mut self, readable: &[bool]) {
         let now = Instant::now();
-        let mut i = 0;
-        let mut idx = 0;
-        while i < self.running.len() {
-            let has_input = readable.get(idx).copied().unwrap_or(false);
-            idx += 1;
-            let finished = has_input && self.running[i].resolver.pump();
-            if finished {
+        for i in (0..self.running.len()).rev() {
+            let has_input = readable.get(i).copied().unwrap_or(false);
+            if has_input && self.running[i].resolver.pump() {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
-                let outcome = run.resolver.finish();
+                let outcome = run.resolver.finish(&mut self.killed);
                 self.complete(uid, run.batch, outcome);
-                // swap_remove moved the last element here; its readiness is
-                // unknown, so it is looked at in the next round.
-                continue;
-            }
-            if now >= self.running[i].resolver.deadline {
+            } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
                 self.killed.push(run.resolver.kill());
@@ -605,9 +686,7 @@ impl Daemon {
                     resolve::DEADLINE.as_secs()
                 );
                 self.complete(uid, run.batch, Outcome::Failed(why));
-                continue;
             }
-            i += 1;
         }
     }
 
@@ -626,6 +705,15 @@ impl Daemon {
         };
         for w in &res.admin_warnings {
             log::warn!("{w}");
+        }
+        if res.keys.len() > MAX_KEYS_PER_UID {
+            let why = format!(
+                "the lists name {} files, more than the {MAX_KEYS_PER_UID} allowed per user",
+                res.keys.len()
+            );
+            log::warn!("uid {uid}: {why}");
+            self.refuse_all(batch, &why);
+            return;
         }
         let cgid = match self.tree.ensure(uid) {
             Ok(id) => id,
@@ -648,7 +736,7 @@ impl Daemon {
         } else {
             ApplyMode::Exact
         };
-        let mut warnings = res.user_warnings.clone();
+        let mut warnings = capped(&res.user_warnings);
         match self.bpf.apply(cgid, &res.keys, mode) {
             Ok(stats) => {
                 log::info!(
@@ -696,13 +784,13 @@ impl Daemon {
             let reply = match self.migrate_checked(&p) {
                 Ok(()) => Reply {
                     refusal: None,
-                    warnings: res.user_warnings.clone(),
+                    warnings: warnings.clone(),
                 },
                 Err(why) => {
                     log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
                     Reply {
                         refusal: Some(why),
-                        warnings: res.user_warnings.clone(),
+                        warnings: warnings.clone(),
                     }
                 }
             };
@@ -724,15 +812,16 @@ impl Daemon {
     }
 
     /// Moves the pinned process into its uid's sandbox, acting on that process
-    /// only: its uids are re-checked, its start time and cgroup recorded, and
-    /// its pidfd tested alive before and after the write to cgroup.procs.
+    /// only: its uids are re-checked, its start time recorded, and its pidfd
+    /// tested alive before and after the write to cgroup.procs.
     ///
     /// If the pidfd is dead after the write, the pid may have been reused in
-    /// between and the write may have moved another process. That is undone:
-    /// when the process now holding the pid has another start time and sits in
-    /// the sandbox, it is moved to its parent's cgroup, where a newly forked
-    /// process starts (a process born after our check cannot have been
-    /// anywhere else unless created with CLONE_INTO_CGROUP).
+    /// between and the write may have moved another process into the sandbox.
+    /// The launch is refused (the requester is gone anyway) and the event is
+    /// logged with the pid's new holder. That process is deliberately left in
+    /// the sandbox: confinement only takes rights away, and moving a process
+    /// *out* on a guess about where it came from would give an attacker who
+    /// wins the race a way out.
     fn migrate_checked(&self, p: &Pending) -> Result<(), String> {
         let pid = p.pidfd.pid();
         let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
@@ -749,30 +838,22 @@ impl Daemon {
             return moved.map_err(|e| format!("cannot move process {pid} into its sandbox: {e}"));
         }
         log::error!("pid {pid} exited while being moved; checking for a reused pid");
-        self.undo_reused_pid(p.uid, pid, start);
+        self.log_reused_pid(p.uid, pid, start);
         Err(format!("process {pid} exited while being moved"))
     }
 
-    fn undo_reused_pid(&self, uid: u32, pid: i32, start: u64) {
+    fn log_reused_pid(&self, uid: u32, pid: i32, start: u64) {
         let Ok((start_now, ppid)) = process::read_start_ppid(pid) else {
             return; // nobody holds the pid: nothing was moved
         };
         if start_now == start {
             return;
         }
-        let in_sandbox = process::read_v2_cgroup(&pid.to_string())
-            .is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
-        let parent_cg = process::read_v2_cgroup(&ppid.to_string());
-        match parent_cg {
-            Ok(cg) if in_sandbox && cg != cgroup::sandbox_path_for(uid) => {
-                match self.tree.migrate_to_path(&cg, pid) {
-                    Ok(()) => {
-                        log::error!("moved pid {pid} (reused) back to its parent's cgroup {cg}")
-                    }
-                    Err(e) => log::error!("cannot move reused pid {pid} back to {cg}: {e}"),
-                }
-            }
-            _ => {}
+        let cg = process::read_v2_cgroup(&pid.to_string()).unwrap_or_default();
+        if cg == cgroup::sandbox_path_for(uid) {
+            log::error!(
+                "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"
+            );
         }
     }
 
@@ -793,15 +874,41 @@ impl Daemon {
     }
 }
 
+/// At most [`MAX_WARNINGS`] of `warnings`, plus a line counting the rest.
+fn capped(warnings: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = warnings.iter().take(MAX_WARNINGS).cloned().collect();
+    if warnings.len() > MAX_WARNINGS {
+        out.push(format!(
+            "... and {} more problems in your list",
+            warnings.len() - MAX_WARNINGS
+        ));
+    }
+    out
+}
+
 /// Checks that process `pid` runs entirely as `uid` (real, effective, saved
-/// and filesystem uid) and returns a pidfd pinning it. The uids are read after
+/// and filesystem uid) and is executing this very binary (the launcher), and
+/// returns a pidfd pinning it. The uids are read after
 /// the pidfd is taken and the pidfd is checked alive after the read, so they
 /// belong to the pinned process.
 fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
     let pidfd = Pidfd::open(pid).map_err(|e| format!("process {pid}: {e}"))?;
     let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+    let runs_launcher = process::runs_same_executable(pid);
     if !pidfd.alive() {
         return Err(format!("process {pid} exited"));
+    }
+    // Only a launcher may be moved: otherwise an agent could name one of the
+    // user's processes outside the sandbox, pull it in (and then attach to it),
+    // and have its request count as a launch from outside.
+    match runs_launcher {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(format!(
+                "process {pid} is not running agent-sandbox-exec; only a launcher can be moved into a sandbox"
+            ));
+        }
+        Err(e) => return Err(format!("process {pid}: cannot check its executable: {e}")),
     }
     if uids != [uid; 4] {
         return Err(format!(

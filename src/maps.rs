@@ -502,6 +502,57 @@ impl Bpf {
     }
 }
 
+/// The keys that other layouts' pinned `deny_map`s hold for the sandboxes
+/// `cgids`, so a new layout can start with everything the old one denied
+/// (including keys kept by add-only applies). A map whose key is not this
+/// layout's 24-byte [`DenyKey`] cannot be read; it is reported in the error
+/// list and its layout must then stay attached.
+pub fn keys_in_other_layouts(
+    ours: &Path,
+    cgids: &HashSet<u64>,
+) -> (HashMap<u64, HashSet<FileKey>>, Vec<String>) {
+    let mut found: HashMap<u64, HashSet<FileKey>> = HashMap::new();
+    let mut errors = Vec::new();
+    let Some(root) = ours.parent() else {
+        return (found, errors);
+    };
+    let Ok(entries) = fs::read_dir(root) else {
+        return (found, errors);
+    };
+    for e in entries.flatten() {
+        let dir = e.path();
+        if dir == ours {
+            continue;
+        }
+        let path = dir.join("deny_map");
+        let map = match libbpf_rs::MapHandle::from_pinned_path(&path) {
+            Ok(m) => m,
+            Err(err) if !path.exists() => {
+                log::debug!("{}: {err}", path.display());
+                continue;
+            }
+            Err(err) => {
+                errors.push(format!("cannot open {}: {err}", path.display()));
+                continue;
+            }
+        };
+        if map.key_size() as usize != std::mem::size_of::<DenyKey>() {
+            errors.push(format!(
+                "{} has {}-byte keys; this version cannot carry them over",
+                path.display(),
+                map.key_size()
+            ));
+            continue;
+        }
+        for k in map.keys() {
+            if let Some(k) = DenyKey::from_bytes(&k).filter(|k| cgids.contains(&k.cgid)) {
+                found.entry(k.cgid).or_default().insert(k.file());
+            }
+        }
+    }
+    (found, errors)
+}
+
 /// Unpins the links and then the maps of every other layout's pin directory
 /// (`v<n>` next to `ours`). Called once this layout's maps hold every
 /// sandbox, so the older programs can go without a gap.

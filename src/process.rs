@@ -61,6 +61,19 @@ impl Pidfd {
 /// The four uids of a process (real, effective, saved, filesystem).
 pub type Uids = [u32; 4];
 
+/// Whether process `pid` executes the same file as this process: the
+/// (st_dev, st_ino) of /proc/<pid>/exe and /proc/self/exe agree. Reading
+/// another user's exe link needs CAP_SYS_PTRACE (ptrace_may_access, proc(5)).
+///
+/// # Errors
+/// The stat error (ENOENT: exited; EACCES: no CAP_SYS_PTRACE).
+pub fn runs_same_executable(pid: i32) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let theirs = fs::metadata(format!("/proc/{pid}/exe"))?;
+    let ours = fs::metadata("/proc/self/exe")?;
+    Ok(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
+}
+
 /// Reads the `Uid:` line of /proc/<pid>/status (proc(5)).
 ///
 /// # Errors
@@ -145,6 +158,19 @@ mod tests {
         let (_, ppid) = read_start_ppid(me).unwrap();
         assert_eq!(ppid, nix::unistd::getppid().as_raw());
         assert!(Pidfd::open(0).is_err());
+        assert!(runs_same_executable(me).unwrap());
+    }
+
+    #[test]
+    fn another_program_is_not_the_same_executable() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let same = runs_same_executable(child.id() as i32).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!same);
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
 pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;
-/// Largest resolver output accepted by the daemon, in bytes.
-pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
+/// Largest resolver output accepted by the daemon, in bytes (a key line is
+/// at most 32 bytes; 131,072 keys and warnings fit).
+pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
 /// How long a resolver may take before it is killed and the request refused.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
@@ -187,14 +188,17 @@ impl Resolver {
     }
 
     /// Waits for the child after its pipe closed and returns what it found.
-    pub fn finish(self) -> Outcome {
+    /// A child that overflowed is killed and left in `killed` for [`reap`]:
+    /// the daemon's loop never blocks on a child.
+    pub fn finish(self, killed: &mut Vec<Pid>) -> Outcome {
         if self.overflow {
-            let pid = self.kill();
-            let _ = waitpid(pid, None);
+            killed.push(self.kill());
             return Outcome::Failed(
                 "the lists produced more output than the daemon accepts".into(),
             );
         }
+        // The pipe reached EOF: the child closed it by exiting (it holds no
+        // other copy), so this wait is short.
         match waitpid(self.pid, None) {
             Ok(WaitStatus::Exited(_, 0)) => {
                 let r = parse_output(&self.out);
@@ -305,7 +309,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             path,
             LastComponent::Follow,
             &mut mounts,
-        );
+        )?;
     }
 
     let user = User::from_uid(Uid::from_raw(uid))
@@ -316,6 +320,10 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
     drop_privileges(&user)?;
     let home = user.dir.as_os_str().as_bytes().to_vec();
 
+    // The base list's `~/` entries are the administrator's: resolved as the
+    // user (root may not reach a home), but following a symlink in the last
+    // component, so that an agent replacing the file by a symlink to a renamed
+    // copy does not take it off the list.
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
         let joined = denylist::join_home(&home, &e.path);
         let path = Path::new(OsStr::from_bytes(&joined));
@@ -325,9 +333,9 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             base_path,
             e.line,
             path,
-            LastComponent::NoFollow,
+            LastComponent::Follow,
             &mut mounts,
-        );
+        )?;
     }
 
     let list_path = PathBuf::from(OsStr::from_bytes(&denylist::join_home(
@@ -364,7 +372,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             path,
             LastComponent::NoFollow,
             &mut mounts,
-        );
+        )?;
     }
     Ok(())
 }
@@ -377,14 +385,24 @@ fn emit<W: Write>(
     path: &Path,
     last: LastComponent,
     mounts: &mut MountTable,
-) {
+) -> Result<(), String> {
     let problem = match key_for_path(path, last, mounts) {
         Ok(k) => {
             sink.key(k);
-            return;
+            return Ok(());
         }
         Err(KeyError::NotRegular(crate::keys::FileKind::Symlink)) => {
             "the last component is a symbolic link; list the file it points to instead".to_string()
+        }
+        Err(KeyError::Stat(e)) => {
+            // Not "missing", not "not a file": the path exists but cannot be
+            // checked (EACCES on a directory, ELOOP, EIO, ...). Skipping it would
+            // let anyone who can chmod a directory take a file off the list.
+            return Err(format!(
+                "{}:{line}: cannot check {}: {e}; fix the path's permissions or the list",
+                list.display(),
+                path.display()
+            ));
         }
         Err(e) => e.to_string(),
     };
@@ -397,6 +415,7 @@ fn emit<W: Write>(
             path.display()
         ),
     );
+    Ok(())
 }
 
 /// Reads a list file: Ok(None) when it does not exist. Opened without

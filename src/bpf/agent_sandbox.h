@@ -11,10 +11,14 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 1
+#define AGENT_SANDBOX_LAYOUT_VERSION 2
 
-/* deny_map capacity, shared by all sandboxes (entries are created on demand). */
-#define AGENT_SANDBOX_MAX_DENY 262144
+/*
+ * deny_map capacity, shared by all sandboxes. Entries are allocated on demand
+ * (BPF_F_NO_PREALLOC), so an unused capacity costs no memory; the daemon caps
+ * each uid at 131072 keys so that no user can fill the map for the others.
+ */
+#define AGENT_SANDBOX_MAX_DENY 1048576
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
 #define AGENT_SANDBOX_MAX_SANDBOXES 65536
 
