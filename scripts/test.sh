@@ -612,6 +612,8 @@ check_list_reload() {
 	alice_list_default
 	run_in "$ALICE" cat "$f"
 	expect_read "home list removal takes effect on the next launch" "asx-second-$TOK"
+	ok "the launch that frees a file says so (agent-sandbox-exec: note: ... no longer denied)" "$(snip "$ERR")" \
+		grep -q "^agent-sandbox-exec: note: .*no longer denied" "$ERR"
 	ok "no daemon restart was involved" "MainPID $pid -> $(main_pid)" test "$(main_pid)" = "$pid"
 }
 

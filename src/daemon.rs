@@ -589,14 +589,7 @@ impl Daemon {
         let uid = opened.uid;
         let refuse = |d: &Daemon, why: String| {
             log::warn!("request {name} from uid {uid} refused: {why}");
-            d.reply(
-                token,
-                uid,
-                &Reply {
-                    refusal: Some(why),
-                    warnings: vec![],
-                },
-            );
+            d.reply(token, uid, &Reply::refused(why));
         };
         let req = match Request::parse(&opened.content) {
             Ok(r) => r,
@@ -650,14 +643,7 @@ impl Daemon {
                     let why = format!("cannot start the list resolver: {e}");
                     log::error!("{why}");
                     for p in batch {
-                        self.reply(
-                            &p.token,
-                            p.uid,
-                            &Reply {
-                                refusal: Some(why.clone()),
-                                warnings: vec![],
-                            },
-                        );
+                        self.reply(&p.token, p.uid, &Reply::refused(why.clone()));
                     }
                 }
             }
@@ -736,7 +722,7 @@ impl Daemon {
         } else {
             ApplyMode::Exact
         };
-        let mut warnings = capped(&res.user_warnings);
+        let (warnings, mut notices) = capped(&res.user_warnings);
         match self.bpf.apply(cgid, &res.keys, mode) {
             Ok(stats) => {
                 log::info!(
@@ -752,7 +738,7 @@ impl Daemon {
                     batch.len()
                 );
                 if stats.removed > 0 {
-                    warnings.push(match mode {
+                    notices.push(match mode {
                         ApplyMode::Exact => format!(
                             "{} file(s) denied until now are no longer denied to your sandboxes \
                              (removed from the lists, or replaced by a new file)",
@@ -785,12 +771,14 @@ impl Daemon {
                 Ok(()) => Reply {
                     refusal: None,
                     warnings: warnings.clone(),
+                    notices: notices.clone(),
                 },
                 Err(why) => {
                     log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
                     Reply {
                         refusal: Some(why),
                         warnings: warnings.clone(),
+                        notices: notices.clone(),
                     }
                 }
             };
@@ -800,14 +788,7 @@ impl Daemon {
 
     fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
         for p in batch {
-            self.reply(
-                &p.token,
-                p.uid,
-                &Reply {
-                    refusal: Some(why.to_owned()),
-                    warnings: vec![],
-                },
-            );
+            self.reply(&p.token, p.uid, &Reply::refused(why.to_owned()));
         }
     }
 
@@ -874,16 +855,18 @@ impl Daemon {
     }
 }
 
-/// At most [`MAX_WARNINGS`] of `warnings`, plus a line counting the rest.
-fn capped(warnings: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = warnings.iter().take(MAX_WARNINGS).cloned().collect();
+/// At most [`MAX_WARNINGS`] of `warnings`, and the notices to send with
+/// them (a line counting the warnings left out, if any).
+fn capped(warnings: &[String]) -> (Vec<String>, Vec<String>) {
+    let kept = warnings.iter().take(MAX_WARNINGS).cloned().collect();
+    let mut notices = Vec::new();
     if warnings.len() > MAX_WARNINGS {
-        out.push(format!(
-            "... and {} more problems in your list",
+        notices.push(format!(
+            "{} more problems in your list are not shown",
             warnings.len() - MAX_WARNINGS
         ));
     }
-    out
+    (kept, notices)
 }
 
 /// Checks that process `pid` runs entirely as `uid` (real, effective, saved

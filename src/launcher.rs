@@ -86,16 +86,9 @@ pub fn main(args: &[OsString]) -> ExitCode {
         eprintln!("agent-sandbox-exec: no PROGRAM given");
         return ExitCode::from(EXIT_REFUSED);
     };
-    match enter_sandbox() {
-        Ok(warnings) => {
-            for w in warnings {
-                eprintln!("agent-sandbox-exec: warning: {w}");
-            }
-        }
-        Err(e) => {
-            eprintln!("agent-sandbox-exec: {e}");
-            return ExitCode::from(EXIT_REFUSED);
-        }
+    if let Err(e) = enter_sandbox() {
+        eprintln!("agent-sandbox-exec: {e}");
+        return ExitCode::from(EXIT_REFUSED);
     }
     let err = std::process::Command::new(program).args(rest).exec();
     eprintln!(
@@ -111,11 +104,13 @@ pub fn main(args: &[OsString]) -> ExitCode {
 }
 
 /// Asks the daemon to move this process into its sandbox and checks that it
-/// did. Returns the warnings about the user's own list.
+/// did. Prints the daemon's warnings about the user's own list
+/// (`agent-sandbox-exec: warning: <list>:<line>: ...`) and its notices
+/// (`agent-sandbox-exec: note: ...`) on stderr.
 ///
 /// # Errors
 /// [`LaunchError`] for every way the sandbox is not in place.
-pub fn enter_sandbox() -> Result<Vec<String>, LaunchError> {
+pub fn enter_sandbox() -> Result<(), LaunchError> {
     let daemon = daemon_pid()?;
     let uid = nix::unistd::getuid().as_raw();
     let token = request::new_token().map_err(|e| LaunchError::Request(e.to_string()))?;
@@ -139,17 +134,20 @@ pub fn enter_sandbox() -> Result<Vec<String>, LaunchError> {
         let _ = request::unlink_at(dir.as_fd(), &format!("req.{token}"));
     }
     let reply = reply?;
+    for w in &reply.warnings {
+        eprintln!("agent-sandbox-exec: warning: {w}");
+    }
+    for n in &reply.notices {
+        eprintln!("agent-sandbox-exec: note: {n}");
+    }
     if let Some(why) = reply.refusal {
-        for w in &reply.warnings {
-            eprintln!("agent-sandbox-exec: warning: {w}");
-        }
         return Err(LaunchError::Refused(why));
     }
     let own = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/cgroup: {e}")))?;
     let want = cgroup::sandbox_path_for(uid);
     match cgroup::v2_path_of(&own) {
-        Some(p) if p == want => Ok(reply.warnings),
+        Some(p) if p == want => Ok(()),
         other => Err(LaunchError::NotInSandbox(format!(
             "cgroup is {}, expected {want}",
             other.unwrap_or("unknown")

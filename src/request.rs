@@ -197,6 +197,8 @@ pub struct Reply {
     pub refusal: Option<String>,
     /// Problems with the requester's own list, one line each.
     pub warnings: Vec<String>,
+    /// Other things the user should know, not tied to a list line.
+    pub notices: Vec<String>,
 }
 
 /// Replaces control characters so a text stays on one protocol line.
@@ -207,6 +209,15 @@ pub fn one_line(text: &str) -> String {
 }
 
 impl Reply {
+    /// A refusal with no warnings.
+    pub fn refused(why: impl Into<String>) -> Reply {
+        Reply {
+            refusal: Some(why.into()),
+            warnings: vec![],
+            notices: vec![],
+        }
+    }
+
     /// The file content for this reply.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -220,6 +231,9 @@ impl Reply {
         for w in &self.warnings {
             out.push_str(&format!("warning={}\n", one_line(w)));
         }
+        for n in &self.notices {
+            out.push_str(&format!("notice={}\n", one_line(n)));
+        }
         out
     }
 
@@ -232,11 +246,13 @@ impl Reply {
         let mut status = None;
         let mut reason = None;
         let mut warnings = Vec::new();
+        let mut notices = Vec::new();
         for line in text.lines() {
             match line.split_once('=') {
                 Some(("status", v)) => status = Some(v.to_owned()),
                 Some(("reason", v)) => reason = Some(v.to_owned()),
                 Some(("warning", v)) => warnings.push(v.to_owned()),
+                Some(("notice", v)) => notices.push(v.to_owned()),
                 _ => {}
             }
         }
@@ -245,7 +261,11 @@ impl Reply {
             Some("refused") => Some(reason.unwrap_or_else(|| "no reason given".into())),
             other => return Err(RequestError::Malformed(format!("reply status {other:?}"))),
         };
-        Ok(Reply { refusal, warnings })
+        Ok(Reply {
+            refusal,
+            warnings,
+            notices,
+        })
     }
 }
 
@@ -464,6 +484,7 @@ mod tests {
         let ok = Reply {
             refusal: None,
             warnings: vec!["a:1: x".into(), "line\nbreak".into()],
+            notices: vec!["2 files".into()],
         };
         let parsed = Reply::parse(ok.encode().as_bytes()).unwrap();
         assert_eq!(parsed.refusal, None);
@@ -474,6 +495,7 @@ mod tests {
         let no = Reply {
             refusal: Some("map full".into()),
             warnings: vec![],
+            notices: vec![],
         };
         assert_eq!(Reply::parse(no.encode().as_bytes()).unwrap(), no);
         assert!(Reply::parse(b"status=maybe\n").is_err());
