@@ -576,19 +576,19 @@ impl Daemon {
         let name = format!("req.{token}");
         let opened = request::open_plain(self.dir.as_fd(), &name, request::MAX_REQUEST_BYTES);
         if let Err(e) = request::unlink_at(self.dir.as_fd(), &name) {
-            log::warn!("cannot remove request {name}: {e}");
+            log::warn!("cannot remove request {}: {e}", shown(token));
         }
         let opened = match opened {
             Ok(o) => o,
             Err(e) => {
                 // Without a plain file there is no trustworthy owner to reply to.
-                log::warn!("request {name} rejected: {e}");
+                log::warn!("request {} rejected: {e}", shown(token));
                 return;
             }
         };
         let uid = opened.uid;
         let refuse = |d: &Daemon, why: String| {
-            log::warn!("request {name} from uid {uid} refused: {why}");
+            log::warn!("request {} from uid {uid} refused: {why}", shown(token));
             d.reply(token, uid, &Reply::refused(why));
         };
         let req = match Request::parse(&opened.content) {
@@ -605,7 +605,7 @@ impl Daemon {
                 format!("uid {uid} already has {MAX_QUEUED_PER_UID} launches waiting"),
             );
         }
-        log::debug!("request {name}: uid {uid} pid {}", req.pid);
+        log::debug!("request {}: uid {uid} pid {}", shown(token), req.pid);
         self.queue.entry(uid).or_default().push(Pending {
             token: token.to_owned(),
             uid,
@@ -850,9 +850,16 @@ impl Daemon {
             Some(uid),
         );
         if let Err(e) = result {
-            log::warn!("cannot reply to uid {uid} (rep.{token}): {e}");
+            log::warn!("cannot reply to uid {uid} (request {}): {e}", shown(token));
         }
     }
+}
+
+/// A request's name for the log: only the first 8 of the token's 32 hex
+/// digits, so the journal (readable by the adm group) cannot be used to plant
+/// a file under a waiting launcher's reply name.
+fn shown(token: &str) -> String {
+    format!("req.{}…", token.get(..8).unwrap_or(token))
 }
 
 /// At most [`MAX_WARNINGS`] of `warnings`, and the notices to send with
