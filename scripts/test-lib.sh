@@ -4,7 +4,8 @@
 # SKIP:/# line each and count into PASS_N, FAIL_N, SKIP_N. Running: run_as and
 # run_in run a command as a user, outside or inside the sandbox, with output in
 # $OUT/$ERR and status in $RC, bounded by $CMD_TIMEOUT; $LAUNCHER names the
-# launcher. The caller sets those variables.
+# launcher; finish calls the caller's cleanup and names the suite $SUITE.
+# The caller sets those variables and defines cleanup.
 # shellcheck disable=SC2034  # PASS_N etc. are read by the sourcing script
 : "${SKIP_N:=0}"
 
@@ -113,4 +114,18 @@ remove_test_user() {
 	[ "$(getent passwd "$1" | cut -d: -f5)" = "$GECOS" ] || return 1
 	kill_user_procs "$1"
 	timeout 60 userdel -r "$1" >/dev/null 2>&1 || timeout 60 userdel -f -r "$1" >/dev/null 2>&1
+}
+
+# finish: run the caller's cleanup, print the summary line
+# `$SUITE: N passed, N failed, N skipped`, then ALL PASS (exit 0) or N FAILED (exit 1)
+finish() {
+	trap - EXIT INT TERM
+	cleanup
+	printf '%s: %d passed, %d failed, %d skipped\n' "$SUITE" "$PASS_N" "$FAIL_N" "$SKIP_N"
+	if [ "$FAIL_N" -eq 0 ]; then
+		echo "ALL PASS"
+		exit 0
+	fi
+	echo "$FAIL_N FAILED"
+	exit 1
 }

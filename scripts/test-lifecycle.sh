@@ -54,6 +54,7 @@ umask 022
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 
 readonly UNIT=agent-sandbox-execd.service
+readonly SUITE=test-lifecycle.sh
 readonly LAUNCHER=agent-sandbox-exec
 readonly DAEMON=agent-sandbox-execd
 readonly ETC_DIR=/etc/agent-sandbox-exec
@@ -875,18 +876,6 @@ cleanup() {
 	remove_test_user "$TEST_USER"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0
-}
-
-finish() {
-	trap - EXIT INT TERM
-	cleanup
-	printf '%d passed, %d failed\n' "$PASS_N" "$FAIL_N"
-	if [ "$FAIL_N" -eq 0 ]; then
-		echo "ALL PASS"
-		exit 0
-	fi
-	echo "$FAIL_N FAILED"
-	exit 1
 }
 
 main() {

@@ -31,6 +31,7 @@ export LC_ALL=C # stable strerror() texts and sort order, outside and inside ali
 cd / || exit 1
 
 readonly UNIT=agent-sandbox-execd.service
+readonly SUITE=test.sh
 readonly LAUNCHER=agent-sandbox-exec
 readonly DAEMON=agent-sandbox-execd
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
@@ -74,6 +75,7 @@ NETRC_PASS="" HTTP_PID=""
 BASE_BACKUP="" BASE_EXISTED=0 BASE_TOUCHED=0
 DAEMON_TOUCHED=0 SETUP_DONE=0 CLEANED=0
 BG_PIDS=()
+HOLDER_BG="" HOLDER_PID=""
 declare -A PROBER_BG=() PROBER_DIR=()
 
 # ---------------------------------------------------------------- reporting
@@ -443,22 +445,34 @@ check_bypass_path_spellings() {
 	expect_denied "inside: relative path ./secret.txt from HOME is denied" "$SECRET"
 }
 
+# start_holder DIR SCRIPT ARGS...: run `sh -c SCRIPT sh DIR ARGS...` as alice,
+# outside any sandbox, in the background; SCRIPT writes its pid to DIR/pid
+# once it is ready. Sets HOLDER_BG (the job) and HOLDER_PID; status 1, with the
+# job stopped, if no pid appears within 10 s.
+start_holder() {
+	local d=$1 script=$2
+	shift 2
+	rm -rf "$d"
+	install -d -o "$ALICE" -g "$ALICE" "$d"
+	timeout -k 5 60 runuser -u "$ALICE" -- sh -c "$script" sh "$d" "$@" </dev/null >/dev/null 2>&1 &
+	HOLDER_BG=$!
+	BG_PIDS+=("$HOLDER_BG")
+	if ! wait_for 10 test -s "$d/pid"; then
+		stop_bg "$HOLDER_BG"
+		return 1
+	fi
+	HOLDER_PID=$(cat "$d/pid")
+}
+
 # An unsandboxed process of the same user holds the secret open; reopening it via
 # /proc/PID/fd from inside the sandbox must still be denied
 check_bypass_proc_fd_reopen() {
-	local d=$AH/asx-holder bg pid
-	rm -rf "$d"
-	install -d -o "$ALICE" -g "$ALICE" "$d"
-	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'exec 3< "$1"; echo "$$" > "$2/pid"; exec sleep 50' \
-		sh "$S" "$d" </dev/null >/dev/null 2>&1 &
-	bg=$!
-	BG_PIDS+=("$bg")
-	if ! wait_for 10 test -s "$d/pid"; then
+	local bg pid
+	if ! start_holder "$AH/asx-holder" 'exec 3< "$2"; echo "$$" > "$1/pid"; exec sleep 50' "$S"; then
 		fail "inside: reopen via /proc/PID/fd of an outside holder is denied" "holder did not start"
-		stop_bg "$bg"
 		return
 	fi
-	pid=$(cat "$d/pid")
+	bg=$HOLDER_BG pid=$HOLDER_PID
 	run_in "$ALICE" cat "/proc/$pid/fd/3"
 	expect_denied "inside: reopen via /proc/PID/fd of an unsandboxed holder is denied" "$SECRET"
 	kill "$pid" 2>/dev/null
@@ -1013,20 +1027,13 @@ check_ptrace_outside() {
 		scope=$(cat "$yama")
 		echo 0 > "$yama"
 	fi
-	rm -rf "$d"
-	install -d -o "$ALICE" -g "$ALICE" "$d"
-	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'echo "$$" > "$1/pid"; i=0
-		while [ "$i" -lt 400 ] && [ ! -e "$1/stop" ]; do cat "$2" > /dev/null; sleep 0.1; i=$((i + 1)); done' \
-		sh "$d" "$S" </dev/null >/dev/null 2>&1 &
-	bg=$!
-	BG_PIDS+=("$bg")
-	if ! wait_for 10 test -s "$d/pid"; then
+	if ! start_holder "$d" 'echo "$$" > "$1/pid"; i=0
+		while [ "$i" -lt 400 ] && [ ! -e "$1/stop" ]; do cat "$2" > /dev/null; sleep 0.1; i=$((i + 1)); done' "$S"; then
 		fail "$what" "reader did not start"
-		stop_bg "$bg"
 		[ "$scope" = none ] || echo "$scope" > "$yama"
 		return
 	fi
-	pid=$(cat "$d/pid")
+	bg=$HOLDER_BG pid=$HOLDER_PID
 	run_as "$ALICE" timeout 3 strace -f -qq -s 256 -e trace=read -p "$pid"
 	if has "$SECRET" "$OUT" "$ERR"; then
 		pass "control: outside, strace -p of the reader shows the secret"
@@ -1078,17 +1085,11 @@ check_cgroup_escape() {
 # does not free the secret).
 check_forged_request() {
 	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
-	rm -rf "$d"
-	install -d -o "$ALICE" -g "$ALICE" "$d"
-	timeout -k 5 60 runuser -u "$ALICE" -- sh -c 'echo "$$" > "$1/pid"; exec sleep 50' sh "$d" </dev/null >/dev/null 2>&1 &
-	bg=$!
-	BG_PIDS+=("$bg")
-	if ! wait_for 10 test -s "$d/pid"; then
+	if ! start_holder "$d" 'echo "$$" > "$1/pid"; exec sleep 50'; then
 		fail "forged request: an outside process of the user starts" "no pid"
-		stop_bg "$bg"
 		return
 	fi
-	pid=$(cat "$d/pid")
+	bg=$HOLDER_BG pid=$HOLDER_PID
 	cp -p "$list" "$d/list.saved"
 	# Inside the sandbox, as an agent would: empty the list, then forge.
 	run_in "$ALICE" python3 -c 'import os, sys, time
@@ -1421,18 +1422,6 @@ run_check() {
 		return
 	fi
 	"check_$1"
-}
-
-finish() {
-	trap - EXIT INT TERM
-	cleanup
-	printf 'agent-sandbox-exec test.sh: %d passed, %d failed, %d skipped\n' "$PASS_N" "$FAIL_N" "$SKIP_N"
-	if [ "$FAIL_N" -eq 0 ]; then
-		echo "ALL PASS"
-		exit 0
-	fi
-	echo "$FAIL_N FAILED"
-	exit 1
 }
 
 main() {

@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
@@ -294,14 +294,9 @@ fn lock_instance() -> Result<Option<fs::File>, DaemonError> {
     Err(setup(format!("lock {LOCK_FILE}"))(e))
 }
 
-/// Creates /run/agent-sandbox-exec (0755) and its req/ directory (root, 1733).
+/// Checks /run/agent-sandbox-exec and creates its req/ directory (root, 1733).
 fn prepare_request_dir() -> Result<OwnedFd, DaemonError> {
-    match fs::create_dir(request::RUN_DIR) {
-        Ok(()) => fs::set_permissions(request::RUN_DIR, fs::Permissions::from_mode(0o755))
-            .map_err(setup(format!("chmod {}", request::RUN_DIR)))?,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(setup(format!("create {}", request::RUN_DIR))(e)),
-    }
+    // RUN_DIR itself was created by lock_instance().
     let run_md = fs::symlink_metadata(request::RUN_DIR)
         .map_err(setup(format!("stat {}", request::RUN_DIR)))?;
     if !run_md.is_dir() || run_md.uid() != 0 || run_md.mode() & 0o022 != 0 {
@@ -462,25 +457,38 @@ impl Daemon {
         let busy = |d: &Daemon| !d.reapply.is_empty() || !d.running.is_empty();
         while busy(self) && !STOP.load(Ordering::SeqCst) {
             self.dispatch();
-            let timeout = self.next_timeout();
-            let mut fds: Vec<PollFd> = self
-                .running
-                .iter()
-                .map(|r| PollFd::new(r.resolver.fd(), PollFlags::POLLIN))
-                .collect();
-            let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-            if let Err(e) = poll(&mut fds, PollTimeout::from(ms))
-                && e != nix::errno::Errno::EINTR
-            {
-                log::error!("poll: {e}");
-                return;
+            match self.wait(&[]) {
+                Ok(ready) => self.pump_resolvers(&ready),
+                Err(e) => {
+                    log::error!("poll: {e}");
+                    return;
+                }
             }
-            let ready: Vec<bool> = fds
+        }
+    }
+
+    /// Polls `extra` and every running resolver's pipe until one is readable
+    /// or the nearest resolver deadline (at most [`TICK`]) passes. Returns the
+    /// readiness of `extra`, then of `self.running`, in order; an interrupted
+    /// poll reports nothing ready.
+    fn wait(&self, extra: &[BorrowedFd<'_>]) -> nix::Result<Vec<bool>> {
+        let mut fds: Vec<PollFd> = extra
+            .iter()
+            .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+            .chain(
+                self.running
+                    .iter()
+                    .map(|r| PollFd::new(r.resolver.fd(), PollFlags::POLLIN)),
+            )
+            .collect();
+        let ms = u16::try_from(self.next_timeout().as_millis()).unwrap_or(u16::MAX);
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) => Ok(fds
                 .iter()
                 .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                .collect();
-            drop(fds);
-            self.pump_resolvers(&ready);
+                .collect()),
+            Err(nix::errno::Errno::EINTR) => Ok(vec![false; fds.len()]),
+            Err(e) => Err(e),
         }
     }
 
@@ -492,25 +500,9 @@ impl Daemon {
                 self.reconcile();
             }
             self.dispatch();
-            let timeout = self.next_timeout();
-            let mut fds = vec![
-                PollFd::new(inotify.as_fd(), PollFlags::POLLIN),
-                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
-            ];
-            for r in &self.running {
-                fds.push(PollFd::new(r.resolver.fd(), PollFlags::POLLIN));
-            }
-            let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-            match poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(setup("poll")(io::Error::from(e))),
-            }
-            let ready: Vec<bool> = fds
-                .iter()
-                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                .collect();
-            drop(fds);
+            let ready = self
+                .wait(&[inotify.as_fd(), wake.as_fd()])
+                .map_err(|e| setup("poll")(io::Error::from(e)))?;
             if ready[1] {
                 drain(&wake);
             }
@@ -714,9 +706,9 @@ impl Daemon {
         // edit must not free what the running sandbox denies.
         let sandboxed = cgroup::sandbox_path_for(uid);
         let from_inside = batch.is_empty()
-            || batch.iter().any(|p| {
-                process::read_v2_cgroup(&p.pidfd.pid().to_string()).is_ok_and(|c| c == sandboxed)
-            });
+            || batch
+                .iter()
+                .any(|p| process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c == sandboxed));
         let mode = if from_inside {
             ApplyMode::AddOnly
         } else {
@@ -830,7 +822,7 @@ impl Daemon {
         if start_now == start {
             return;
         }
-        let cg = process::read_v2_cgroup(&pid.to_string()).unwrap_or_default();
+        let cg = process::read_v2_cgroup(pid).unwrap_or_default();
         if cg == cgroup::sandbox_path_for(uid) {
             log::error!(
                 "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"

@@ -566,9 +566,8 @@ pub fn retire_other_layouts(ours: &Path) {
         if path == ours || !e.file_name().to_string_lossy().starts_with('v') {
             continue;
         }
-        remove_other_links(&path, "\0");
-        match fs::remove_dir_all(&path) {
-            Ok(()) => log::info!("retired the earlier map layout {}", path.display()),
+        match unpin_dir(&path) {
+            Ok(_) => log::info!("retired the earlier map layout {}", path.display()),
             Err(err) => log::warn!("cannot remove {}: {err}", path.display()),
         }
     }
@@ -588,23 +587,29 @@ pub fn unpin_all() -> io::Result<Vec<PathBuf>> {
         Err(e) => return Err(e),
     };
     for dir in dirs.flatten() {
-        let mut names: Vec<PathBuf> = fs::read_dir(dir.path())?
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        // Links before maps: the programs detach while their maps still deny.
-        names.sort_by_key(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("link-"))
-        });
-        for p in names {
-            fs::remove_file(&p)?;
-            removed.push(p);
-        }
-        fs::remove_dir(dir.path())?;
+        removed.extend(unpin_dir(&dir.path())?);
     }
     fs::remove_dir(root)?;
     Ok(removed)
+}
+
+/// Unpins everything in one layout directory, links first (the programs
+/// detach while their maps still deny), then the maps, then removes the
+/// directory. Returns what was unpinned.
+///
+/// # Errors
+/// The first unpin or rmdir error.
+fn unpin_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)?.flatten().map(|e| e.path()).collect();
+    names.sort_by_key(|p| {
+        !p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("link-"))
+    });
+    for p in &names {
+        fs::remove_file(p)?;
+    }
+    fs::remove_dir(dir)?;
+    Ok(names)
 }
 
 /// Unpins every `link-*` in `dir` not starting with `keep` (detaching earlier

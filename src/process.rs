@@ -98,7 +98,7 @@ pub fn parse_uids(status: &str) -> Option<Uids> {
 ///
 /// # Errors
 /// The read error, or InvalidData when there is no v2 line.
-pub fn read_v2_cgroup(pid: &str) -> io::Result<String> {
+pub fn read_v2_cgroup(pid: i32) -> io::Result<String> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
     crate::cgroup::v2_path_of(&text)
         .map(str::to_owned)

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Gid, Pid, Uid, User, fork};
+use nix::unistd::{ForkResult, Pid, Uid, User, fork};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{FileKey, KeyError, LastComponent, MountTable, key_for_path};
@@ -470,7 +470,6 @@ fn drop_privileges(user: &User) -> Result<(), String> {
     if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
         return Err("could regain root after dropping privileges".into());
     }
-    let _ = Gid::current();
     Ok(())
 }
 
