@@ -634,9 +634,7 @@ impl Daemon {
                 Err(e) => {
                     let why = format!("cannot start the list resolver: {e}");
                     log::error!("{why}");
-                    for p in batch {
-                        self.reply(&p.token, p.uid, &Reply::refused(why.clone()));
-                    }
+                    self.refuse_all(batch, &why);
                 }
             }
         }
