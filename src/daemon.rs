@@ -83,7 +83,7 @@ fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
 
 /// Entry point of the daemon mode; `args` excludes argv[0].
 pub fn main(args: &[OsString]) -> ExitCode {
-    match args.first().and_then(|a| a.to_str()) {
+    match args.first().map(|a| a.to_str().unwrap_or("\u{fffd}")) {
         None => {}
         Some("--help" | "-h") => {
             println!(

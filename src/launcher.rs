@@ -49,14 +49,47 @@ pub enum LaunchError {
     NotInSandbox(String),
 }
 
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Cli<'a> {
+    Help,
+    Version,
+    /// PROGRAM and its arguments, exactly as given (bytes, any encoding).
+    Run(&'a OsString, &'a [OsString]),
+    /// A usage error, to print after `agent-sandbox-exec: `.
+    Usage(String),
+}
+
+/// Parses the arguments after argv[0]. Only a first argument that is
+/// `--help`/`-h`, `--version`/`-V`, `--` or another `-x` is an option;
+/// anything else, including a non-UTF-8 name, is PROGRAM.
+fn parse_cli(args: &[OsString]) -> Cli<'_> {
+    let rest = match args.first().map(|a| a.to_str()) {
+        None => {
+            return Cli::Usage(
+                "no PROGRAM given; usage: agent-sandbox-exec [--] PROGRAM [ARGS...]".into(),
+            );
+        }
+        Some(Some("--help" | "-h")) => return Cli::Help,
+        Some(Some("--version" | "-V")) => return Cli::Version,
+        Some(Some("--")) => &args[1..],
+        Some(Some(s)) if s.starts_with('-') && s.len() > 1 => {
+            return Cli::Usage(format!(
+                "unknown option {s:?}; use -- before a PROGRAM that starts with '-'"
+            ));
+        }
+        Some(_) => args,
+    };
+    match rest.split_first() {
+        Some((program, rest)) => Cli::Run(program, rest),
+        None => Cli::Usage("no PROGRAM given after --".into()),
+    }
+}
+
 /// Entry point of the launcher mode; `args` excludes argv[0].
 pub fn main(args: &[OsString]) -> ExitCode {
-    let args = match args.first().and_then(|a| a.to_str()) {
-        None => {
-            eprintln!("Usage: agent-sandbox-exec PROGRAM [ARGS...]   (try --help)");
-            return ExitCode::from(EXIT_REFUSED);
-        }
-        Some("--help" | "-h") => {
+    let (program, rest) = match parse_cli(args) {
+        Cli::Help => {
             println!(
                 "Usage: agent-sandbox-exec [--] PROGRAM [ARGS...]\n\n\
                  Runs PROGRAM (found in PATH like a shell does) in your agent sandbox: it and\n\
@@ -69,22 +102,15 @@ pub fn main(args: &[OsString]) -> ExitCode {
             );
             return ExitCode::SUCCESS;
         }
-        Some("--version" | "-V") => {
+        Cli::Version => {
             println!("agent-sandbox-exec {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
-        Some("--") => &args[1..],
-        Some(s) if s.starts_with('-') && s.len() > 1 => {
-            eprintln!(
-                "agent-sandbox-exec: unknown option {s:?}; use -- before a PROGRAM that starts with '-'"
-            );
+        Cli::Usage(why) => {
+            eprintln!("agent-sandbox-exec: {why}");
             return ExitCode::from(EXIT_REFUSED);
         }
-        _ => args,
-    };
-    let Some((program, rest)) = args.split_first() else {
-        eprintln!("agent-sandbox-exec: no PROGRAM given");
-        return ExitCode::from(EXIT_REFUSED);
+        Cli::Run(program, rest) => (program, rest),
     };
     if let Err(e) = enter_sandbox() {
         eprintln!("agent-sandbox-exec: {e}");
@@ -225,5 +251,31 @@ fn wait_reply(
         }
         std::thread::sleep(sleep);
         sleep = (sleep * 2).min(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn os(v: &[&[u8]]) -> Vec<OsString> {
+        v.iter().map(|b| OsString::from_vec(b.to_vec())).collect()
+    }
+
+    #[test]
+    fn command_line() {
+        assert!(matches!(parse_cli(&os(&[])), Cli::Usage(_)));
+        assert_eq!(parse_cli(&os(&[b"--help"])), Cli::Help);
+        assert_eq!(parse_cli(&os(&[b"-V"])), Cli::Version);
+        assert!(matches!(parse_cli(&os(&[b"-x", b"y"])), Cli::Usage(_)));
+        assert!(matches!(parse_cli(&os(&[b"--"])), Cli::Usage(_)));
+        let a = os(&[b"--", b"-weird", b"arg"]);
+        assert_eq!(parse_cli(&a), Cli::Run(&a[1], &a[2..]));
+        let b = os(&[b"cat", b"--help"]);
+        assert_eq!(parse_cli(&b), Cli::Run(&b[0], &b[1..]));
+        // A non-UTF-8 PROGRAM is a program, not a usage error.
+        let c = os(&[b"prog\xff", b"\xfe"]);
+        assert_eq!(parse_cli(&c), Cli::Run(&c[0], &c[1..]));
     }
 }
