@@ -8,7 +8,11 @@
  * as a CO-RE relocation and libbpf rewrites the offset against the running
  * kernel's BTF (/sys/kernel/btf/vmlinux) at load time, so only the field names
  * and types below must match the kernel, not the struct layout.
- * Field names and types: include/linux/fs.h and include/linux/types.h (v6.1).
+ * Field names and types: include/linux/fs.h, include/linux/dcache.h,
+ * include/linux/path.h, include/linux/types.h (v6.1); btrfs types from
+ * fs/btrfs/btrfs_inode.h and fs/btrfs/ctree.h, which live in the btrfs
+ * module's BTF (/sys/kernel/btf/btrfs) and are used only behind
+ * bpf_core_type_exists().
  */
 #ifndef AGENT_SANDBOX_KERNEL_TYPES_H
 #define AGENT_SANDBOX_KERNEL_TYPES_H
@@ -26,12 +30,19 @@ typedef __u32 __be32;
 typedef __u32 __wsum;
 typedef __u32 dev_t;
 typedef _Bool bool;
+#define true 1
+#define false 0
+
+struct bpf_map;
 
 /* include/uapi/linux/bpf.h */
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 #define BPF_F_NO_PREALLOC (1U << 0)
+#define BPF_F_MMAPABLE (1U << 10)
 
 /* include/uapi/asm-generic/errno-base.h */
 #define EPERM 1
@@ -39,20 +50,57 @@ enum bpf_map_type {
 #define PTRACE_MODE_ATTACH 0x02
 /* include/linux/err.h: the largest errno a hook may return */
 #define MAX_ERRNO 4095
+/* include/uapi/linux/magic.h */
+#define BTRFS_SUPER_MAGIC 0x9123683E
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
 struct super_block {
 	dev_t s_dev; /* kernel encoding: MAJOR << 20 | MINOR (include/linux/kdev_t.h) */
+	unsigned long s_magic;
 };
 
 struct inode {
 	unsigned long i_ino;
 	struct super_block *i_sb;
+	unsigned int i_nlink; /* in an anonymous union with __i_nlink; CO-RE finds it there */
+};
+
+/* include/linux/dcache.h; hash and len sit in an anonymous struct in a union. */
+struct qstr {
+	__u32 hash;
+	__u32 len;
+	const unsigned char *name;
+};
+
+struct dentry {
+	struct dentry *d_parent;
+	struct qstr d_name;
+	struct inode *d_inode;
+};
+
+struct path {
+	struct dentry *dentry;
 };
 
 struct file {
+	struct path f_path;
 	struct inode *f_inode;
+};
+
+/* fs/btrfs/ctree.h (v6.1 .. v6.12): the subvolume id is root_key.objectid. */
+struct btrfs_key {
+	__u64 objectid;
+};
+
+struct btrfs_root {
+	struct btrfs_key root_key;
+};
+
+/* fs/btrfs/btrfs_inode.h: the VFS inode is embedded in btrfs_inode. */
+struct btrfs_inode {
+	struct btrfs_root *root;
+	struct inode vfs_inode;
 };
 
 /* include/linux/kernfs.h: the node id is the cgroup id (kernfs_ino()). */

@@ -325,10 +325,11 @@ expect_new_launch_denied() {
 # and `bpftool link show` each link with
 #     "<id>: tracing  prog <prog id>  "
 # followed by "\tprog_type lsm  attach_type lsm_mac  " (bpftool 7.1 / Linux 6.1
-# and later).  Our programs are the "lsm" programs named file_open and
-# ptrace_access_check; the kernel keeps 15 characters of a name
-# ("ptrace_access_c"), newer bpftool prints the full name from BTF, so that one
-# is matched by prefix.  A link is ours if its program is one of ours.
+# and later).  Our programs are the "lsm" programs named in OUR_PROGS; the
+# kernel keeps 15 characters of a name ("ptrace_access_c"), newer bpftool
+# prints the full name from BTF, so names are matched by those 15-character
+# prefixes.  A link is ours if its program is one of ours.
+readonly OUR_PROGS="file_open inode_link inode_rename inode_free_secu ptrace_access_c"
 
 # bpf_scan: fill BPF_OUR_PROGS ("id name" lines) and BPF_OUR_LINKS
 # ("link-id prog-id name link-type attach-type" lines); 1 (with BPF_ERR) if
@@ -347,10 +348,12 @@ bpf_scan() {
 		BPF_ERR="bpftool link show failed: $(snip "$T/bpf.err")"
 		return 1
 	fi
-	awk '/^[0-9]+: / {
+	awk -v ours="$OUR_PROGS" 'BEGIN { n = split(ours, want, " ") }
+		/^[0-9]+: / {
 			id = $1; sub(/:$/, "", id); name = ""
 			for (i = 3; i < NF; i++) if ($i == "name") name = $(i + 1)
-			if ($2 == "lsm" && (name == "file_open" || name ~ /^ptrace_access_c/)) print id, name
+			if ($2 != "lsm") next
+			for (j = 1; j <= n; j++) if (substr(name, 1, length(want[j])) == want[j]) { print id, name; next }
 		}' "$T/bpf-progs.txt" >"$T/bpf-ours.txt"
 	awk 'FILENAME == ARGV[1] { name[$1] = $2; next }
 		function flush() { if (lid != "" && (pid in name)) print lid, pid, name[pid], ltype, att; lid = "" }
@@ -371,17 +374,23 @@ our_links_of() {
 	awk -v n="$1" 'substr($3, 1, length(n)) == n { c++ } END { print c + 0 }' <<<"$BPF_OUR_LINKS"
 }
 
-# bpf_links_attached: a tracing/lsm link for each of our two programs
+# bpf_links_attached: a tracing/lsm link for each of our programs
 bpf_links_attached() {
 	bpf_scan || return 1
-	awk '$4 == "tracing" && $5 ~ /^lsm/ && $3 == "file_open" { a = 1 }
-		$4 == "tracing" && $5 ~ /^lsm/ && $3 ~ /^ptrace_access_c/ { b = 1 }
-		END { exit !(a && b) }' <<<"$BPF_OUR_LINKS"
+	awk -v ours="$OUR_PROGS" 'BEGIN { n = split(ours, want, " ") }
+		$4 == "tracing" && $5 ~ /^lsm/ {
+			for (j = 1; j <= n; j++) if (substr($3, 1, length(want[j])) == want[j]) seen[j] = 1
+		}
+		END { for (j = 1; j <= n; j++) if (!seen[j]) exit 1 }' <<<"$BPF_OUR_LINKS"
 }
 
 # bpf_links_one_each: exactly one link per program (earlier daemons' links are gone)
 bpf_links_one_each() {
-	bpf_links_attached && [ "$(our_links_of file_open)" -eq 1 ] && [ "$(our_links_of ptrace_access_c)" -eq 1 ]
+	local p
+	bpf_links_attached || return 1
+	for p in $OUR_PROGS; do
+		[ "$(our_links_of "$p")" -eq 1 ] || return 1
+	done
 }
 
 bpf_no_file_open_link() { bpf_scan && [ "$(our_links_of file_open)" -eq 0 ]; }
@@ -421,8 +430,8 @@ layout_dirs() {
 # pins_complete DIR: both maps and a link pin for each program
 pins_complete() {
 	local p
-	[ -e "$1/deny_map" ] && [ -e "$1/agent_cgid_set" ] || return 1
-	for p in file_open ptrace_access_check; do
+	[ -e "$1/deny_map" ] && [ -e "$1/name_map" ] && [ -e "$1/agent_cgid_set" ] || return 1
+	for p in file_open inode_link inode_rename inode_free_security ptrace_access_check; do
 		compgen -G "$1/link-*$p" >/dev/null || return 1
 	done
 }
@@ -472,7 +481,7 @@ step_setup() {
 		wait_for "$ADVANCE_S" loop_denied
 	ok "setup: zero hits so far" "hits: $(hits_count)" test "$(hits_count)" -eq 0
 	expect_new_launch_denied "setup"
-	okl "setup: bpftool link show lists tracing/lsm links of file_open and ptrace_access_check" \
+	okl "setup: bpftool link show lists tracing/lsm links of all five programs" \
 		'$(bpf_detail)' bpf_links_attached
 	note_bpf "setup"
 	return 0
@@ -785,7 +794,7 @@ step_g_purge() {
 		"$(find "$CGROOT/agent-sandbox-exec" -name cgroup.procs 2>/dev/null | head -n 5 | tr '\n' ' ')" \
 		test ! -e "$CGROOT/agent-sandbox-exec"
 	ok "$STEP: $BPF_DIR is gone" "$(pins_listing)" test ! -e "$BPF_DIR"
-	okl "$STEP: bpftool shows no link and no program of ours (file_open, ptrace_access_check)" \
+	okl "$STEP: bpftool shows no link and no program of ours ($OUR_PROGS)" \
 		'$(bpf_detail)' wait_for "$GONE_S" bpf_none_of_ours
 	ok "$STEP: $LAUNCHER is gone from PATH" "$(command -v "$LAUNCHER")" eval '! command -v "$LAUNCHER" >/dev/null'
 

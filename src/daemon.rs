@@ -48,7 +48,9 @@ const MAX_QUEUED_PER_UID: usize = 64;
 const MAX_RESOLVERS: usize = 16;
 /// Warnings about a user's list carried in one reply.
 const MAX_WARNINGS: usize = 50;
-/// Files one uid's lists may name (deny_map is shared by all users).
+/// Most files one uid's lists may name: at most this many file keys in
+/// deny_map and this many names in name_map. Eight users at the limit fill
+/// each map (1,048,576 entries), so no single user can exhaust it for the others.
 const MAX_KEYS_PER_UID: usize = 131_072;
 /// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
@@ -682,10 +684,10 @@ impl Daemon {
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
-        if res.keys.len() > MAX_KEYS_PER_UID {
+        let need = res.deny.files.len().max(res.deny.names.len());
+        if need > MAX_KEYS_PER_UID {
             let why = format!(
-                "the lists name {} files, more than the {MAX_KEYS_PER_UID} allowed per user",
-                res.keys.len()
+                "the lists name {need} files, more than the {MAX_KEYS_PER_UID} allowed per user"
             );
             log::warn!("uid {uid}: {why}");
             self.refuse_all(batch, &why);
@@ -713,11 +715,30 @@ impl Daemon {
             ApplyMode::Exact
         };
         let (warnings, mut notices) = capped(&res.user_warnings);
-        match self.bpf.apply(cgid, &res.keys, mode) {
+        if self.bpf.needs_reload_for(&res.deny) {
+            // btrfs was loaded after the programs: load them again so that
+            // their CO-RE relocations find its types (no gap: the new links
+            // are attached before the old ones go).
+            log::info!("uid {uid}: btrfs keys ahead; loading the programs again for btrfs");
+            match Bpf::load_and_attach() {
+                Ok(b) => self.bpf = b,
+                Err(e) => {
+                    let why = format!(
+                        "cannot load the programs again for btrfs: {}",
+                        crate::error_chain(&e)
+                    );
+                    log::error!("uid {uid}: {why}");
+                    self.refuse_all(batch, &why);
+                    return;
+                }
+            }
+        }
+        match self.bpf.apply(cgid, &res.deny, mode) {
             Ok(stats) => {
                 log::info!(
-                    "uid {uid}: {} listed files ({} added, {} {}); {} launch(es)",
-                    res.keys.len(),
+                    "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
+                    res.deny.files.len(),
+                    res.deny.names.len(),
                     stats.added,
                     stats.removed,
                     if mode == ApplyMode::Exact {
@@ -730,12 +751,12 @@ impl Daemon {
                 if stats.removed > 0 {
                     notices.push(match mode {
                         ApplyMode::Exact => format!(
-                            "{} file(s) denied until now are no longer denied to your sandboxes \
-                             (removed from the lists, or replaced by a new file)",
+                            "{} entries denied until now are no longer denied to your sandboxes \
+                             (paths removed from the lists, or files replaced or moved away)",
                             stats.removed
                         ),
                         ApplyMode::AddOnly => format!(
-                            "{} file(s) no longer in the lists stay denied: a launch from inside \
+                            "{} entries no longer in the lists stay denied: a launch from inside \
                              a sandbox only adds; launch from outside to apply removals",
                             stats.removed
                         ),

@@ -1,7 +1,10 @@
-//! From a path to the {s_dev, i_ino} pair the LSM hook sees for that file.
+//! From a listed path to the keys the LSM hook compares: the file's
+//! {s_dev, i_ino, subvolume} and its directory's key plus its name.
 //!
-//! The hook reads `file->f_inode->i_sb->s_dev` and `->i_ino`. Userspace must
-//! produce the same numbers:
+//! The hook reads `file->f_inode->i_sb->s_dev` and `->i_ino`, the btrfs
+//! subvolume id of the inode, and the same three for the parent directory of
+//! the opened dentry together with the dentry's name. Userspace must produce
+//! the same numbers:
 //! - `s_dev` uses the kernel's internal encoding `MAJOR << 20 | MINOR`
 //!   (include/linux/kdev_t.h, MINORBITS = 20), not glibc's `st_dev` encoding.
 //!   The two agree only for small numbers, so we never reuse `st_dev` bits.
@@ -10,23 +13,69 @@
 //!   (found through `STATX_MNT_ID`) is the superblock's `s_dev` on every
 //!   filesystem, so that is what we use; the statx device is only a fallback
 //!   for kernels before 5.8 that lack `STATX_MNT_ID`.
+//! - btrfs numbers inodes per subvolume (and a snapshot repeats its source's
+//!   numbers) under one superblock, so the key carries the subvolume (tree)
+//!   id: `BTRFS_IOC_INO_LOOKUP` with `treeid = 0` and
+//!   `objectid = BTRFS_FIRST_FREE_OBJECTID` returns it without privileges
+//!   (fs/btrfs/ioctl.c: btrfs_ioctl_ino_lookup). It is 0 everywhere else.
+//! - overlayfs reports the directory inode numbers the hook sees only when
+//!   all layers share one filesystem or `xino` is on; otherwise a directory
+//!   cannot be watched and only the file's own key applies (with a warning).
 
-use std::collections::HashMap;
-use std::ffi::CString;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, OsStr};
 use std::fmt;
 use std::io;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// The file part of a deny key: what the hook reads from the opened inode.
+/// What the hook reads from an inode (`struct file_key` in
+/// src/bpf/agent_sandbox.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {
     /// `i_sb->s_dev` in kernel encoding (see [`kernel_dev`]).
     pub dev: u32,
     /// `i_ino`.
     pub ino: u64,
+    /// btrfs subvolume (tree) id; 0 on other filesystems.
+    pub subvol: u64,
 }
+
+/// "Whatever inode is linked as `name` in directory `dir`": the name part of
+/// a listing, which keeps a replaced or re-created file denied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NameKey {
+    /// The directory's key.
+    pub dir: FileKey,
+    /// One path component: 1 to [`NAME_MAX`] bytes, no `/` or NUL.
+    pub name: Vec<u8>,
+}
+
+/// What one sandbox denies: file keys and directory + name pairs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DenySet {
+    /// Inodes denied under any name.
+    pub files: HashSet<FileKey>,
+    /// Names denied whatever inode they link to.
+    pub names: HashSet<NameKey>,
+}
+
+impl DenySet {
+    /// Number of map entries this set takes.
+    pub fn len(&self) -> usize {
+        self.files.len() + self.names.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.names.is_empty()
+    }
+}
+
+/// Longest file name component (include/uapi/linux/limits.h: NAME_MAX).
+pub const NAME_MAX: usize = 255;
 
 /// Encodes a device number as the kernel stores it in `s_dev`:
 /// `MAJOR << 20 | MINOR` (include/linux/kdev_t.h: MINORBITS = 20, MKDEV).
@@ -122,20 +171,6 @@ impl fmt::Display for FileKind {
     }
 }
 
-/// Why no key could be made for a path.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// The path does not exist (ENOENT or ENOTDIR).
-    #[error("no such file")]
-    Missing,
-    /// The path names something other than a regular file.
-    #[error("is {0}, not a regular file")]
-    NotRegular(FileKind),
-    /// Any other statx() failure (EACCES, ELOOP, EIO, ...).
-    #[error("cannot stat: {0}")]
-    Stat(#[source] io::Error),
-}
-
 /// How the last path component is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LastComponent {
@@ -145,61 +180,288 @@ pub enum LastComponent {
     NoFollow,
 }
 
-/// Computes the hook's key for the regular file at `path`, with the caller's
-/// credentials, in the caller's mount namespace.
-///
-/// One `statx()` call gives type, inode number and mount id together, so the
-/// checks and the key describe the same inode. Symlinks in directory
-/// components are followed.
-///
-/// # Errors
-/// [`KeyError`]: missing, not a regular file, or the statx() error.
-pub fn key_for_path(
-    path: &Path,
-    last: LastComponent,
-    mounts: &mut MountTable,
-) -> Result<FileKey, KeyError> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| KeyError::Stat(io::Error::from(io::ErrorKind::InvalidInput)))?;
-    let mut flags = libc::AT_STATX_SYNC_AS_STAT;
-    if last == LastComponent::NoFollow {
-        flags |= libc::AT_SYMLINK_NOFOLLOW;
+/// What one listed path turned into.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The key of the file there now, if there is one.
+    pub file: Option<FileKey>,
+    /// Directory + name pairs to watch: the listed name (and, for a followed
+    /// symlink, its target's name too).
+    pub names: Vec<NameKey>,
+    /// Why a name could not be watched, if so (for a warning).
+    pub unwatched: Option<String>,
+}
+
+/// Why no key could be made for a path.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The directory that would hold the path does not exist (ENOENT or ENOTDIR).
+    #[error("its directory does not exist")]
+    Missing,
+    /// The path names something other than a regular file.
+    #[error("is {0}, not a regular file")]
+    NotRegular(FileKind),
+    /// Any other failure to examine the path (EACCES, ELOOP, EIO, ...).
+    #[error("cannot stat: {0}")]
+    Stat(#[source] io::Error),
+}
+
+/// statfs f_type values (include/uapi/linux/magic.h).
+const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+/// include/uapi/linux/btrfs_tree.h.
+const BTRFS_FIRST_FREE_OBJECTID: u64 = 256;
+
+/// `struct btrfs_ioctl_ino_lookup_args` (include/uapi/linux/btrfs.h), 4096 bytes.
+#[repr(C)]
+struct InoLookupArgs {
+    treeid: u64,
+    objectid: u64,
+    name: [u8; 4080],
+}
+nix::ioctl_readwrite!(btrfs_ino_lookup, 0x94, 18, InoLookupArgs);
+
+/// A directory already examined in this resolution.
+struct Dir {
+    fd: OwnedFd,
+    key: FileKey,
+    mnt_id: u64,
+    /// Err(reason) when the hook cannot recognise this directory.
+    watchable: Result<(), String>,
+}
+
+/// Turns listed paths into [`Listing`]s with the caller's credentials, in the
+/// caller's mount namespace. Holds the mount table and a small cache of open
+/// directories (lists tend to name several files per directory).
+pub struct KeyContext {
+    mounts: MountTable,
+    dirs: HashMap<Vec<u8>, Dir>,
+}
+
+/// How many directories [`KeyContext`] keeps open at most.
+const DIR_CACHE: usize = 64;
+
+impl KeyContext {
+    /// Reads the mount table.
+    ///
+    /// # Errors
+    /// The read error of /proc/self/mountinfo.
+    pub fn new() -> io::Result<KeyContext> {
+        Ok(KeyContext {
+            mounts: MountTable::read()?,
+            dirs: HashMap::new(),
+        })
     }
+
+    /// Forgets the cached directories (call after changing credentials).
+    pub fn forget_dirs(&mut self) {
+        self.dirs.clear();
+    }
+
+    /// Resolves one listed path: the directory part is followed through
+    /// symlinks; the last component is looked up in that directory without
+    /// following (or, with [`LastComponent::Follow`], a symlink there is
+    /// followed to its target, whose name is watched as well).
+    ///
+    /// A missing last component is not an error: the name is watched, so the
+    /// file is denied as soon as it appears.
+    ///
+    /// # Errors
+    /// [`KeyError`]: the directory is missing, the path is not a regular file,
+    /// or a system call failed.
+    pub fn listing(&mut self, path: &Path, last: LastComponent) -> Result<Listing, KeyError> {
+        let bytes = path.as_os_str().as_bytes();
+        let (dir_part, name) = match bytes.iter().rposition(|&b| b == b'/') {
+            Some(0) => (&b"/"[..], &bytes[1..]),
+            Some(i) => (&bytes[..i], &bytes[i + 1..]),
+            None => (&b"."[..], bytes),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(KeyError::NotRegular(FileKind::Directory));
+        }
+        if name.len() > NAME_MAX {
+            return Err(KeyError::Stat(io::Error::from_raw_os_error(
+                libc::ENAMETOOLONG,
+            )));
+        }
+        self.dir(dir_part)?;
+        let mut listing = Listing::default();
+        let dir = &self.dirs[dir_part];
+        match &dir.watchable {
+            Ok(()) => listing.names.push(NameKey {
+                dir: dir.key,
+                name: name.to_vec(),
+            }),
+            Err(why) => listing.unwatched = Some(why.clone()),
+        }
+        let dir_fd = dir.fd.as_raw_fd();
+        let (dir_key, dir_mnt) = (dir.key, dir.mnt_id);
+        let stx = match statx_at(dir_fd, name, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(s) => s,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(listing),
+            Err(e) => return Err(KeyError::Stat(e)),
+        };
+        let mode = u32::from(stx.stx_mode) & libc::S_IFMT;
+        match mode {
+            libc::S_IFREG => {
+                // A regular file is never a subvolume root, so on the
+                // directory's mount it is in the directory's subvolume; a
+                // file bind-mounted over the name is asked itself.
+                let subvol = if stx.stx_mnt_id == dir_mnt {
+                    dir_key.subvol
+                } else {
+                    let fd = open_at(dir_fd, name, libc::O_PATH | libc::O_NOFOLLOW)
+                        .map_err(KeyError::Stat)?;
+                    if fs_type(&fd).map_err(KeyError::Stat)? == BTRFS_SUPER_MAGIC {
+                        subvol_of(&fd, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)
+                            .map_err(KeyError::Stat)?
+                    } else {
+                        0
+                    }
+                };
+                listing.file = Some(FileKey {
+                    dev: self.device(&stx),
+                    ino: stx.stx_ino,
+                    subvol,
+                });
+                Ok(listing)
+            }
+            libc::S_IFLNK if last == LastComponent::Follow => {
+                let fd = match open_at(dir_fd, name, libc::O_PATH) {
+                    Ok(fd) => fd,
+                    // Dangling: the listed name is watched; the target is not known.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(listing),
+                    Err(e) => return Err(KeyError::Stat(e)),
+                };
+                let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                    .map_err(KeyError::Stat)?;
+                let t = self.listing(&target, LastComponent::NoFollow)?;
+                listing.file = t.file;
+                listing.names.extend(t.names);
+                listing.unwatched = listing.unwatched.or(t.unwatched);
+                Ok(listing)
+            }
+            _ => Err(KeyError::NotRegular(kind_of(mode))),
+        }
+    }
+
+    /// Opens and examines directory `path` (cached).
+    fn dir(&mut self, path: &[u8]) -> Result<(), KeyError> {
+        if self.dirs.contains_key(path) {
+            return Ok(());
+        }
+        if self.dirs.len() >= DIR_CACHE {
+            self.dirs.clear();
+        }
+        let fd =
+            open_at(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| match e
+                .raw_os_error()
+            {
+                Some(libc::ENOENT) | Some(libc::ENOTDIR) => KeyError::Missing,
+                _ => KeyError::Stat(e),
+            })?;
+        let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(KeyError::Stat)?;
+        let fs_type = fs_type(&fd).map_err(KeyError::Stat)?;
+        let dev = self.device(&stx);
+        let subvol = if fs_type == BTRFS_SUPER_MAGIC {
+            subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY).map_err(KeyError::Stat)?
+        } else {
+            0
+        };
+        let watchable = if fs_type == OVERLAYFS_SUPER_MAGIC
+            && kernel_dev(stx.stx_dev_major, stx.stx_dev_minor) != dev
+        {
+            Err(format!(
+                "{} is on an overlayfs whose layers are on different filesystems without \
+                 xino, where directory inode numbers are not stable: a file that replaces \
+                 the listed one is not denied until the next launch",
+                Path::new(OsStr::from_bytes(path)).display()
+            ))
+        } else {
+            Ok(())
+        };
+        self.dirs.insert(
+            path.to_vec(),
+            Dir {
+                fd,
+                key: FileKey {
+                    dev,
+                    ino: stx.stx_ino,
+                    subvol,
+                },
+                mnt_id: stx.stx_mnt_id,
+                watchable,
+            },
+        );
+        Ok(())
+    }
+
+    /// The superblock's s_dev for a statx result (see the module docs).
+    fn device(&mut self, stx: &libc::statx) -> u32 {
+        if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+            device_of_mount(stx.stx_mnt_id, &mut self.mounts)
+                .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
+        } else {
+            kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
+        }
+    }
+}
+
+fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is NUL-terminated; the returned descriptor is owned below.
+    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat() returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
     let mut stx = MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: c_path is NUL-terminated; stx is a valid out-buffer of the right type.
+    // SAFETY: c is NUL-terminated; stx is a valid out-buffer of the right type.
     let rc = unsafe {
         libc::statx(
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            flags,
+            dir,
+            c.as_ptr(),
+            flags | libc::AT_STATX_SYNC_AS_STAT,
             mask,
             stx.as_mut_ptr(),
         )
     };
     if rc != 0 {
-        let err = io::Error::last_os_error();
-        return Err(match err.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => KeyError::Missing,
-            _ => KeyError::Stat(err),
-        });
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: statx() returned 0, so it filled the buffer.
-    let stx = unsafe { stx.assume_init() };
-    let mode = u32::from(stx.stx_mode) & libc::S_IFMT;
-    if mode != libc::S_IFREG {
-        return Err(KeyError::NotRegular(kind_of(mode)));
+    Ok(unsafe { stx.assume_init() })
+}
+
+fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
+    let mut st = MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fd is open (fstatfs accepts O_PATH descriptors); st is a valid out-buffer.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
-        device_of_mount(stx.stx_mnt_id, mounts)
-            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
-    } else {
-        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
+    // SAFETY: fstatfs() returned 0, so it filled the buffer.
+    Ok(unsafe { st.assume_init() }.f_type)
+}
+
+/// The btrfs subvolume holding the inode behind the O_PATH descriptor `fd`,
+/// reopened with `flags` (the ioctl needs a real open file).
+fn subvol_of(fd: &OwnedFd, flags: i32) -> io::Result<u64> {
+    let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let file = open_at(libc::AT_FDCWD, proc_path.as_bytes(), flags)?;
+    let mut args = InoLookupArgs {
+        treeid: 0,
+        objectid: BTRFS_FIRST_FREE_OBJECTID,
+        name: [0; 4080],
     };
-    Ok(FileKey {
-        dev,
-        ino: stx.stx_ino,
-    })
+    // SAFETY: file is an open btrfs file; args is the ioctl's in/out struct.
+    unsafe { btrfs_ino_lookup(file.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
+    Ok(args.treeid)
 }
 
 /// Looks `mnt_id` up, re-reading the table once if the mount is newer than it.
@@ -258,7 +520,7 @@ mod tests {
     }
 
     #[test]
-    fn key_matches_stat_on_this_host_and_rejects_non_regular() {
+    fn listing_matches_stat_on_this_host() {
         let dir = std::env::temp_dir().join(format!("asx-keys-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f");
@@ -266,24 +528,43 @@ mod tests {
         let link = dir.join("l");
         let _ = std::fs::remove_file(&link);
         symlink(&file, &link).unwrap();
-        let mut mounts = MountTable::read().unwrap();
+        let mut cx = KeyContext::new().unwrap();
 
-        let key = key_for_path(&file, LastComponent::NoFollow, &mut mounts).unwrap();
+        let l = cx.listing(&file, LastComponent::NoFollow).unwrap();
+        let key = l.file.unwrap();
         let md = std::fs::metadata(&file).unwrap();
         assert_eq!(key.ino, md.ino());
+        let dmd = std::fs::metadata(&dir).unwrap();
+        assert_eq!(l.names.len(), 1);
+        assert_eq!(l.names[0].dir.ino, dmd.ino());
+        assert_eq!(l.names[0].dir.dev, key.dev);
+        assert_eq!(l.names[0].name, b"f");
 
-        let via_link = key_for_path(&link, LastComponent::Follow, &mut mounts).unwrap();
-        assert_eq!(via_link, key);
+        // A followed symlink gives the target's key and watches both names.
+        let via_link = cx.listing(&link, LastComponent::Follow).unwrap();
+        assert_eq!(via_link.file, Some(key));
+        let names: Vec<&[u8]> = via_link.names.iter().map(|n| &n.name[..]).collect();
+        assert_eq!(names, vec![&b"l"[..], &b"f"[..]]);
         assert!(matches!(
-            key_for_path(&link, LastComponent::NoFollow, &mut mounts),
+            cx.listing(&link, LastComponent::NoFollow),
             Err(KeyError::NotRegular(FileKind::Symlink))
         ));
         assert!(matches!(
-            key_for_path(&dir, LastComponent::Follow, &mut mounts),
+            cx.listing(&dir, LastComponent::Follow),
             Err(KeyError::NotRegular(FileKind::Directory))
         ));
         assert!(matches!(
-            key_for_path(&dir.join("missing"), LastComponent::Follow, &mut mounts),
+            cx.listing(&dir.join("x/.."), LastComponent::Follow),
+            Err(KeyError::NotRegular(FileKind::Directory))
+        ));
+        // Missing file, existing directory: watched by name, no file key yet.
+        let absent = cx
+            .listing(&dir.join("missing"), LastComponent::Follow)
+            .unwrap();
+        assert_eq!(absent.file, None);
+        assert_eq!(absent.names[0].name, b"missing");
+        assert!(matches!(
+            cx.listing(&dir.join("nodir/x"), LastComponent::Follow),
             Err(KeyError::Missing)
         ));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -1,13 +1,19 @@
-//! The BPF side, from userspace: load, pin and attach the program, and typed,
-//! diff-applied updates of `deny_map` and `agent_cgid_set`.
+//! The BPF side, from userspace: load, pin and attach the programs, and typed,
+//! diff-applied updates of their maps.
 //!
-//! Pins live under `/sys/fs/bpf/agent-sandbox-exec/v<layout>/`: the two maps
-//! and one `link-<n>` for the attached program. Because the maps are pinned,
-//! deny data and sandbox membership survive a daemon restart; because the link
-//! is pinned, the program stays attached while the daemon is down, so a
+//! Pins live under `/sys/fs/bpf/agent-sandbox-exec/v<layout>/`: the maps and
+//! one `link-<n>-<program>` per attached program. Because the maps are pinned,
+//! deny data and sandbox membership survive a daemon restart; because the links
+//! are pinned, the programs stay attached while the daemon is down, so a
 //! running sandbox is never left unenforced. A new daemon attaches its own
-//! program before it unpins the old link (both deny the same; no gap).
-//! Removing the pins (package purge) is what detaches the program.
+//! programs before it unpins the old links (both deny the same; no gap).
+//! Removing the pins (package purge) is what detaches the programs.
+//!
+//! Maps (src/bpf/agent_sandbox.h has the layout): `deny_map` (file keys),
+//! `name_map` (directory key + name), `agent_cgid_set` (sandbox cgroup ids),
+//! and two arrays the daemon writes through mmap: `sandbox_slots` (the cheap
+//! "is this cgroup a sandbox" gate) and `key_filter` (the "certainly not
+//! listed" bitmap, kept as per-bit counts here).
 //!
 //! This module holds the only `include!` of the generated skeleton.
 
@@ -15,13 +21,16 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::keys::FileKey;
+use crate::keys::{DenySet, FileKey, NAME_MAX, NameKey};
 
 #[allow(clippy::all, missing_docs, unused_imports, dead_code)]
 mod skel {
@@ -37,9 +46,29 @@ pub const BPFFS: &str = "/sys/fs/bpf";
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 /// Value stored for every present key (the maps are sets).
 const PRESENT: [u8; 1] = [1];
+/// The programs, by section name suffix; each gets a pinned link.
+const PROGRAMS: [&str; 5] = [
+    "file_open",
+    "inode_link",
+    "inode_rename",
+    "inode_free_security",
+    "ptrace_access_check",
+];
+/// AGENT_SANDBOX_SLOTS and AGENT_SANDBOX_SLOT_SHARED (agent_sandbox.h).
+const SLOTS: usize = 4096;
+const SLOT_SHARED: u64 = u64::MAX;
+/// AGENT_SANDBOX_FILTER_BITS_LOG2 (agent_sandbox.h).
+const FILTER_BITS_LOG2: u32 = 23;
+const FILTER_WORDS: usize = 1 << (FILTER_BITS_LOG2 - 6);
+const TAG_FILE: u64 = 0;
+const TAG_DIR: u64 = 1;
+/// AGENT_SANDBOX_NAME_LEN (agent_sandbox.h).
+const NAME_LEN: usize = NAME_MAX + 1;
+/// Size of `struct name_key`.
+const NAME_KEY_LEN: usize = 32 + NAME_LEN;
 
 /// Key of `deny_map`, byte-for-byte `struct deny_key` in
-/// src/bpf/agent_sandbox.h (24 bytes, no implicit padding).
+/// src/bpf/agent_sandbox.h (32 bytes, no implicit padding).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DenyKey {
@@ -47,6 +76,8 @@ pub struct DenyKey {
     pub cgid: u64,
     /// `i_ino`.
     pub ino: u64,
+    /// btrfs subvolume id, or 0.
+    pub subvol: u64,
     /// `i_sb->s_dev`, kernel encoding.
     pub dev: u32,
     /// Always zero.
@@ -59,40 +90,198 @@ impl DenyKey {
         DenyKey {
             cgid,
             ino: file.ino,
+            subvol: file.subvol,
             dev: file.dev,
             reserved: 0,
         }
     }
 
     /// The key's bytes as the kernel compares them (native endianness).
-    pub fn to_bytes(self) -> [u8; 24] {
-        let mut b = [0u8; 24];
+    pub fn to_bytes(self) -> [u8; 32] {
+        let mut b = [0u8; 32];
         b[0..8].copy_from_slice(&self.cgid.to_ne_bytes());
-        b[8..16].copy_from_slice(&self.ino.to_ne_bytes());
-        b[16..20].copy_from_slice(&self.dev.to_ne_bytes());
-        b[20..24].copy_from_slice(&self.reserved.to_ne_bytes());
+        b[8..32].copy_from_slice(&file_key_bytes(self.file()));
         b
     }
 
-    /// Parses bytes read back from the map.
+    /// Parses bytes read back from a map: this layout's 32-byte keys, or the
+    /// 24-byte keys of layout 2 ({cgid, ino, dev, reserved}, no subvolume).
     pub fn from_bytes(b: &[u8]) -> Option<DenyKey> {
-        if b.len() != 24 {
-            return None;
-        }
         let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
         let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap_or_default());
-        Some(DenyKey {
-            cgid: u64_at(0),
-            ino: u64_at(8),
-            dev: u32_at(16),
-            reserved: u32_at(20),
-        })
+        match b.len() {
+            32 => Some(DenyKey {
+                cgid: u64_at(0),
+                ino: u64_at(8),
+                subvol: u64_at(16),
+                dev: u32_at(24),
+                reserved: u32_at(28),
+            }),
+            24 => Some(DenyKey {
+                cgid: u64_at(0),
+                ino: u64_at(8),
+                subvol: 0,
+                dev: u32_at(16),
+                reserved: 0,
+            }),
+            _ => None,
+        }
     }
 
     fn file(&self) -> FileKey {
         FileKey {
             dev: self.dev,
             ino: self.ino,
+            subvol: self.subvol,
+        }
+    }
+}
+
+/// `struct file_key` bytes.
+fn file_key_bytes(k: FileKey) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    b[0..8].copy_from_slice(&k.ino.to_ne_bytes());
+    b[8..16].copy_from_slice(&k.subvol.to_ne_bytes());
+    b[16..20].copy_from_slice(&k.dev.to_ne_bytes());
+    b
+}
+
+fn file_key_from(b: &[u8]) -> FileKey {
+    let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
+    FileKey {
+        ino: u64_at(0),
+        subvol: u64_at(8),
+        dev: u32::from_ne_bytes(b[16..20].try_into().unwrap_or_default()),
+    }
+}
+
+/// `struct name_key` bytes for sandbox `cgid` (288 bytes, name zero-padded).
+pub fn name_key_bytes(cgid: u64, n: &NameKey) -> [u8; NAME_KEY_LEN] {
+    let mut b = [0u8; NAME_KEY_LEN];
+    b[0..8].copy_from_slice(&cgid.to_ne_bytes());
+    b[8..32].copy_from_slice(&file_key_bytes(n.dir));
+    let len = n.name.len().min(NAME_MAX);
+    b[32..32 + len].copy_from_slice(&n.name[..len]);
+    b
+}
+
+/// Parses a `struct name_key` read back from a map.
+pub fn name_key_from(b: &[u8]) -> Option<(u64, NameKey)> {
+    if b.len() != NAME_KEY_LEN {
+        return None;
+    }
+    let cgid = u64::from_ne_bytes(b[0..8].try_into().ok()?);
+    let raw = &b[32..];
+    let len = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+    Some((
+        cgid,
+        NameKey {
+            dir: file_key_from(&b[8..32]),
+            name: raw[..len].to_vec(),
+        },
+    ))
+}
+
+/// The filter bit of a key: agent_sandbox_filter_bit() in
+/// src/bpf/agent_sandbox.h, the same arithmetic.
+pub fn filter_bit(k: FileKey, tag: u64) -> u32 {
+    let mut h = k.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= k
+        .subvol
+        .wrapping_add(tag)
+        .wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    h ^= u64::from(k.dev).wrapping_mul(0x1656_67B1_9E37_79F9);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+    (h >> (64 - FILTER_BITS_LOG2)) as u32
+}
+
+/// A shared, writable mapping of a BPF_F_MMAPABLE array of u64 values.
+struct WordArray {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+}
+
+impl WordArray {
+    fn map(map: &impl AsFd, len: usize, what: &str) -> Result<WordArray, BpfError> {
+        let bytes = len * 8;
+        // SAFETY: maps `bytes` of the array map's value area, shared; the
+        // kernel keeps it alive while mapped; freed in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io_e(format!("mmap {what}"))(io::Error::last_os_error()));
+        }
+        Ok(WordArray {
+            ptr: NonNull::new(p.cast()).ok_or_else(|| {
+                io_e(format!("mmap {what}"))(io::Error::from(io::ErrorKind::Other))
+            })?,
+            len,
+        })
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: in bounds of the mapping; u64 slots are 8-byte aligned (page-aligned base).
+        unsafe { &*self.ptr.as_ptr().add(i) }
+    }
+}
+
+impl Drop for WordArray {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what map() mapped.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len * 8) };
+    }
+}
+
+/// key_filter with the count of live keys behind every set bit. A bit is set
+/// before its key can matter and cleared only when its count drops to zero;
+/// keys the kernel dropped (freed inodes) keep their counts, which costs a
+/// little filter precision until the next daemon start, never a miss.
+struct Filter {
+    words: WordArray,
+    counts: HashMap<u32, u32>,
+}
+
+impl Filter {
+    fn add(&mut self, bit: u32) {
+        let c = self.counts.entry(bit).or_insert(0);
+        *c += 1;
+        if *c == 1 {
+            self.words
+                .word((bit >> 6) as usize)
+                .fetch_or(1 << (bit & 63), Ordering::SeqCst);
+        }
+    }
+
+    fn remove(&mut self, bit: u32) {
+        if let Some(c) = self.counts.get_mut(&bit) {
+            *c -= 1;
+            if *c == 0 {
+                self.counts.remove(&bit);
+                self.words
+                    .word((bit >> 6) as usize)
+                    .fetch_and(!(1 << (bit & 63)), Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Rewrites every word from the counts (start-up: the mirror is complete).
+    fn rewrite(&mut self) {
+        let mut words = vec![0u64; FILTER_WORDS];
+        for &bit in self.counts.keys() {
+            words[(bit >> 6) as usize] |= 1 << (bit & 63);
+        }
+        for (i, w) in words.into_iter().enumerate() {
+            self.words.word(i).store(w, Ordering::SeqCst);
         }
     }
 }
@@ -240,37 +429,46 @@ pub enum ApplyMode {
     AddOnly,
 }
 
-/// Counts of one diff-apply.
+/// Counts of one diff-apply (file keys and names together).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyStats {
-    /// Keys inserted.
+    /// Entries inserted.
     pub added: usize,
-    /// Stale keys removed (with [`ApplyMode::AddOnly`]: stale keys kept).
+    /// Stale entries removed (with [`ApplyMode::AddOnly`]: stale entries kept).
     pub removed: usize,
-    /// Keys already present and kept.
+    /// Entries already present and kept.
     pub kept: usize,
 }
 
-/// The loaded, attached program and its maps, with a mirror of their content.
+/// The loaded, attached programs and their maps, with a mirror of their content.
 pub struct Bpf {
     skel: AgentSandboxSkel<'static>,
     pin_dir: PathBuf,
     /// Name prefix of this daemon's link pins (`link-<ns>-`).
     generation: String,
-    /// cgid -> file keys currently in deny_map for that sandbox.
-    mirror: HashMap<u64, HashSet<FileKey>>,
+    /// cgid -> what the daemon put in deny_map and name_map for that sandbox
+    /// (a superset of deny_map: the kernel drops keys of freed inodes).
+    mirror: HashMap<u64, DenySet>,
     /// Sandbox cgroup ids currently in agent_cgid_set.
     sandboxes: HashSet<u64>,
+    slots: WordArray,
+    filter: Filter,
+    /// Whether the btrfs types were in the kernel's BTF when the programs
+    /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
+    btrfs_loaded: bool,
 }
 
 impl Bpf {
     /// Opens the object, reuses the pinned maps (or creates and pins them),
-    /// loads and attaches both programs, pins their links and then unpins the
+    /// loads and attaches the programs, pins their links and then unpins the
     /// links of earlier daemons.
     ///
     /// # Errors
     /// [`BpfError`]; a kernel that refuses the program is [`BpfError::Unsupported`].
     pub fn load_and_attach() -> Result<Bpf, BpfError> {
+        // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
+        // (module or vmlinux) is then there for the CO-RE relocations.
+        let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
         let object = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = AgentSandboxSkelBuilder::default()
             .open(object)
@@ -283,30 +481,37 @@ impl Bpf {
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
         let pin_dir = Path::new(PIN_ROOT).join(format!("v{layout}"));
         fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
-        open.maps
-            .deny_map
-            .set_pin_path(pin_dir.join("deny_map"))
-            .map_err(lb("set the deny_map pin path"))?;
-        open.maps
-            .agent_cgid_set
-            .set_pin_path(pin_dir.join("agent_cgid_set"))
-            .map_err(lb("set the agent_cgid_set pin path"))?;
+        for (name, map) in [
+            ("deny_map", &mut open.maps.deny_map),
+            ("name_map", &mut open.maps.name_map),
+            ("agent_cgid_set", &mut open.maps.agent_cgid_set),
+            ("sandbox_slots", &mut open.maps.sandbox_slots),
+            ("key_filter", &mut open.maps.key_filter),
+        ] {
+            map.set_pin_path(pin_dir.join(name))
+                .map_err(lb(format!("set the {name} pin path")))?;
+        }
         let skel = open.load().map_err(|e| {
             BpfError::Unsupported(format!(
                 "the kernel refused to load the BPF LSM programs ({e}); \
                  BPF LSM programs need a kernel with CONFIG_BPF_LSM=y and bpf in the active LSM list"
             ))
         })?;
+        let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
+        let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let generation = format!("link-{stamp}-");
         let progs = [
-            ("file_open", &skel.progs.file_open),
-            ("ptrace_access_check", &skel.progs.ptrace_access_check),
+            &skel.progs.file_open,
+            &skel.progs.inode_link,
+            &skel.progs.inode_rename,
+            &skel.progs.inode_free_security,
+            &skel.progs.ptrace_access_check,
         ];
-        for (name, prog) in progs {
+        for (name, prog) in PROGRAMS.iter().zip(progs) {
             let mut link = prog.attach_lsm().map_err(|e| {
                 BpfError::Unsupported(format!(
                     "the kernel refused to attach the lsm/{name} program ({e})"
@@ -324,6 +529,12 @@ impl Bpf {
             generation,
             mirror: HashMap::new(),
             sandboxes: HashSet::new(),
+            slots,
+            filter: Filter {
+                words,
+                counts: HashMap::new(),
+            },
+            btrfs_loaded,
         };
         bpf.load_mirror();
         Ok(bpf)
@@ -334,10 +545,28 @@ impl Bpf {
         &self.pin_dir
     }
 
+    /// Whether the programs must be loaded again before `set` can match:
+    /// it holds btrfs keys and btrfs was not loaded when they were.
+    pub fn needs_reload_for(&self, set: &DenySet) -> bool {
+        !self.btrfs_loaded
+            && (set.files.iter().any(|f| f.subvol != 0)
+                || set.names.iter().any(|n| n.dir.subvol != 0))
+    }
+
+    /// Reads the maps back into the mirror, the filter counts and the slots.
     fn load_mirror(&mut self) {
         for k in self.skel.maps.deny_map.keys() {
             if let Some(k) = DenyKey::from_bytes(&k) {
-                self.mirror.entry(k.cgid).or_default().insert(k.file());
+                self.mirror
+                    .entry(k.cgid)
+                    .or_default()
+                    .files
+                    .insert(k.file());
+            }
+        }
+        for k in self.skel.maps.name_map.keys() {
+            if let Some((cgid, n)) = name_key_from(&k) {
+                self.mirror.entry(cgid).or_default().names.insert(n);
             }
         }
         for k in self.skel.maps.agent_cgid_set.keys() {
@@ -345,19 +574,57 @@ impl Bpf {
                 self.sandboxes.insert(u64::from_ne_bytes(b));
             }
         }
+        for set in self.mirror.values() {
+            for f in &set.files {
+                *self
+                    .filter
+                    .counts
+                    .entry(filter_bit(*f, TAG_FILE))
+                    .or_insert(0) += 1;
+            }
+            for n in &set.names {
+                *self
+                    .filter
+                    .counts
+                    .entry(filter_bit(n.dir, TAG_DIR))
+                    .or_insert(0) += 1;
+            }
+        }
+        // With nothing listed, leave the bitmap's pages untouched (they would
+        // count in the daemon's RSS); a stale bit only costs a hash lookup.
+        if !self.filter.counts.is_empty() {
+            self.filter.rewrite();
+        }
+        for slot in 0..SLOTS {
+            self.write_slot(slot);
+        }
     }
 
-    /// Whether this daemon's two program links are still pinned (an
+    /// Recomputes slot `slot` of sandbox_slots from the sandbox set.
+    fn write_slot(&self, slot: usize) {
+        let mut holders = self
+            .sandboxes
+            .iter()
+            .filter(|&&c| (c as usize) & (SLOTS - 1) == slot);
+        let value = match (holders.next(), holders.next()) {
+            (None, _) => 0,
+            (Some(&c), None) => c,
+            (Some(_), Some(_)) => SLOT_SHARED,
+        };
+        self.slots.word(slot).store(value, Ordering::SeqCst);
+    }
+
+    /// Whether this daemon's program links are still pinned (an
     /// administrator's `--disable` or `rm` unpins, and so detaches, them).
     pub fn links_pinned(&self) -> bool {
-        ["file_open", "ptrace_access_check"].iter().all(|p| {
+        PROGRAMS.iter().all(|p| {
             self.pin_dir
                 .join(format!("{}{p}", self.generation))
                 .exists()
         })
     }
 
-    /// Cgroup ids that have entries in either map.
+    /// Cgroup ids that have entries in any map.
     pub fn known_sandboxes(&self) -> HashSet<u64> {
         self.sandboxes
             .iter()
@@ -366,69 +633,56 @@ impl Bpf {
             .collect()
     }
 
-    /// Makes deny_map hold exactly `desired` (with [`ApplyMode::AddOnly`]: at
-    /// least `desired`) for sandbox `cgid` and marks
-    /// `cgid` as a sandbox: inserts the new keys, then adds `cgid` to
-    /// agent_cgid_set, then removes stale keys, so the live set never drops
-    /// below the desired set.
+    /// Makes the maps hold exactly `desired` (with [`ApplyMode::AddOnly`]: at
+    /// least `desired`) for sandbox `cgid` and marks `cgid` as a sandbox:
+    /// inserts the new entries (and their filter bits), then adds `cgid` to
+    /// agent_cgid_set and sandbox_slots, then removes stale entries, so the
+    /// live set never drops below the desired set. Desired file keys are
+    /// written again even when the mirror has them: the kernel may have
+    /// dropped a freed inode's key whose number a listed file now reuses.
     ///
     /// # Errors
     /// A failed insert (map full, ...) returns the error before anything is
-    /// removed; keys inserted so far stay (they only add denials).
+    /// removed; entries inserted so far stay (they only add denials).
     pub fn apply(
         &mut self,
         cgid: u64,
-        desired: &HashSet<FileKey>,
+        desired: &DenySet,
         mode: ApplyMode,
     ) -> Result<ApplyStats, BpfError> {
         let current = self.mirror.entry(cgid).or_default();
-        let to_add: Vec<FileKey> = desired.difference(current).copied().collect();
-        let to_remove: Vec<FileKey> = current.difference(desired).copied().collect();
+        let new_files: Vec<FileKey> = desired.files.difference(&current.files).copied().collect();
+        let new_names: Vec<NameKey> = desired.names.difference(&current.names).cloned().collect();
+        let stale_files: Vec<FileKey> = current.files.difference(&desired.files).copied().collect();
+        let stale_names: Vec<NameKey> = current.names.difference(&desired.names).cloned().collect();
         let stats = ApplyStats {
-            added: to_add.len(),
-            removed: to_remove.len(),
-            kept: desired.len() - to_add.len(),
+            added: new_files.len() + new_names.len(),
+            removed: stale_files.len() + stale_names.len(),
+            kept: desired.len() - new_files.len() - new_names.len(),
         };
-        let map = &self.skel.maps.deny_map;
-        for chunk in to_add.chunks(4096) {
-            let mut keys = Vec::with_capacity(chunk.len() * 24);
-            for f in chunk {
-                keys.extend_from_slice(&DenyKey::new(cgid, *f).to_bytes());
-            }
-            let values = vec![PRESENT[0]; chunk.len()];
-            let r = map.update_batch(
-                &keys,
-                &values,
-                chunk.len() as u32,
-                MapFlags::ANY,
-                MapFlags::ANY,
-            );
-            if let Err(e) = r {
-                // The batch may have stopped part-way: fall back to one by one,
-                // recording exactly what is in.
-                for f in chunk {
-                    let k = DenyKey::new(cgid, *f).to_bytes();
-                    map.update(&k, &PRESENT, MapFlags::ANY)
-                        .map_err(|e2| BpfError::Libbpf {
-                            what: format!(
-                                "insert into deny_map ({} entries, capacity {}; batch error: {e})",
-                                self.mirror.values().map(HashSet::len).sum::<usize>(),
-                                map.max_entries()
-                            ),
-                            source: e2,
-                        })?;
-                    self.mirror.entry(cgid).or_default().insert(*f);
-                }
-                continue;
-            }
-            self.mirror
-                .entry(cgid)
-                .or_default()
-                .extend(chunk.iter().copied());
+        let all_files: Vec<FileKey> = desired.files.iter().copied().collect();
+        let total: usize = self.mirror.values().map(DenySet::len).sum();
+        let file_keys: Vec<Vec<u8>> = all_files
+            .iter()
+            .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
+            .collect();
+        insert(&self.skel.maps.deny_map, "deny_map", &file_keys, total)?;
+        for f in &new_files {
+            self.filter.add(filter_bit(*f, TAG_FILE));
+            self.mirror.entry(cgid).or_default().files.insert(*f);
+        }
+        let name_keys: Vec<Vec<u8>> = new_names
+            .iter()
+            .map(|n| name_key_bytes(cgid, n).to_vec())
+            .collect();
+        insert(&self.skel.maps.name_map, "name_map", &name_keys, total)?;
+        for n in new_names {
+            self.filter.add(filter_bit(n.dir, TAG_DIR));
+            self.mirror.entry(cgid).or_default().names.insert(n);
         }
         self.add_sandbox(cgid)?;
         if mode == ApplyMode::Exact {
-            self.remove_keys(cgid, &to_remove);
+            self.remove(cgid, &stale_files, &stale_names);
         }
         Ok(stats)
     }
@@ -443,75 +697,126 @@ impl Bpf {
             .update(&cgid.to_ne_bytes(), &PRESENT, MapFlags::ANY)
             .map_err(lb("insert into agent_cgid_set"))?;
         self.sandboxes.insert(cgid);
+        self.write_slot((cgid as usize) & (SLOTS - 1));
         Ok(())
     }
 
-    fn remove_keys(&mut self, cgid: u64, files: &[FileKey]) {
-        let map = &self.skel.maps.deny_map;
-        let mirror = self.mirror.entry(cgid).or_default();
-        for chunk in files.chunks(4096) {
-            let mut keys = Vec::with_capacity(chunk.len() * 24);
-            for f in chunk {
-                keys.extend_from_slice(&DenyKey::new(cgid, *f).to_bytes());
+    /// Removes entries of sandbox `cgid` from the maps, the mirror and the filter.
+    fn remove(&mut self, cgid: u64, files: &[FileKey], names: &[NameKey]) {
+        let keys: Vec<Vec<u8>> = files
+            .iter()
+            .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
+            .collect();
+        let gone = delete(&self.skel.maps.deny_map, "deny_map", cgid, &keys);
+        for (f, ok) in files.iter().zip(gone) {
+            if ok {
+                self.filter.remove(filter_bit(*f, TAG_FILE));
+                self.mirror.entry(cgid).or_default().files.remove(f);
             }
-            if map
-                .delete_batch(&keys, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
-                .is_ok()
-            {
-                for f in chunk {
-                    mirror.remove(f);
-                }
-                continue;
-            }
-            for f in chunk {
-                let k = DenyKey::new(cgid, *f).to_bytes();
-                match map.delete(&k) {
-                    Ok(()) => {
-                        mirror.remove(f);
-                    }
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {
-                        mirror.remove(f);
-                    }
-                    Err(e) => {
-                        log::warn!("cannot remove a stale deny_map key of cgroup {cgid}: {e}")
-                    }
-                }
+        }
+        let keys: Vec<Vec<u8>> = names
+            .iter()
+            .map(|n| name_key_bytes(cgid, n).to_vec())
+            .collect();
+        let gone = delete(&self.skel.maps.name_map, "name_map", cgid, &keys);
+        for (n, ok) in names.iter().zip(gone) {
+            if ok {
+                self.filter.remove(filter_bit(n.dir, TAG_DIR));
+                self.mirror.entry(cgid).or_default().names.remove(n);
             }
         }
     }
 
     /// Forgets a sandbox that no longer exists: removes `cgid` from
-    /// agent_cgid_set, then its keys.
+    /// agent_cgid_set and sandbox_slots, then its entries.
     pub fn forget_sandbox(&mut self, cgid: u64) {
-        if self.sandboxes.remove(&cgid)
-            && let Err(e) = self.skel.maps.agent_cgid_set.delete(&cgid.to_ne_bytes())
-        {
-            log::warn!("cannot remove cgroup {cgid} from agent_cgid_set: {e}");
+        if self.sandboxes.remove(&cgid) {
+            self.write_slot((cgid as usize) & (SLOTS - 1));
+            if let Err(e) = self.skel.maps.agent_cgid_set.delete(&cgid.to_ne_bytes()) {
+                log::warn!("cannot remove cgroup {cgid} from agent_cgid_set: {e}");
+            }
         }
-        let files: Vec<FileKey> = self
-            .mirror
-            .get(&cgid)
-            .into_iter()
-            .flatten()
-            .copied()
-            .collect();
-        self.remove_keys(cgid, &files);
-        if self.mirror.get(&cgid).is_some_and(HashSet::is_empty) {
+        let set = self.mirror.get(&cgid).cloned().unwrap_or_default();
+        let files: Vec<FileKey> = set.files.into_iter().collect();
+        let names: Vec<NameKey> = set.names.into_iter().collect();
+        self.remove(cgid, &files, &names);
+        if self.mirror.get(&cgid).is_some_and(DenySet::is_empty) {
             self.mirror.remove(&cgid);
         }
     }
 }
 
-/// The keys that other layouts' pinned `deny_map`s hold for the sandboxes
-/// `cgids`, so a new layout can start with everything the old one denied
-/// (including keys kept by add-only applies). A map whose key is not this
-/// layout's 24-byte [`DenyKey`] cannot be read; it is reported in the error
-/// list and its layout must then stay attached.
+/// Inserts `keys` (value 1) into `map` in batches, falling back to one by one
+/// when a batch fails part-way. `total` is for the error message.
+fn insert(
+    map: &libbpf_rs::Map<'_>,
+    what: &str,
+    keys: &[Vec<u8>],
+    total: usize,
+) -> Result<(), BpfError> {
+    for chunk in keys.chunks(4096) {
+        let flat: Vec<u8> = chunk.concat();
+        let values = vec![PRESENT[0]; chunk.len()];
+        let r = map.update_batch(
+            &flat,
+            &values,
+            chunk.len() as u32,
+            MapFlags::ANY,
+            MapFlags::ANY,
+        );
+        if let Err(e) = r {
+            for k in chunk {
+                map.update(k, &PRESENT, MapFlags::ANY)
+                    .map_err(|e2| BpfError::Libbpf {
+                        what: format!(
+                            "insert into {what} ({total} entries, capacity {}; batch error: {e})",
+                            map.max_entries()
+                        ),
+                        source: e2,
+                    })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `keys` from `map`; returns, per key, whether it is gone now
+/// (deleted, or already absent).
+fn delete(map: &libbpf_rs::Map<'_>, what: &str, cgid: u64, keys: &[Vec<u8>]) -> Vec<bool> {
+    let mut gone = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(4096) {
+        let flat: Vec<u8> = chunk.concat();
+        if map
+            .delete_batch(&flat, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
+            .is_ok()
+        {
+            gone.extend(std::iter::repeat_n(true, chunk.len()));
+            continue;
+        }
+        for k in chunk {
+            gone.push(match map.delete(k) {
+                Ok(()) => true,
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => true,
+                Err(e) => {
+                    log::warn!("cannot remove a stale {what} entry of cgroup {cgid}: {e}");
+                    false
+                }
+            });
+        }
+    }
+    gone
+}
+
+/// What other layouts' pinned maps hold for the sandboxes `cgids`, so a new
+/// layout can start with everything the old one denied (including entries
+/// kept by add-only applies). Layout 2's 24-byte deny keys are read too
+/// (subvolume 0). A map whose keys this version cannot read is reported in
+/// the error list; its layout must then stay attached.
 pub fn keys_in_other_layouts(
     ours: &Path,
     cgids: &HashSet<u64>,
-) -> (HashMap<u64, HashSet<FileKey>>, Vec<String>) {
-    let mut found: HashMap<u64, HashSet<FileKey>> = HashMap::new();
+) -> (HashMap<u64, DenySet>, Vec<String>) {
+    let mut found: HashMap<u64, DenySet> = HashMap::new();
     let mut errors = Vec::new();
     let Some(root) = ours.parent() else {
         return (found, errors);
@@ -524,29 +829,39 @@ pub fn keys_in_other_layouts(
         if dir == ours {
             continue;
         }
-        let path = dir.join("deny_map");
-        let map = match libbpf_rs::MapHandle::from_pinned_path(&path) {
-            Ok(m) => m,
-            Err(err) if !path.exists() => {
-                log::debug!("{}: {err}", path.display());
+        for (name, sizes) in [
+            ("deny_map", &[24usize, 32][..]),
+            ("name_map", &[NAME_KEY_LEN][..]),
+        ] {
+            let path = dir.join(name);
+            let map = match libbpf_rs::MapHandle::from_pinned_path(&path) {
+                Ok(m) => m,
+                Err(err) if !path.exists() => {
+                    log::debug!("{}: {err}", path.display());
+                    continue;
+                }
+                Err(err) => {
+                    errors.push(format!("cannot open {}: {err}", path.display()));
+                    continue;
+                }
+            };
+            if !sizes.contains(&(map.key_size() as usize)) {
+                errors.push(format!(
+                    "{} has {}-byte keys; this version cannot carry them over",
+                    path.display(),
+                    map.key_size()
+                ));
                 continue;
             }
-            Err(err) => {
-                errors.push(format!("cannot open {}: {err}", path.display()));
-                continue;
-            }
-        };
-        if map.key_size() as usize != std::mem::size_of::<DenyKey>() {
-            errors.push(format!(
-                "{} has {}-byte keys; this version cannot carry them over",
-                path.display(),
-                map.key_size()
-            ));
-            continue;
-        }
-        for k in map.keys() {
-            if let Some(k) = DenyKey::from_bytes(&k).filter(|k| cgids.contains(&k.cgid)) {
-                found.entry(k.cgid).or_default().insert(k.file());
+            for k in map.keys() {
+                if name == "deny_map" {
+                    if let Some(k) = DenyKey::from_bytes(&k).filter(|k| cgids.contains(&k.cgid)) {
+                        found.entry(k.cgid).or_default().files.insert(k.file());
+                    }
+                } else if let Some((cgid, n)) = name_key_from(&k).filter(|(c, _)| cgids.contains(c))
+                {
+                    found.entry(cgid).or_default().names.insert(n);
+                }
             }
         }
     }
@@ -636,36 +951,89 @@ mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
 
+    fn fk(dev: u32, ino: u64, subvol: u64) -> FileKey {
+        FileKey { dev, ino, subvol }
+    }
+
     #[test]
-    fn rust_key_matches_the_c_layout() {
-        // skel::types::deny_key is generated from the object's BTF, i.e. from
+    fn rust_keys_match_the_c_layout() {
+        // skel::types::* are generated from the object's BTF, i.e. from
         // src/bpf/agent_sandbox.h as clang laid it out.
         type C = skel::types::deny_key;
+        type F = skel::types::file_key;
         assert_eq!(size_of::<DenyKey>(), size_of::<C>());
-        assert_eq!(size_of::<DenyKey>(), 24);
+        assert_eq!(size_of::<DenyKey>(), 32);
         assert_eq!(offset_of!(DenyKey, cgid), offset_of!(C, cgid));
-        assert_eq!(offset_of!(DenyKey, ino), offset_of!(C, ino));
-        assert_eq!(offset_of!(DenyKey, dev), offset_of!(C, dev));
-        assert_eq!(offset_of!(DenyKey, reserved), offset_of!(C, reserved));
+        assert_eq!(
+            offset_of!(DenyKey, ino),
+            offset_of!(C, file) + offset_of!(F, ino)
+        );
+        assert_eq!(
+            offset_of!(DenyKey, subvol),
+            offset_of!(C, file) + offset_of!(F, subvol)
+        );
+        assert_eq!(
+            offset_of!(DenyKey, dev),
+            offset_of!(C, file) + offset_of!(F, dev)
+        );
+        assert_eq!(size_of::<skel::types::name_key>(), NAME_KEY_LEN);
+        assert_eq!(offset_of!(skel::types::name_key, name), 32);
+        assert_eq!(offset_of!(skel::types::name_key, dir), 8);
     }
 
     #[test]
     fn key_bytes_round_trip_and_zero_padding() {
-        let k = DenyKey::new(
-            0x1122_3344_5566_7788,
-            FileKey {
-                dev: (254 << 20) | 1,
-                ino: 42,
-            },
-        );
+        let k = DenyKey::new(0x1122_3344_5566_7788, fk((254 << 20) | 1, 42, 257));
         let b = k.to_bytes();
-        assert_eq!(&b[20..24], &[0, 0, 0, 0]);
+        assert_eq!(&b[28..32], &[0, 0, 0, 0]);
         assert_eq!(DenyKey::from_bytes(&b), Some(k));
         assert_eq!(DenyKey::from_bytes(&b[..23]), None);
         // Same bytes as the struct in memory (what libbpf would send).
-        // SAFETY: DenyKey is repr(C), 24 bytes, no padding.
-        let raw: [u8; 24] = unsafe { std::mem::transmute(k) };
+        // SAFETY: DenyKey is repr(C), 32 bytes, no padding.
+        let raw: [u8; 32] = unsafe { std::mem::transmute(k) };
         assert_eq!(raw, b);
+        // Layout 2 keys: {cgid, ino, dev, reserved}.
+        let mut old = [0u8; 24];
+        old[0..8].copy_from_slice(&7u64.to_ne_bytes());
+        old[8..16].copy_from_slice(&42u64.to_ne_bytes());
+        old[16..20].copy_from_slice(&99u32.to_ne_bytes());
+        assert_eq!(
+            DenyKey::from_bytes(&old).map(|k| (k.cgid, k.file())),
+            Some((7, fk(99, 42, 0)))
+        );
+        let n = NameKey {
+            dir: fk(45, 7, 5),
+            name: b"id_ed25519".to_vec(),
+        };
+        let nb = name_key_bytes(9, &n);
+        assert!(nb[32 + 10..].iter().all(|&c| c == 0));
+        assert_eq!(name_key_from(&nb), Some((9, n)));
+    }
+
+    #[test]
+    fn filter_bits_are_spread_and_tagged() {
+        // Values agent_sandbox_filter_bit() in src/bpf/agent_sandbox.h gives
+        // for the same keys (compiled with gcc on x86-64): a change on
+        // either side must show here.
+        assert_eq!(filter_bit(fk(0, 0, 0), TAG_FILE), 0);
+        assert_eq!(
+            filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE),
+            4_387_218
+        );
+        assert_eq!(filter_bit(fk((7 << 20) | 300, 256, 5), TAG_FILE), 2_261_947);
+        assert_eq!(filter_bit(fk(45, 42, 0), TAG_DIR), 7_012_484);
+        assert_eq!(filter_bit(fk((7 << 20) | 300, 256, 5), TAG_DIR), 2_231_767);
+        let a = filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE);
+        assert_eq!(a, filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE));
+        assert_ne!(a, filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_DIR));
+        assert_ne!(a, filter_bit(fk((254 << 20) | 1, 1234, 5), TAG_FILE));
+        assert!(a < 1 << FILTER_BITS_LOG2);
+        // 100,000 consecutive inode numbers fill about as many distinct bits
+        // as a uniform hash would (1 - e^(-n/m) of 2^23 bits).
+        let bits: HashSet<u32> = (0..100_000u64)
+            .map(|i| filter_bit(fk(45, 1000 + i, 0), TAG_FILE))
+            .collect();
+        assert!(bits.len() > 99_000, "{} distinct bits", bits.len());
     }
 
     #[test]
@@ -692,11 +1060,20 @@ mod tests {
     }
 
     #[test]
-    fn object_carries_the_hook_and_maps() {
+    fn object_carries_the_hooks_and_maps() {
         let obj = include_bytes!(concat!(env!("OUT_DIR"), "/agent_sandbox.bpf.o"));
         let has = |needle: &[u8]| obj.windows(needle.len()).any(|w| w == needle);
-        assert!(has(b"lsm/file_open"));
-        assert!(has(b"deny_map"));
-        assert!(has(b"agent_cgid_set"));
+        for p in PROGRAMS {
+            assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
+        }
+        for m in [
+            "deny_map",
+            "name_map",
+            "agent_cgid_set",
+            "sandbox_slots",
+            "key_filter",
+        ] {
+            assert!(has(m.as_bytes()), "{m}");
+        }
     }
 }

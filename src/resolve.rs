@@ -17,11 +17,11 @@
 //! mount is killed and only that request is refused, while other users'
 //! launches go on in the daemon's poll loop.
 //!
-//! Wire format, one record per line: `K <dev> <ino>` (a key), `U <text>` (a
-//! warning for the user), `A <text>` (a warning for the administrator's log),
-//! `F <text>` (a fatal problem: refuse the launch).
+//! Wire format, one record per line: `K <dev> <ino> <subvol>` (a file key),
+//! `N <dev> <ino> <subvol> <hex name>` (a directory key and a name in it),
+//! `U <text>` (a warning for the user), `A <text>` (a warning for the
+//! administrator's log), `F <text>` (a fatal problem: refuse the launch).
 
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -36,7 +36,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, Uid, User, fork};
 
 use crate::denylist::{self, Anchor};
-use crate::keys::{FileKey, KeyError, LastComponent, MountTable, key_for_path};
+use crate::keys::{DenySet, FileKey, KeyContext, KeyError, LastComponent, NAME_MAX, NameKey};
 
 /// The administrator's base list, applied to every user.
 pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
@@ -45,16 +45,17 @@ pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;
 /// Largest resolver output accepted by the daemon, in bytes (a key line is
-/// at most 32 bytes; 131,072 keys and warnings fit).
-pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
+/// at most 52 bytes and a name line at most 565; 131,072 listed paths with
+/// names of typical length, and their warnings, fit).
+pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
 /// How long a resolver may take before it is killed and the request refused.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// What a resolver found for one uid.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Resolution {
-    /// The file keys to deny.
-    pub keys: HashSet<FileKey>,
+    /// The file keys and names to deny.
+    pub deny: DenySet,
     /// Warnings about the user's own list, for the launcher to show.
     pub user_warnings: Vec<String>,
     /// Warnings about the base list, for the daemon's log.
@@ -72,9 +73,15 @@ pub fn parse_output(out: &[u8]) -> Resolution {
         match line.first() {
             Some(b'K') => match parse_key(&text) {
                 Some(k) => {
-                    r.keys.insert(k);
+                    r.deny.files.insert(k);
                 }
                 None => r.fatal = Some(format!("resolver sent a malformed key {text:?}")),
+            },
+            Some(b'N') => match parse_name(&text) {
+                Some(n) => {
+                    r.deny.names.insert(n);
+                }
+                None => r.fatal = Some(format!("resolver sent a malformed name {text:?}")),
             },
             Some(b'U') => r.user_warnings.push(text),
             Some(b'A') => r.admin_warnings.push(text),
@@ -86,11 +93,29 @@ pub fn parse_output(out: &[u8]) -> Resolution {
 }
 
 fn parse_key(text: &str) -> Option<FileKey> {
-    let (dev, ino) = text.split_once(' ')?;
-    Some(FileKey {
-        dev: dev.parse().ok()?,
-        ino: ino.parse().ok()?,
-    })
+    let mut f = text.split(' ');
+    let key = FileKey {
+        dev: f.next()?.parse().ok()?,
+        ino: f.next()?.parse().ok()?,
+        subvol: f.next()?.parse().ok()?,
+    };
+    f.next().is_none().then_some(key)
+}
+
+fn parse_name(text: &str) -> Option<NameKey> {
+    let (key, hex) = text.rsplit_once(' ')?;
+    let dir = parse_key(key)?;
+    if hex.len() % 2 != 0 || hex.is_empty() || hex.len() > 2 * NAME_MAX {
+        return None;
+    }
+    let name = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    if name.contains(&b'/') || name.contains(&0) {
+        return None;
+    }
+    Some(NameKey { dir, name })
 }
 
 /// A running resolver child, from the daemon's side.
@@ -270,7 +295,12 @@ impl<W: Write> Sink<'_, W> {
         let _ = writeln!(self.out, "{} {line}", tag as char);
     }
     fn key(&mut self, k: FileKey) {
-        let _ = writeln!(self.out, "K {} {}", k.dev, k.ino);
+        let _ = writeln!(self.out, "K {} {} {}", k.dev, k.ino, k.subvol);
+    }
+    fn name(&mut self, n: &NameKey) {
+        let hex: String = n.name.iter().map(|b| format!("{b:02x}")).collect();
+        let d = n.dir;
+        let _ = writeln!(self.out, "N {} {} {} {hex}", d.dev, d.ino, d.subvol);
     }
 }
 
@@ -282,8 +312,8 @@ enum Source {
 }
 
 fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String> {
-    let mut mounts =
-        MountTable::read().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mut keys =
+        KeyContext::new().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let base_path = Path::new(BASE_LIST);
     let base = match read_list(base_path) {
         Ok(Some(b)) => denylist::parse(&b),
@@ -308,7 +338,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             e.line,
             path,
             LastComponent::Follow,
-            &mut mounts,
+            &mut keys,
         )?;
     }
 
@@ -318,6 +348,8 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             format!("uid {uid} has no passwd entry, so its home list cannot be found")
         })?;
     drop_privileges(&user)?;
+    // Directories opened as root must not be reused as the user.
+    keys.forget_dirs();
     let home = user.dir.as_os_str().as_bytes().to_vec();
 
     // The base list's `~/` entries are the administrator's: resolved as the
@@ -334,7 +366,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             e.line,
             path,
             LastComponent::Follow,
-            &mut mounts,
+            &mut keys,
         )?;
     }
 
@@ -371,7 +403,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             e.line,
             path,
             LastComponent::NoFollow,
-            &mut mounts,
+            &mut keys,
         )?;
     }
     Ok(())
@@ -384,13 +416,25 @@ fn emit<W: Write>(
     line: usize,
     path: &Path,
     last: LastComponent,
-    mounts: &mut MountTable,
+    keys: &mut KeyContext,
 ) -> Result<(), String> {
-    let problem = match key_for_path(path, last, mounts) {
-        Ok(k) => {
-            sink.key(k);
+    let tag = if source == Source::Home { b'U' } else { b'A' };
+    let problem = match keys.listing(path, last) {
+        Ok(l) => {
+            if let Some(k) = l.file {
+                sink.key(k);
+            }
+            for n in &l.names {
+                sink.name(n);
+            }
+            if let Some(why) = l.unwatched {
+                sink.record(tag, &format!("{}:{line}: {why}", list.display()));
+            }
             return Ok(());
         }
+        Err(KeyError::Missing) => "its directory does not exist, so a file created there \
+             is denied only from the next launch on"
+            .to_string(),
         Err(KeyError::NotRegular(crate::keys::FileKind::Symlink)) => {
             "the last component is a symbolic link; list the file it points to instead".to_string()
         }
@@ -406,7 +450,6 @@ fn emit<W: Write>(
         }
         Err(e) => e.to_string(),
     };
-    let tag = if source == Source::Home { b'U' } else { b'A' };
     sink.record(
         tag,
         &format!(
@@ -479,16 +522,55 @@ mod tests {
 
     #[test]
     fn output_parsing() {
-        let r = parse_output(b"K 45 12\nK 45 12\nU a:1: w\nA b:2: x\nK 8388609 99\n");
-        assert_eq!(r.keys.len(), 2);
-        assert!(r.keys.contains(&FileKey {
+        let r = parse_output(
+            b"K 45 12 0\nK 45 12 0\nU a:1: w\nA b:2: x\nK 8388609 99 256\nN 45 7 0 2e7373\n",
+        );
+        assert_eq!(r.deny.files.len(), 2);
+        assert!(r.deny.files.contains(&FileKey {
             dev: 8388609,
-            ino: 99
+            ino: 99,
+            subvol: 256
         }));
+        assert_eq!(
+            r.deny.names.iter().next(),
+            Some(&NameKey {
+                dir: FileKey {
+                    dev: 45,
+                    ino: 7,
+                    subvol: 0
+                },
+                name: b".ss".to_vec()
+            })
+        );
         assert_eq!(r.user_warnings, vec!["a:1: w".to_string()]);
         assert_eq!(r.admin_warnings, vec!["b:2: x".to_string()]);
         assert_eq!(r.fatal, None);
         assert!(parse_output(b"K x y\n").fatal.is_some());
+        assert!(parse_output(b"K 1 2\n").fatal.is_some(), "subvol missing");
+        assert!(
+            parse_output(b"N 1 2 0 2f\n").fatal.is_some(),
+            "a slash in a name"
+        );
+        assert!(parse_output(b"N 1 2 0 6\n").fatal.is_some(), "odd hex");
+        // The sink's encoding is what the parser reads.
+        let mut buf = Vec::new();
+        let n = NameKey {
+            dir: FileKey {
+                dev: 1,
+                ino: 2,
+                subvol: 3,
+            },
+            name: b"a b\n\xff".to_vec(),
+        };
+        Sink { out: &mut buf }.name(&n);
+        assert_eq!(
+            parse_output(&buf)
+                .deny
+                .names
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec![n]
+        );
         assert!(parse_output(b"Z what\n").fatal.is_some());
         assert_eq!(parse_output(b"F nope\n").fatal.as_deref(), Some("nope"));
     }

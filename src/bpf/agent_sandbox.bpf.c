@@ -1,26 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * agent-sandbox-exec: an lsm/file_open program that denies tasks in a tracked
- * sandbox cgroup the opening of listed inodes.
+ * agent-sandbox-exec: BPF LSM programs that deny tasks in a tracked sandbox
+ * cgroup the opening of listed files.
  *
- * Decision, for every open(2)-like call on the machine:
+ * Decision of lsm/file_open, for every open(2)-like call on the machine:
  *   1. an earlier BPF LSM program on this hook already refused: pass that on;
- *   2. the current task's cgroup v2 id is not in agent_cgid_set: allow;
- *   3. {cgroup id, s_dev, i_ino} of the opened inode is in deny_map: -EPERM;
- *   4. otherwise allow.
- * The hook runs after the DAC and other LSMs' checks for the same open
- * (security_file_open() in fs/open.c: do_dentry_open()), so it can only take
- * permissions away.
+ *   2. the current task's cgroup v2 id is not a sandbox (sandbox_slots, then
+ *      agent_cgid_set when a slot is shared): allow;
+ *   3. {cgroup id, s_dev, i_ino, btrfs subvolume} of the opened inode is in
+ *      deny_map: -EPERM (the inode listed at launch, under any name);
+ *   4. {cgroup id, parent directory's key, name} of the opened dentry is in
+ *      name_map: -EPERM (whatever inode now sits at a listed path: a file
+ *      replaced by rename, re-created or created after launch);
+ *   5. otherwise allow.
+ * key_filter answers "certainly not listed" for steps 3 and 4 without a hash
+ * lookup. The hook runs after the DAC and other LSMs' checks for the same
+ * open (security_file_open() in fs/open.c: do_dentry_open()), so it can only
+ * take permissions away.
  *
- * A second hook, lsm/ptrace_access_check, keeps a sandboxed task from
- * attaching to (ptrace, /proc/<pid>/mem, process_vm_readv, pidfd_getfd) a
- * task outside its own sandbox cgroup, which could otherwise be made to read
- * a listed file for it. Read-mode access (/proc/<pid>/status, environ, fd
- * listings) stays allowed so /proc remains useful.
+ * lsm/inode_link and lsm/inode_rename refuse a sandboxed task a new name for,
+ * or a move of, a file that steps 3-4 protect, so a file protected only by
+ * its name cannot be carried away from it.
+ *
+ * lsm/inode_free_security drops the deny_map keys of an inode that is being
+ * freed with no links left, so a new file that reuses its inode number is not
+ * denied by mistake.
+ *
+ * lsm/ptrace_access_check keeps a sandboxed task from attaching to (ptrace,
+ * /proc/<pid>/mem, process_vm_readv, pidfd_getfd) a task outside its own
+ * sandbox cgroup, which could otherwise be made to read a listed file for it.
+ * Read-mode access (/proc/<pid>/status, environ, fd listings) stays allowed
+ * so /proc remains useful.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "agent_sandbox.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -38,7 +53,7 @@ static __always_inline int pass_on(int ret)
 /* Read by the daemon from the skeleton's rodata to name its pin directory. */
 const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
 
-/* {sandbox cgroup id, dev, ino} -> 1. Written only by agent-sandbox-execd. */
+/* {sandbox cgroup id, file key} -> 1. Written by agent-sandbox-execd; keys of freed inodes are deleted here. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, AGENT_SANDBOX_MAX_DENY);
@@ -46,6 +61,15 @@ struct {
 	__type(key, struct deny_key);
 	__type(value, __u8);
 } deny_map SEC(".maps");
+
+/* {sandbox cgroup id, directory key, name} -> 1. Written only by agent-sandbox-execd. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_DENY);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct name_key);
+	__type(value, __u8);
+} name_map SEC(".maps");
 
 /* Set of sandbox cgroup ids (u64 -> 1). Written only by agent-sandbox-execd. */
 struct {
@@ -56,27 +80,207 @@ struct {
 	__type(value, __u8);
 } agent_cgid_set SEC(".maps");
 
+/* Low bits of a cgroup id -> that sandbox's id, 0 or SLOT_SHARED (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} sandbox_slots SEC(".maps");
+
+/* The listed-key bitmap (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_FILTER_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} key_filter SEC(".maps");
+
+/* Per-CPU room for a name_key, too big for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct name_key);
+} name_scratch SEC(".maps");
+
+static __always_inline bool in_sandbox(__u64 cgid)
+{
+	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
+	__u64 *slot = bpf_map_lookup_elem(&sandbox_slots, &idx);
+
+	if (!slot || *slot == 0)
+		return false;
+	if (*slot == cgid)
+		return true;
+	if (*slot != AGENT_SANDBOX_SLOT_SHARED)
+		return false;
+	return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
+}
+
+/*
+ * The btrfs subvolume (tree) id of a btrfs inode, 0 for other filesystems.
+ * btrfs gives every subvolume and snapshot its own inode-number space under
+ * one superblock, so (s_dev, i_ino) alone is ambiguous there: the key adds
+ * BTRFS_I(inode)->root->root_key.objectid, which userspace reads with
+ * BTRFS_IOC_INO_LOOKUP. If the btrfs types were not available when the
+ * program was loaded (module not loaded yet), a btrfs inode gets
+ * SLOT_SHARED, which no key holds, and the daemon reloads the program before
+ * it installs btrfs keys.
+ */
+static __always_inline __u64 subvol_of(struct inode *inode)
+{
+	struct btrfs_inode *bi;
+	struct btrfs_root *root;
+
+	if (inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
+		return 0;
+	if (!bpf_core_type_exists(struct btrfs_inode) ||
+	    !bpf_core_field_exists(struct btrfs_root, root_key))
+		return AGENT_SANDBOX_SLOT_SHARED;
+	bi = (void *)inode - bpf_core_field_offset(struct btrfs_inode, vfs_inode);
+	root = BPF_CORE_READ(bi, root);
+	if (!root)
+		return AGENT_SANDBOX_SLOT_SHARED;
+	return BPF_CORE_READ(root, root_key.objectid);
+}
+
+static __always_inline void fill_key(struct file_key *k, struct inode *inode)
+{
+	k->ino = inode->i_ino;
+	k->dev = inode->i_sb->s_dev;
+	k->subvol = subvol_of(inode);
+}
+
+static __always_inline bool filter_has(const struct file_key *k, __u64 tag)
+{
+	__u32 bit = agent_sandbox_filter_bit(k, tag);
+	__u32 word = bit >> 6;
+	__u64 *w = bpf_map_lookup_elem(&key_filter, &word);
+
+	return w && (*w >> (bit & 63)) & 1;
+}
+
+/* Steps 3 and 4 of the decision: is `dentry` (inode `inode`) protected from sandbox `cgid`? */
+static __always_inline bool protected(__u64 cgid, struct inode *inode, struct dentry *dentry)
+{
+	struct deny_key dk = {};
+	struct file_key dir = {};
+	struct name_key *nk;
+	struct inode *dir_inode;
+	__u32 zero = 0, len;
+
+	if (inode) {
+		fill_key(&dk.file, inode);
+		if (filter_has(&dk.file, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+			dk.cgid = cgid;
+			if (bpf_map_lookup_elem(&deny_map, &dk))
+				return true;
+		}
+	}
+	if (!dentry)
+		return false;
+	dir_inode = dentry->d_parent->d_inode;
+	if (!dir_inode)
+		return false;
+	fill_key(&dir, dir_inode);
+	if (!filter_has(&dir, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return false;
+	nk = bpf_map_lookup_elem(&name_scratch, &zero);
+	if (!nk)
+		return true; /* cannot happen; fail closed */
+	__builtin_memset(nk, 0, sizeof(*nk));
+	nk->cgid = cgid;
+	nk->dir = dir;
+	len = dentry->d_name.len;
+	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
+		return false;
+	if (bpf_probe_read_kernel(nk->name, len & (AGENT_SANDBOX_NAME_LEN - 1), dentry->d_name.name))
+		return true; /* unreadable name: fail closed */
+	return bpf_map_lookup_elem(&name_map, nk) != NULL;
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
-	struct deny_key key = {};
-	struct inode *inode;
 	__u64 cgid;
 
 	if (ret != 0)
 		return pass_on(ret);
-
 	cgid = bpf_get_current_cgroup_id();
-	if (!bpf_map_lookup_elem(&agent_cgid_set, &cgid))
+	if (!in_sandbox(cgid))
 		return 0;
-
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	inode = file->f_inode;
-	key.cgid = cgid;
-	key.ino = inode->i_ino;
-	key.dev = inode->i_sb->s_dev;
-	if (bpf_map_lookup_elem(&deny_map, &key))
+	if (protected(cgid, file->f_inode, file->f_path.dentry))
 		return -EPERM;
+	return 0;
+}
+
+SEC("lsm/inode_link")
+int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (protected(cgid, old_dentry->d_inode, old_dentry))
+		return -EPERM;
+	return 0;
+}
+
+/* Called once per moved dentry: twice, swapped, for RENAME_EXCHANGE (security/security.c). */
+SEC("lsm/inode_rename")
+int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, struct inode *new_dir,
+	     struct dentry *new_dentry, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (protected(cgid, old_dentry->d_inode, old_dentry))
+		return -EPERM;
+	return 0;
+}
+
+struct drop_ctx {
+	struct file_key file;
+};
+
+static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_ctx *ctx)
+{
+	struct deny_key dk = {};
+
+	dk.cgid = *cgid;
+	dk.file = ctx->file;
+	bpf_map_delete_elem(&deny_map, &dk);
+	return 0;
+}
+
+/*
+ * Called from __destroy_inode() for every inode the kernel frees (fs/inode.c).
+ * With i_nlink == 0 the file is gone for good (no name, no open file), and
+ * its inode number may be reused at once: drop its keys from every sandbox.
+ * An inode merely evicted from the cache still has links and keeps its keys.
+ */
+SEC("lsm/inode_free_security")
+int BPF_PROG(inode_free_security, struct inode *inode)
+{
+	struct drop_ctx drop = {};
+
+	if (inode->i_nlink != 0)
+		return 0;
+	fill_key(&drop.file, inode);
+	if (!filter_has(&drop.file, AGENT_SANDBOX_FILTER_TAG_FILE))
+		return 0;
+	bpf_for_each_map_elem(&agent_cgid_set, drop_key, &drop, 0);
 	return 0;
 }
 
@@ -90,7 +294,7 @@ int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, 
 	if (!(mode & PTRACE_MODE_ATTACH))
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
-	if (!bpf_map_lookup_elem(&agent_cgid_set, &cgid))
+	if (!in_sandbox(cgid))
 		return 0;
 	/* BTF pointer walk; a NULL on the way reads as 0 and denies. */
 	if (child->cgroups->dfl_cgrp->kn->id != cgid)

@@ -2,7 +2,8 @@
 /*
  * The one definition of the map layout shared by the BPF program and the
  * daemon. The skeleton generator turns these types into Rust
- * (`types::deny_key`); `src/maps.rs` checks its own key type against them.
+ * (`types::deny_key`, ...); `src/maps.rs` checks its own key types against
+ * them and repeats filter_bit() (tested against known values on both sides).
  *
  * Change anything here and bump AGENT_SANDBOX_LAYOUT_VERSION: the daemon pins
  * the maps under a directory named after it, so a daemon of another layout
@@ -11,26 +12,84 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 2
+#define AGENT_SANDBOX_LAYOUT_VERSION 3
 
 /*
- * deny_map capacity, shared by all sandboxes. Entries are allocated on demand
- * (BPF_F_NO_PREALLOC), so an unused capacity costs no memory; the daemon caps
- * each uid at 131072 keys so that no user can fill the map for the others.
+ * deny_map and name_map capacity, shared by all sandboxes. Entries are
+ * allocated on demand (BPF_F_NO_PREALLOC), so an unused capacity costs no
+ * memory; the daemon caps each uid at 131072 entries so that no user can fill
+ * the maps for the others.
  */
 #define AGENT_SANDBOX_MAX_DENY 1048576
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
 #define AGENT_SANDBOX_MAX_SANDBOXES 65536
 
 /*
- * Key of deny_map: "this sandbox may not open this inode". 24 bytes, no
- * implicit padding; `reserved` must be zero on both sides.
+ * sandbox_slots: an array indexed by the low bits of the cgroup id. A slot
+ * holds 0 (no sandbox has these low bits), the one sandbox cgroup id that has
+ * them, or AGENT_SANDBOX_SLOT_SHARED (several do: ask agent_cgid_set). The
+ * verifier inlines array lookups, so a task outside every sandbox pays one
+ * helper call, one load and a compare instead of a hash lookup.
  */
-struct deny_key {
-	__u64 cgid;     /* cgroup v2 id of the sandbox cgroup (= inode number of its directory) */
+#define AGENT_SANDBOX_SLOTS 4096
+#define AGENT_SANDBOX_SLOT_SHARED 0xffffffffffffffffULL
+
+/*
+ * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
+ * filter_bit(k, tag) is set when some sandbox lists file key k (tag
+ * FILTER_TAG_FILE) or watches directory k (FILTER_TAG_DIR). A clear bit means
+ * "not listed" without a hash lookup; a set bit is confirmed in deny_map or
+ * name_map. Only the daemon writes it (through mmap), and it never clears a
+ * bit that a live key still needs.
+ */
+#define AGENT_SANDBOX_FILTER_BITS_LOG2 23
+#define AGENT_SANDBOX_FILTER_WORDS (1U << (AGENT_SANDBOX_FILTER_BITS_LOG2 - 6))
+#define AGENT_SANDBOX_FILTER_TAG_FILE 0
+#define AGENT_SANDBOX_FILTER_TAG_DIR 1
+
+/* NAME_MAX from include/uapi/linux/limits.h, plus room for a NUL. */
+#define AGENT_SANDBOX_NAME_LEN 256
+
+/*
+ * Identity of an inode as the hook sees it: 24 bytes, no implicit padding;
+ * `reserved` must be zero on both sides.
+ */
+struct file_key {
 	__u64 ino;      /* inode->i_ino */
+	__u64 subvol;   /* btrfs subvolume (tree) id; 0 on every other filesystem */
 	__u32 dev;      /* inode->i_sb->s_dev, kernel encoding MAJOR << 20 | MINOR */
 	__u32 reserved; /* zero */
 };
+
+/* Key of deny_map: "this sandbox may not open this inode". 32 bytes. */
+struct deny_key {
+	__u64 cgid;     /* cgroup v2 id of the sandbox cgroup (= inode number of its directory) */
+	struct file_key file;
+};
+
+/*
+ * Key of name_map: "this sandbox may not open whatever inode is linked under
+ * `name` in directory `dir`". 288 bytes; `name` is zero-padded.
+ */
+struct name_key {
+	__u64 cgid;
+	struct file_key dir;
+	char name[AGENT_SANDBOX_NAME_LEN];
+};
+
+/*
+ * The filter's bit index for a key: a multiply-xorshift mix of its fields
+ * (the same arithmetic in src/maps.rs, checked by tests on both sides).
+ */
+static inline __u32 agent_sandbox_filter_bit(const struct file_key *k, __u64 tag)
+{
+	__u64 h = k->ino * 0x9E3779B97F4A7C15ULL;
+
+	h ^= (k->subvol + tag) * 0xC2B2AE3D27D4EB4FULL;
+	h ^= (__u64)k->dev * 0x165667B19E3779F9ULL;
+	h ^= h >> 29;
+	h *= 0x94D049BB133111EBULL;
+	return (__u32)(h >> (64 - AGENT_SANDBOX_FILTER_BITS_LOG2));
+}
 
 #endif
