@@ -201,6 +201,12 @@ pub enum KeyError {
     /// The path names something other than a regular file.
     #[error("is {0}, not a regular file")]
     NotRegular(FileKind),
+    /// The path is on a filesystem whose inode numbers the hook cannot rely on.
+    #[error(
+        "is on {0}, whose inode numbers change when a file drops out of the kernel's cache, \
+         so it cannot be denied reliably; move it to another filesystem"
+    )]
+    Unsupported(&'static str),
     /// Any other failure to examine the path (EACCES, ELOOP, EIO, ...).
     #[error("cannot stat: {0}")]
     Stat(#[source] io::Error),
@@ -209,6 +215,18 @@ pub enum KeyError {
 /// statfs f_type values (include/uapi/linux/magic.h).
 const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+
+/// Filesystems that number inodes with iunique() when an inode enters the
+/// cache (fs/fat/inode.c fat_build_inode, fs/exfat/inode.c exfat_build_inode),
+/// so the number a key holds may not be the number the hook sees later.
+pub fn unstable_inode_numbers(f_type: i64) -> Option<&'static str> {
+    match f_type {
+        0x4d44 => Some("a FAT (vfat/msdos) filesystem"),
+        0x2011_bab0 => Some("an exFAT filesystem"),
+        _ => None,
+    }
+}
+
 /// include/uapi/linux/btrfs_tree.h.
 const BTRFS_FIRST_FREE_OBJECTID: u64 = 256;
 
@@ -362,6 +380,9 @@ impl KeyContext {
             })?;
         let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(KeyError::Stat)?;
         let fs_type = fs_type(&fd).map_err(KeyError::Stat)?;
+        if let Some(name) = unstable_inode_numbers(fs_type) {
+            return Err(KeyError::Unsupported(name));
+        }
         let dev = self.device(&stx);
         let subvol = if fs_type == BTRFS_SUPER_MAGIC {
             subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY).map_err(KeyError::Stat)?
@@ -517,6 +538,18 @@ mod tests {
         assert_eq!(t.device(35), Some((0, 31)));
         assert_eq!(t.device(99), Some((7, 300)));
         assert_eq!(t.device(1), None);
+    }
+
+    #[test]
+    fn fat_and_exfat_are_refused() {
+        // statfs f_type values from include/uapi/linux/magic.h.
+        assert!(unstable_inode_numbers(0x4d44).is_some());
+        assert!(unstable_inode_numbers(0x2011_bab0).is_some());
+        assert_eq!(unstable_inode_numbers(0xef53), None, "ext4");
+        assert_eq!(unstable_inode_numbers(0x0102_1994), None, "tmpfs");
+        assert_eq!(unstable_inode_numbers(BTRFS_SUPER_MAGIC), None);
+        let e = KeyError::Unsupported("an exFAT filesystem").to_string();
+        assert!(e.contains("exFAT") && e.contains("cannot be denied reliably"), "{e}");
     }
 
     #[test]
