@@ -56,7 +56,7 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 deps:
@@ -145,14 +145,16 @@ NEXT_DEB = build/next/$(PACKAGE)_$(VERSION)+next1_$(ARCH).deb
 package-next: have-cargo
 	CARGO="$(CARGO)" PATH="$(dir $(CARGO)):$$PATH" scripts/build-next.sh build/next
 
-# The guest suite (scripts/guest-suite.sh: test.sh, then test-lifecycle.sh) on
-# Debian 12 (kernel 6.1) and Debian 13 (kernel 6.12), one boot each.
+# The guest suite (scripts/guest-suite.sh: test.sh, test-fs.sh, then
+# test-lifecycle.sh) on Debian 12 (kernel 6.1) and Debian 13 (kernel 6.12), one
+# boot each.
 VM_SUITES ?= bookworm trixie
 vm-test: package package-next
 	@for suite in $(VM_SUITES); do \
 	  echo "== vm-test: $$suite"; \
 	  scripts/vm-test.sh --suite $$suite --timeout 2400 \
-	    --add scripts/test.sh --add scripts/test-lifecycle.sh --add scripts/test-lib.sh \
+	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test-lib.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
 	done
 

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Guest entry point of `make vm-test` (runs as root in the QEMU guest, cwd =
-# the share): the operator harness scripts/test.sh, then the package
-# lifecycle suite scripts/test-lifecycle.sh, which ends by purging the
-# package and so runs last. Prints `systemd-analyze security` of the unit for
-# the record first.
+# the share): the operator harness scripts/test.sh, the file system suite
+# scripts/test-fs.sh, then the package lifecycle suite
+# scripts/test-lifecycle.sh, which ends by purging the package and so runs
+# last. Prints `systemd-analyze security` of the unit for the record first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -13,6 +13,8 @@ systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 6
 rc=0
 echo "== scripts/test.sh"
 bash "$here/test.sh" || rc=1
+echo "== scripts/test-fs.sh"
+bash "$here/test-fs.sh" || rc=1
 echo "== scripts/test-lifecycle.sh"
 bash "$here/test-lifecycle.sh" || rc=1
 if [ "$rc" = 0 ]; then

@@ -1,11 +1,12 @@
 #!/bin/bash
-# Helpers shared by scripts/test.sh and scripts/test-lifecycle.sh (sourced,
-# not run). Reporting: pass/fail/skip/note and ok/okl print one PASS:/FAIL:/
-# SKIP:/# line each and count into PASS_N, FAIL_N, SKIP_N. Running: run_as and
-# run_in run a command as a user, outside or inside the sandbox, with output in
-# $OUT/$ERR and status in $RC, bounded by $CMD_TIMEOUT; $LAUNCHER names the
-# launcher; finish calls the caller's cleanup and names the suite $SUITE.
-# The caller sets those variables and defines cleanup.
+# Helpers shared by scripts/test.sh, scripts/test-fs.sh and
+# scripts/test-lifecycle.sh (sourced, not run). Reporting: pass/fail/skip/note
+# and ok/okl print one PASS:/FAIL:/SKIP:/# line each and count into PASS_N,
+# FAIL_N, SKIP_N. Running: run_as and run_in run a command as a user, outside
+# or inside the sandbox, with output in $OUT/$ERR and status in $RC, bounded by
+# $CMD_TIMEOUT; $LAUNCHER names the launcher; finish calls the caller's cleanup
+# and names the suite $SUITE. The caller sets those variables and defines
+# cleanup.
 # shellcheck disable=SC2034  # PASS_N etc. are read by the sourcing script
 : "${SKIP_N:=0}"
 

@@ -1,0 +1,988 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2317
+# (SC2016: the single-quoted 'sh -c' and python programs expand their own variables;
+#  SC2317: the check_* functions are called indirectly, through run_check)
+#
+# scripts/test-fs.sh - file systems, mounts and files that change under a
+# running sandbox (GitHub issue 4).
+#
+# Run as root in a throwaway guest where the package is installed and the
+# daemon runs (the QEMU guest of `make vm-test`, after scripts/test.sh).  For
+# every case the script builds the file system itself (loop devices, tmpfs,
+# btrfs subvolumes and snapshots, overlay, bind and second mounts), puts a
+# secret with known content into a directory the test user owns, lists it in
+# the user's ~/.config/agent-sandbox-exec/denylist and checks from inside
+# `agent-sandbox-exec` that opening it fails with EPERM and shows nothing,
+# that stat still works and that a control file next to it is readable.
+#
+# Checks (in this order; names for ASX_FS_ONLY / ASX_FS_SKIP):
+#   root_disk         a file on the guest's virtio root disk (major 254)
+#   ext4_big_minor    ext4 on /dev/loop300 (minor >= 256, made with mknod)
+#   xfs_big_minor     xfs on /dev/loop301
+#   tmpfs             a tmpfs mount
+#   btrfs             top-level subvolume, subvolumes, snapshots, subvol= mounts; a deny
+#                     must not spill over to the same inode number in another subvolume
+#   bind_second_mount a bind mount of the directory, a second mount of the same device
+#   overlay_samefs    overlay with lower and upper on one ext4: listed overlay path, listed
+#                     lower path; still denied after copy-up (running sandbox, new launch)
+#   overlay_crossfs   the same with the lower layer on tmpfs and the upper on ext4
+#   replace_running   sed -i, atomic save, delete-and-recreate, late creation under a
+#                     running sandbox, with a tight sandboxed open loop during 50 changes
+#   link_rename       ln and mv of a listed file from inside fail with EPERM (also after
+#                     the file was replaced under the running sandbox)
+#   freed_inodes      a freed listed inode number reused by an unrelated new file is
+#                     readable in a running sandbox; a listed inode with another name left
+#                     stays denied
+#   missing_parent    a listed path whose directory does not exist: the launch works
+#
+# A running sandbox here is one launch of a small command server (a shell loop
+# reading job names from a FIFO) that runs the checks as jobs: a launch from
+# outside re-reads the list for every sandbox of the user, so between a
+# server's start and its last job no other launch of that user happens.
+#
+# It creates the user asx-fs, /srv/asx-fs.* (images and mount points),
+# /tmp/asx-fs.*, loop devices (and the nodes /dev/loop300, /dev/loop301 if
+# missing) and the mounts under /srv/asx-fs.*; all of that is undone at exit.
+#
+# Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>" and notes
+# ("# ..."); then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
+#
+# Environment:
+#   ASX_FS_ONLY="name ..."  run only these checks;  ASX_FS_SKIP="name ..."  skip these
+#   ASX_FS_KEEP=1           leave the user, files and mounts behind for debugging
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C # stable strerror() texts
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd / || exit 1
+
+readonly SUITE=test-fs.sh
+readonly LAUNCHER=agent-sandbox-exec
+readonly USR=asx-fs
+readonly GECOS="agent-sandbox-exec fs test user"
+readonly EPERM_MSG="Operation not permitted"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+readonly REPLACEMENTS=50 # changes of a listed file while a sandboxed loop opens it
+readonly MIN_OPENS=200   # the loop must have tried at least this often meanwhile
+readonly REUSE_TRIES=40  # new files made until one reuses a freed inode number
+
+CHECKS=(
+	root_disk ext4_big_minor xfs_big_minor tmpfs
+	btrfs bind_second_mount overlay_samefs overlay_crossfs
+	replace_running link_rename freed_inodes missing_parent
+)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$HERE/test-lib.sh" || exit 1
+CMD_TIMEOUT=30
+T="" W="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID=""
+E="" E_DEV="" # the ext4 on /dev/loop300: mount point, device (set up once, shared by several checks)
+LOOPDEV=""
+SETUP_DONE=0 CLEANED=0 SRV_SEQ=0
+BG_PIDS=() MOUNTS=() LOOPS=() NODES=() LOOP_NUMS=()
+declare -A SRV_BG=() SRV_DIR=()
+
+# ---------------------------------------------------------------- helpers
+
+# stop_bg PID: end a background job this script started (TERM, then KILL), reap it
+stop_bg() {
+	pid_gone "$1" || kill "$1" 2>/dev/null
+	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+# put PATH MODE CONTENT: a file owned by the test user
+put() { printf '%s\n' "$3" >"$1" && chown "$USR:$USR" "$1" && chmod "$2" "$1"; }
+
+# udir DIR...: directories owned by the test user
+udir() { install -d -o "$USR" -g "$USR" -m 0755 "$@"; }
+
+sec() { printf 'asx-secret-%s-%s' "$1" "$TOK"; } # the secret content of case TAG
+ctl() { printf 'asx-ctl-%s-%s' "$1" "$TOK"; }    # the control file content of case TAG
+
+# pair DIR TAG: DIR (the user's) with DIR/secret (0600, content $(sec TAG)) and DIR/ctl
+pair() { udir "$1" && put "$1/secret" 0600 "$(sec "$2")" && put "$1/ctl" 0600 "$(ctl "$2")"; }
+
+ino() { stat -c %i "$1" 2>/dev/null; }
+
+# majmin PATH: the device of PATH's mount as /proc/self/mountinfo shows it (the superblock's)
+majmin() { findmnt -n -o MAJ:MIN -T "$1" 2>/dev/null | head -n 1 | tr -d ' '; }
+
+# set_list PATH...: the user's home list is exactly these paths
+set_list() {
+	install -d -o "$USR" -g "$USR" -m 0755 "$UH/.config" "$UH/.config/agent-sandbox-exec"
+	printf '%s\n' "# $SUITE" "$@" >"$T/list"
+	rm -f "$UH/$HOME_LIST_REL"
+	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
+}
+
+# mnt TARGET MOUNT-ARGS...: mount (MOUNT-ARGS without the target) on TARGET, remembered for cleanup
+mnt() {
+	local target=$1
+	shift
+	mkdir -p "$target" || return 1
+	if mount "$@" "$target" 2>"$T/mount.err"; then
+		MOUNTS+=("$target")
+		return 0
+	fi
+	echo "mount $* $target: $(snip "$T/mount.err")" >&2
+	return 1
+}
+
+# image NAME SIZE: a sparse image file; prints its path
+image() {
+	local f=$W/img/$1.img
+	truncate -s "$2" "$f" && printf '%s' "$f"
+}
+
+# loop_at NUM IMAGE: attach IMAGE to /dev/loopNUM, making the node (and the
+# device) first if missing; the device in $LOOPDEV (not in a subshell: it is
+# remembered for cleanup)
+loop_at() {
+	local n=$1 img=$2 dev=/dev/loop$1
+	LOOPDEV=""
+	if [ ! -b "$dev" ]; then
+		mknod "$dev" b 7 "$n" && NODES+=("$dev") || return 1
+	fi
+	if ! losetup "$dev" "$img" 2>"$T/losetup.err"; then
+		# kernels without legacy block autoload: ask loop-control for the device
+		python3 -c 'import fcntl, os, sys
+fd = os.open("/dev/loop-control", os.O_RDWR)
+try:
+    fcntl.ioctl(fd, 0x4C80, int(sys.argv[1]))  # LOOP_CTL_ADD
+except OSError:
+    pass' "$n" 2>/dev/null
+		losetup "$dev" "$img" 2>"$T/losetup.err" || {
+			echo "losetup $dev: $(snip "$T/losetup.err")" >&2
+			return 1
+		}
+	fi
+	LOOPS+=("$dev") LOOP_NUMS+=("$n")
+	LOOPDEV=$dev
+}
+
+# loop_any IMAGE: attach IMAGE to a free loop device, in $LOOPDEV
+loop_any() {
+	LOOPDEV=$(losetup -f --show "$1") || return 1
+	LOOPS+=("$LOOPDEV")
+}
+
+# need_ext4: the shared ext4 on /dev/loop300, mounted on $E (once)
+need_ext4() {
+	local img
+	[ -n "$E" ] && return 0
+	img=$(image ext4 160M) && loop_at 300 "$img" && E_DEV=$LOOPDEV &&
+		mkfs.ext4 -q -F "$E_DEV" >/dev/null 2>&1 && mnt "$W/mnt/ext4" "$E_DEV" || return 1
+	E=$W/mnt/ext4
+	note "ext4 on $E_DEV, mountinfo device $(majmin "$E")"
+}
+
+# ---------------------------------------------------------------- in-sandbox operations
+#
+# A batch of operations runs in ONE sandboxed shell (a new launch, or a job of a
+# running server); each operation's stdout, stderr and exit status land in
+# RES/<n>.out, .err, .rc; the expectations are checked afterwards, one
+# PASS/FAIL line each.
+
+OPS_SH='d=$1; shift; i=0
+while [ $# -ge 3 ]; do
+	i=$((i + 1))
+	case $1 in
+	cat) cat "$2" ;;
+	stat) stat -c %s "$2" ;;
+	ln) ln "$2" "$3" ;;
+	mv) mv "$2" "$3" ;;
+	*) echo "unknown operation $1" >&2; false ;;
+	esac >"$d/$i.out" 2>"$d/$i.err"
+	echo "$?" >"$d/$i.rc"
+	shift 3
+done
+echo done >"$d/done"'
+
+Q_ARGS=() Q_I=() Q_K=() Q_V=() Q_W=()
+
+q_reset() { Q_ARGS=() Q_I=() Q_K=() Q_V=() Q_W=(); }
+
+# q_op OP A [B]: add an operation
+q_op() { Q_ARGS+=("$1" "$2" "${3:--}"); }
+
+# q_expect KIND VALUE WHAT: an expectation about the last operation
+q_expect() {
+	Q_I+=("$((${#Q_ARGS[@]} / 3))") Q_K+=("$1") Q_V+=("$2") Q_W+=("$3")
+}
+
+# q_denied FILE SECRET LABEL: cat FILE fails with EPERM and shows nothing of SECRET; stat works
+q_denied() {
+	q_op cat "$1"
+	q_expect denied "$2" "$3: cat fails with EPERM, content hidden"
+	q_op stat "$1"
+	q_expect stat "$(stat -c %s "$1" 2>/dev/null)" "$3: stat works"
+}
+
+# q_read FILE CONTENT LABEL: cat FILE succeeds and prints CONTENT
+q_read() {
+	q_op cat "$1"
+	q_expect read "$2" "$3"
+}
+
+# q_eperm OP A B LABEL: OP A B fails with EPERM
+q_eperm() {
+	q_op "$1" "$2" "$3"
+	q_expect eperm - "$4"
+}
+
+# q_hidden FILE SECRET LABEL: cat FILE (existing or not) shows nothing of SECRET
+q_hidden() {
+	q_op cat "$1"
+	q_expect hidden "$2" "$3"
+}
+
+# q_probe FILE SECRET LABEL: cat FILE; what happened is noted, not asserted
+q_probe() {
+	q_op cat "$1"
+	q_expect probe "$2" "$3"
+}
+
+# q_run WHERE: run the batch (WHERE: "new" = a new launch, else a server's name), check it
+q_run() {
+	local res=$UH/asx-res j i k v w o e rc
+	rm -rf "$res"
+	udir "$res"
+	if [ "$1" = new ]; then
+		run_in "$USR" sh -c "$OPS_SH" sh "$res" "${Q_ARGS[@]}"
+	else
+		srv_run "$1" "$OPS_SH" "$res" "${Q_ARGS[@]}"
+	fi
+	for j in "${!Q_I[@]}"; do
+		i=${Q_I[j]} k=${Q_K[j]} v=${Q_V[j]} w=${Q_W[j]}
+		o=$res/$i.out e=$res/$i.err
+		rc=$(cat "$res/$i.rc" 2>/dev/null)
+		if [ ! -e "$res/done" ] || [ -z "$rc" ]; then
+			fail "$w" "the sandboxed batch did not complete: $(why)"
+			continue
+		fi
+		case $k in
+		denied)
+			if has "$v" "$o" "$e"; then
+				fail "$w" "secret revealed; rc=$rc"
+			elif [ "$rc" -eq 0 ]; then
+				fail "$w" "exit status 0; stdout: $(snip "$o")"
+			elif ! has "$EPERM_MSG" "$e"; then
+				fail "$w" "no '$EPERM_MSG'; rc=$rc; stderr: $(snip "$e")"
+			else
+				pass "$w"
+			fi
+			;;
+		hidden)
+			if has "$v" "$o" "$e"; then fail "$w" "secret revealed; rc=$rc"; else pass "$w"; fi
+			;;
+		probe)
+			if has "$v" "$o"; then
+				note "$w: READABLE (rc=$rc)"
+			else
+				note "$w: not readable (rc=$rc; $(snip "$e"))"
+			fi
+			;;
+		eperm)
+			if [ "$rc" -ne 0 ] && has "$EPERM_MSG" "$e"; then
+				pass "$w"
+			else
+				fail "$w" "rc=$rc; stderr: $(snip "$e")"
+			fi
+			;;
+		read)
+			if [ "$rc" -eq 0 ] && has "$v" "$o"; then
+				pass "$w"
+			else
+				fail "$w" "rc=$rc; stdout: $(snip "$o"); stderr: $(snip "$e")"
+			fi
+			;;
+		stat)
+			if [ "$rc" -eq 0 ] && [ -n "$v" ] && [ "$(cat "$o")" = "$v" ]; then
+				pass "$w"
+			else
+				fail "$w" "rc=$rc; expected size '$v'; stdout: $(snip "$o"); stderr: $(snip "$e")"
+			fi
+			;;
+		esac
+	done
+	q_reset
+}
+
+# ---------------------------------------------------------------- running sandboxes
+#
+# A server is one launch of a shell loop inside the sandbox; it reads job names
+# from DIR/fifo and runs DIR/<job>.sh with bash, output in DIR/<job>.out/.err/.rc.
+
+SERVER_SH='d=$1
+echo "$$" >"$d/pid"
+exec 3<>"$d/fifo"
+while IFS= read -r job <&3; do
+	case $job in quit) exit 0 ;; esac
+	bash "$d/$job.sh" >"$d/$job.out" 2>"$d/$job.err" </dev/null
+	echo "$?" >"$d/$job.rc.new"
+	mv -f "$d/$job.rc.new" "$d/$job.rc"
+done'
+
+# srv_start NAME: launch server NAME in the user's sandbox; status 1 if it is not running inside
+srv_start() {
+	local name=$1 d pid
+	d=$UH/asx-srv-$name
+	rm -rf "$d"
+	udir "$d"
+	mkfifo -m 0600 "$d/fifo" && chown "$USR:$USR" "$d/fifo" || return 1
+	timeout -k 5 600 runuser -u "$USR" -- "$LAUNCHER" sh -c "$SERVER_SH" sh "$d" \
+		</dev/null >"$T/srv-$name.out" 2>"$T/srv-$name.err" &
+	SRV_BG[$name]=$! SRV_DIR[$name]=$d
+	BG_PIDS+=("$!")
+	if ! wait_for 30 test -s "$d/pid"; then
+		echo "server $name did not start: $(snip "$T/srv-$name.err")" >&2
+		return 1
+	fi
+	pid=$(cat "$d/pid")
+	in_sandbox_cgroup "/proc/$pid/cgroup" "$USR_UID" && return 0
+	echo "server $name runs outside the sandbox: $(cat "/proc/$pid/cgroup" 2>&1)" >&2
+	return 1
+}
+
+# srv_run NAME SCRIPT ARGS...: run `bash -c SCRIPT` with ARGS as a job of server NAME;
+# its output in $OUT/$ERR, status in $RC (124 if it did not finish within $CMD_TIMEOUT)
+srv_run() {
+	local name=$1 script=$2 d job
+	shift 2
+	d=${SRV_DIR[$name]}
+	SRV_SEQ=$((SRV_SEQ + 1))
+	job=job$SRV_SEQ
+	{
+		printf 'set --'
+		printf ' %q' "$@"
+		printf '\n%s\n' "$script"
+	} >"$d/$job.sh"
+	: >"$OUT"
+	: >"$ERR"
+	RC=0
+	# the FIFO is held open by the server; without a server, opening it would block
+	if ! timeout 10 bash -c 'printf "%s\n" "$1" >"$2"' sh "$job" "$d/fifo"; then
+		RC=125
+		echo "server $name does not take jobs" >"$ERR"
+		return
+	fi
+	if ! wait_for "$CMD_TIMEOUT" test -e "$d/$job.rc"; then
+		RC=124
+		return
+	fi
+	cp "$d/$job.out" "$OUT"
+	cp "$d/$job.err" "$ERR"
+	RC=$(cat "$d/$job.rc")
+}
+
+srv_stop() {
+	local d=${SRV_DIR[$1]} bg=${SRV_BG[$1]}
+	timeout 10 bash -c 'printf "quit\n" >"$1"' sh "$d/fifo" 2>/dev/null
+	wait_for 10 pid_gone "$bg"
+	stop_bg "$bg"
+}
+
+# The tight loop: python3 in the sandbox opens FILE as fast as it can until
+# DIR/stop appears (at most 120 s), then writes DIR/result:
+# n=<attempts> ok=<successful opens> leak=<reads showing TOKEN> eperm=<EPERM> enoent=<ENOENT> other=<other errors>
+LOOP_PY='import errno, os, sys, time
+f, d, tok = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+with open("/proc/self/cgroup") as c, open(d + "/cgroup", "w") as o:
+    o.write(c.read())
+stop = d + "/stop"
+n = ok = leak = eperm = enoent = other = 0
+end = time.monotonic() + 120
+open(d + "/started", "w").close()
+while True:
+    if n % 32 == 0 and (os.path.exists(stop) or time.monotonic() > end):
+        break
+    n += 1
+    try:
+        fd = os.open(f, os.O_RDONLY)
+    except OSError as e:
+        if e.errno == errno.EPERM:
+            eperm += 1
+        elif e.errno == errno.ENOENT:
+            enoent += 1
+        else:
+            other += 1
+        continue
+    try:
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    ok += 1
+    if tok in data:
+        leak += 1
+with open(d + "/result.new", "w") as r:
+    r.write("n=%d ok=%d leak=%d eperm=%d enoent=%d other=%d\n" % (n, ok, leak, eperm, enoent, other))
+os.rename(d + "/result.new", d + "/result")'
+
+LOOP_JOB='d=$1; f=$2; tok=$3
+python3 -c "$4" "$f" "$d" "$tok" </dev/null >"$d/py.out" 2>"$d/py.err" &
+echo "$!" >"$d/pypid"'
+
+# The changes, made outside the sandbox as the user: KIND FILE N SECRET [AVOID]
+# sed: sed -i; atomic: write a temporary file in the same directory, mv -f over
+# FILE; recreate: rm, then write FILE anew.  ext4 hands out the lowest free
+# inode number, so a new FILE tends to get a number that was just freed, often
+# one listed at launch.  On odd rounds a spacer file takes the freed number, so
+# that FILE moves on to a number never listed (even rounds reuse numbers, as in
+# real life).  Then, while FILE's inode number is one of AVOID (the listed
+# files' numbers at launch, space-separated), up to 10 more changes, each with
+# a spacer, so that the final FILE is an inode whose number was never listed.
+REPLACE_SH='kind=$1 f=$2 n=$3 sec=$4 avoid=${5:-}
+dir=${f%/*}
+change() { # ROUND SPACER(0/1)
+	case $kind in
+	sed) sed -i "s/^.*\$/$sec-r$1/" "$f" || return 1 ;;
+	atomic) printf "%s\n" "$sec-r$1" >"$dir/.asx-tmp" && mv -f "$dir/.asx-tmp" "$f" || return 1 ;;
+	recreate) rm -f "$f" || return 1 ;;
+	esac
+	if [ "$2" = 1 ]; then : >"$dir/.asx-spacer-$1" || return 1; fi
+	if [ "$kind" = recreate ]; then printf "%s\n" "$sec-r$1" >"$f" || return 1; fi
+}
+avoided() { case " $avoid " in *" $(stat -c %i "$f") "*) return 0 ;; esac; return 1; }
+i=1
+while [ "$i" -le "$n" ]; do
+	change "$i" $((i % 2)) || exit 1
+	i=$((i + 1))
+done
+while [ -n "$avoid" ] && avoided && [ "$i" -le $((n + 10)) ]; do
+	change "$i" 1 || exit 1
+	i=$((i + 1))
+done
+rm -f "$dir"/.asx-spacer-*'
+
+# result_field RESULT NAME: the number NAME=<n> in a loop's result line (0 if missing)
+result_field() {
+	local v
+	v=$(tr ' ' '\n' <"$1" 2>/dev/null | sed -n "s/^$2=//p")
+	printf '%s' "${v:-0}"
+}
+
+# storm WHAT SERVER KIND FILE SECRET [AVOID]: a tight loop in SERVER's sandbox opens
+# FILE while FILE gets $REPLACEMENTS changes of KIND from outside (REPLACE_SH); PASS
+# if the loop ran inside, tried at least $MIN_OPENS times, saw EPERM and never
+# opened the file
+storm() {
+	local what=$1 srv=$2 kind=$3 f=$4 secret=$5 avoid=${6:-} ld r n okn leak eperm rrc CMD_TIMEOUT=120
+	ld=$UH/asx-loop
+	rm -rf "$ld"
+	udir "$ld"
+	srv_run "$srv" "$LOOP_JOB" "$ld" "$f" "$TOK" "$LOOP_PY"
+	if [ "$RC" -ne 0 ] || ! wait_for 60 test -e "$ld/started"; then
+		fail "$what" "the loop did not start: $(why); $(snip "$ld/py.err")"
+		return
+	fi
+	run_as "$USR" sh -c "$REPLACE_SH" sh "$kind" "$f" "$REPLACEMENTS" "$secret" "$avoid"
+	rrc=$RC
+	touch "$ld/stop"
+	wait_for 60 test -e "$ld/result"
+	r=$(cat "$ld/result" 2>/dev/null)
+	n=$(result_field "$ld/result" n) okn=$(result_field "$ld/result" ok)
+	leak=$(result_field "$ld/result" leak) eperm=$(result_field "$ld/result" eperm)
+	note "$kind loop: ${r:-no result}"
+	if [ -z "$r" ]; then
+		fail "$what" "no result from the loop: $(snip "$ld/py.err")"
+	elif ! in_sandbox_cgroup "$ld/cgroup" "$USR_UID"; then
+		fail "$what" "the loop ran outside the sandbox: $(snip "$ld/cgroup")"
+	elif [ "$rrc" -ne 0 ]; then
+		fail "$what" "the changes from outside failed: $(why)"
+	elif [ "$leak" -ne 0 ] || [ "$okn" -ne 0 ]; then
+		fail "$what" "$okn successful opens, $leak showed the secret ($r)"
+	elif [ "$n" -lt "$MIN_OPENS" ] || [ "$eperm" -eq 0 ]; then
+		fail "$what" "the loop did not run enough to tell: $r"
+	else
+		pass "$what"
+	fi
+}
+
+# ================================================================ checks
+
+# Every listed file sits in a directory the user owns; the checks take one launch each.
+
+check_root_disk() {
+	local d=$UH/asx-root
+	pair "$d" root || { fail "root disk: setup" "cannot create files in $d"; return; }
+	note "root disk: $(findmnt -n -o SOURCE -T "$d"), mountinfo device $(majmin "$d"), st_dev $(stat -c '%Hd:%Ld' "$d/secret")"
+	ok "root disk: the home directory is on the virtio disk (major 254)" "device $(majmin "$d")" \
+		test "$(majmin "$d" | cut -d: -f1)" = 254
+	set_list "$d/secret"
+	q_denied "$d/secret" "$(sec root)" "root disk (virtio)"
+	q_read "$d/ctl" "$(ctl root)" "root disk: the control file next to it is readable"
+	q_run new
+}
+
+check_ext4_big_minor() {
+	if ! need_ext4; then
+		fail "ext4 on /dev/loop300: setup" "see stderr"
+		return
+	fi
+	ok "ext4: the mount's device has minor >= 256" "device $(majmin "$E")" test "$(majmin "$E")" = 7:300
+	pair "$E/big" ext4 || { fail "ext4: setup" "files"; return; }
+	set_list "$E/big/secret"
+	q_denied "$E/big/secret" "$(sec ext4)" "ext4 on /dev/loop300"
+	q_read "$E/big/ctl" "$(ctl ext4)" "ext4 on /dev/loop300: the control file is readable"
+	q_run new
+}
+
+check_xfs_big_minor() {
+	local img dev m=$W/mnt/xfs
+	if ! command -v mkfs.xfs >/dev/null; then
+		skip "xfs: mkfs.xfs not installed"
+		return
+	fi
+	if ! { img=$(image xfs 320M) && loop_at 301 "$img" && dev=$LOOPDEV &&
+		mkfs.xfs -q -f "$dev" >/dev/null 2>&1 && mnt "$m" -t xfs "$dev"; }; then
+		fail "xfs on /dev/loop301: setup" "see stderr"
+		return
+	fi
+	note "xfs on $dev, mountinfo device $(majmin "$m")"
+	ok "xfs: the mount's device has minor >= 256" "device $(majmin "$m")" test "$(majmin "$m")" = 7:301
+	pair "$m/d" xfs || { fail "xfs: setup" "files"; return; }
+	set_list "$m/d/secret"
+	q_denied "$m/d/secret" "$(sec xfs)" "xfs on /dev/loop301"
+	q_read "$m/d/ctl" "$(ctl xfs)" "xfs on /dev/loop301: the control file is readable"
+	q_run new
+}
+
+check_tmpfs() {
+	local m=$W/mnt/tmpfs
+	if ! mnt "$m" -t tmpfs -o size=8m,mode=0755 asx-tmpfs || ! pair "$m/d" tmpfs; then
+		fail "tmpfs: setup" "see stderr"
+		return
+	fi
+	note "tmpfs: mountinfo device $(majmin "$m")"
+	set_list "$m/d/secret"
+	q_denied "$m/d/secret" "$(sec tmpfs)" "tmpfs"
+	q_read "$m/d/ctl" "$(ctl tmpfs)" "tmpfs: the control file is readable"
+	q_run new
+}
+
+# btrfs: inode numbers restart in every subvolume (the first file is 257) and a
+# snapshot keeps them, while all subvolumes share one superblock (s_dev); stat
+# shows a device per subvolume.
+#   top/secret  (top-level subvolume)  listed
+#   A/secret, A/ctl, A/snapfile        A/secret listed
+#   B = snapshot of A                  B/snapfile listed; B/secret (same inode number as
+#                                      A/secret) not listed
+#   C (fresh subvolume): f1 f2 f3      none listed; same inode numbers as A's files
+#   A/viamnt                           listed through the subvol=A mount
+check_btrfs() {
+	local img dev m=$W/mnt/btrfs ma=$W/mnt/btrfs-A mb=$W/mnt/btrfs-B f
+	if ! command -v mkfs.btrfs >/dev/null || ! command -v btrfs >/dev/null; then
+		skip "btrfs: btrfs-progs not installed"
+		return
+	fi
+	if ! { img=$(image btrfs 256M) && loop_any "$img" && dev=$LOOPDEV &&
+		mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 && mnt "$m" -t btrfs "$dev"; }; then
+		fail "btrfs: setup" "see stderr"
+		return
+	fi
+	if ! {
+		pair "$m/top" top &&
+			btrfs -q subvolume create "$m/A" >/dev/null && chown "$USR:$USR" "$m/A" &&
+			put "$m/A/secret" 0600 "$(sec btrfs-A)" && put "$m/A/ctl" 0600 "$(ctl btrfs-A)" &&
+			put "$m/A/snapfile" 0600 "$(sec btrfs-snap)" &&
+			btrfs -q subvolume snapshot "$m/A" "$m/B" >/dev/null &&
+			btrfs -q subvolume create "$m/C" >/dev/null && chown "$USR:$USR" "$m/C" &&
+			put "$m/C/f1" 0600 "asx-c1-$TOK" && put "$m/C/f2" 0600 "asx-c2-$TOK" &&
+			put "$m/C/f3" 0600 "asx-c3-$TOK" &&
+			put "$m/A/viamnt" 0600 "$(sec btrfs-viamnt)" &&
+			mnt "$ma" -t btrfs -o subvol=A "$dev" && mnt "$mb" -t btrfs -o subvol=B "$dev"
+	}; then
+		fail "btrfs: setup (subvolumes, snapshot, subvol= mounts)" "see stderr"
+		return
+	fi
+	note "btrfs: mountinfo device $(majmin "$m") (also $(majmin "$ma") for subvol=A); st_dev top $(stat -c '%Hd:%Ld' "$m/top/secret"), A $(stat -c '%Hd:%Ld' "$m/A/secret"), B $(stat -c '%Hd:%Ld' "$m/B/secret"), C $(stat -c '%Hd:%Ld' "$m/C/f1")"
+	for f in top/secret top/ctl A/secret A/ctl A/snapfile B/secret B/ctl B/snapfile C/f1 C/f2 C/f3; do
+		printf '%s=%s ' "$f" "$(ino "$m/$f")"
+	done >"$T/inos"
+	note "btrfs inode numbers: $(cat "$T/inos")"
+	ok "btrfs: snapshot B/secret and fresh C/f1 have A/secret's inode number" "$(cat "$T/inos")" \
+		test "$(ino "$m/A/secret")" = "$(ino "$m/B/secret")" -a "$(ino "$m/A/secret")" = "$(ino "$m/C/f1")"
+	ok "btrfs: A/snapfile and C/f3 have B/snapfile's inode number" "$(cat "$T/inos")" \
+		test "$(ino "$m/B/snapfile")" = "$(ino "$m/A/snapfile")" -a "$(ino "$m/B/snapfile")" = "$(ino "$m/C/f3")"
+	ok "btrfs: A/ctl and C/f2 have top/secret's inode number" "$(cat "$T/inos")" \
+		test "$(ino "$m/top/secret")" = "$(ino "$m/A/ctl")" -a "$(ino "$m/top/secret")" = "$(ino "$m/C/f2")"
+
+	set_list "$m/top/secret" "$m/A/secret" "$m/B/snapfile" "$ma/viamnt"
+	q_denied "$m/top/secret" "$(sec top)" "btrfs top-level subvolume"
+	q_read "$m/top/ctl" "$(ctl top)" "btrfs top-level subvolume: the control file is readable"
+	q_denied "$m/A/secret" "$(sec btrfs-A)" "btrfs subvolume A"
+	q_read "$m/A/ctl" "$(ctl btrfs-A)" "btrfs: A/ctl (top/secret's inode number, other subvolume) is readable"
+	q_denied "$m/B/snapfile" "$(sec btrfs-snap)" "btrfs snapshot B, B/snapfile"
+	q_read "$m/B/ctl" "$(ctl btrfs-A)" "btrfs snapshot B: the control file is readable"
+	q_read "$m/B/secret" "$(sec btrfs-A)" "btrfs: the snapshot's copy B/secret (A/secret's inode number) is readable"
+	q_read "$m/A/snapfile" "$(sec btrfs-snap)" "btrfs: A/snapfile, origin of the listed B/snapfile (same inode number), is readable"
+	q_read "$m/C/f1" "asx-c1-$TOK" "btrfs: fresh subvolume C/f1 (A/secret's inode number) is readable"
+	q_read "$m/C/f2" "asx-c2-$TOK" "btrfs: fresh subvolume C/f2 (top/secret's inode number) is readable"
+	q_read "$m/C/f3" "asx-c3-$TOK" "btrfs: fresh subvolume C/f3 (B/snapfile's inode number) is readable"
+	q_denied "$ma/secret" "$(sec btrfs-A)" "btrfs: A/secret through a subvol=A mount"
+	q_read "$ma/ctl" "$(ctl btrfs-A)" "btrfs: subvol=A mount: the control file is readable"
+	q_denied "$mb/snapfile" "$(sec btrfs-snap)" "btrfs: B/snapfile through a subvol=B mount"
+	q_read "$mb/secret" "$(sec btrfs-A)" "btrfs: subvol=B mount: B/secret is readable"
+	q_denied "$m/A/viamnt" "$(sec btrfs-viamnt)" "btrfs: a file listed through the subvol=A mount, opened through the top mount"
+	q_run new
+}
+
+check_bind_second_mount() {
+	local b=$W/mnt/bind a=$W/mnt/ext4-again
+	if ! need_ext4 || ! pair "$E/bind" bind || ! put "$E/bind/secret2" 0600 "$(sec bind2)" ||
+		! mnt "$b" --bind "$E/bind" || ! mnt "$a" "$E_DEV"; then
+		fail "bind and second mount: setup" "see stderr"
+		return
+	fi
+	note "second mount of $E_DEV: mountinfo device $(majmin "$a")"
+	set_list "$E/bind/secret" "$b/secret2"
+	q_denied "$b/secret" "$(sec bind)" "bind mount of the listed file's directory"
+	q_read "$b/ctl" "$(ctl bind)" "bind mount: the control file is readable"
+	q_denied "$a/bind/secret" "$(sec bind)" "a second mount of the same device"
+	q_read "$a/bind/ctl" "$(ctl bind)" "second mount: the control file is readable"
+	q_denied "$E/bind/secret2" "$(sec bind2)" "a file listed through the bind mount, opened through the original mount"
+	q_denied "$a/bind/secret2" "$(sec bind2)" "a file listed through the bind mount, opened through the second mount"
+	q_run new
+}
+
+# overlay_case TAG LOWER UPPERBASE: an overlay of LOWER (a directory) with upper
+# and work directories under UPPERBASE, mounted on $W/mnt/ovl-TAG.  Listed:
+# o/secret and o/wsecret (overlay paths), LOWER/lsecret (the lower layer's path).
+# Copy-up from outside: chmod of o/secret, an append to o/wsecret.
+overlay_case() {
+	local tag=$1 l=$2 ub=$3 o=$W/mnt/ovl-$1
+	if ! { udir "$l" "$ub/upper" && install -d -m 0755 "$ub/work" &&
+		put "$l/secret" 0600 "$(sec "ovl-$tag")" && put "$l/wsecret" 0600 "$(sec "ovlw-$tag")" &&
+		put "$l/lsecret" 0600 "$(sec "ovll-$tag")" && put "$l/ctl" 0600 "$(ctl "ovl-$tag")" &&
+		mnt "$o" -t overlay "asx-ovl-$tag" -o "lowerdir=$l,upperdir=$ub/upper,workdir=$ub/work"; }; then
+		fail "overlay ($tag): setup" "see stderr"
+		return
+	fi
+	note "overlay ($tag): mountinfo device $(majmin "$o"), lower $(majmin "$l"); overlay secret st_dev:ino $(stat -c '%Hd:%Ld:%i' "$o/secret"), lower $(stat -c '%Hd:%Ld:%i' "$l/secret")"
+	set_list "$o/secret" "$o/wsecret" "$l/lsecret"
+	q_denied "$o/secret" "$(sec "ovl-$tag")" "overlay ($tag): a listed overlay file from the lower layer"
+	q_denied "$o/lsecret" "$(sec "ovll-$tag")" "overlay ($tag): a file listed by its lower-layer path, opened through the overlay"
+	q_read "$o/ctl" "$(ctl "ovl-$tag")" "overlay ($tag): the control file is readable"
+	q_run new
+
+	if ! srv_start "ovl-$tag"; then
+		fail "overlay ($tag): a running sandbox starts" "see stderr"
+		return
+	fi
+	q_denied "$o/secret" "$(sec "ovl-$tag")" "overlay ($tag), running sandbox, before copy-up"
+	q_run "ovl-$tag"
+	run_as "$USR" sh -c 'chmod 0640 "$1/secret" && printf "%s\n" more >>"$1/wsecret" && chmod 0640 "$1/lsecret"' sh "$o"
+	okl "overlay ($tag): chmod and append from outside copy the files up" \
+		'$(why); upper: $(ls "$ub/upper" | tr "\n" " ")' \
+		test "$RC" -eq 0 -a -e "$ub/upper/secret" -a -e "$ub/upper/wsecret"
+	note "overlay ($tag) after copy-up: overlay secret st_dev:ino $(stat -c '%Hd:%Ld:%i' "$o/secret"), upper $(stat -c '%Hd:%Ld:%i' "$ub/upper/secret"), lower $(stat -c '%Hd:%Ld:%i' "$l/secret"); mountinfo upper $(majmin "$ub/upper")"
+	q_denied "$o/secret" "$(sec "ovl-$tag")" "overlay ($tag), running sandbox: still denied after a copy-up by chmod"
+	q_denied "$o/wsecret" "$(sec "ovlw-$tag")" "overlay ($tag), running sandbox: still denied after a copy-up by a write"
+	q_read "$o/ctl" "$(ctl "ovl-$tag")" "overlay ($tag), running sandbox: the control file is readable"
+	# the lower-listed file after its copy-up: the overlay now shows a copy in
+	# the upper layer; what happens is recorded, not asserted
+	q_probe "$o/lsecret" "$(sec "ovll-$tag")" "overlay ($tag), running sandbox: lower-listed lsecret after its copy-up"
+	q_run "ovl-$tag"
+	srv_stop "ovl-$tag"
+
+	q_denied "$o/secret" "$(sec "ovl-$tag")" "overlay ($tag), new launch: denied after a copy-up by chmod"
+	q_denied "$o/wsecret" "$(sec "ovlw-$tag")" "overlay ($tag), new launch: denied after a copy-up by a write"
+	q_read "$o/ctl" "$(ctl "ovl-$tag")" "overlay ($tag), new launch: the control file is readable"
+	q_denied "$l/lsecret" "$(sec "ovll-$tag")" "overlay ($tag), new launch: the lower-layer file itself stays denied"
+	q_probe "$o/lsecret" "$(sec "ovll-$tag")" "overlay ($tag), new launch: lower-listed lsecret after its copy-up"
+	q_run new
+}
+
+check_overlay_samefs() {
+	if ! need_ext4; then
+		fail "overlay (same fs): setup" "no ext4"
+		return
+	fi
+	overlay_case samefs "$E/ovl-samefs/lower" "$E/ovl-samefs"
+}
+
+check_overlay_crossfs() {
+	local lm=$W/mnt/ovl-lower-tmpfs
+	if ! need_ext4 || ! mnt "$lm" -t tmpfs -o size=8m,mode=0755 asx-ovl-lower; then
+		fail "overlay (lower tmpfs, upper ext4): setup" "see stderr"
+		return
+	fi
+	overlay_case crossfs "$lm/lower" "$E/ovl-crossfs"
+}
+
+# Files that change under a running sandbox.  Listed: sedf, atomf, recf and latef
+# (which does not exist at launch; its directory does).
+check_replace_running() {
+	local d kind f ino0 ino1 listed_inos
+	if ! command -v python3 >/dev/null; then
+		skip "replace_running: python3 not installed"
+		return
+	fi
+	if ! need_ext4; then
+		fail "replace_running: setup" "no ext4"
+		return
+	fi
+	d=$E/repl
+	if ! udir "$d" || ! put "$d/sedf" 0600 "$(sec sed)" ||
+		! put "$d/atomf" 0600 "$(sec atomic)" || ! put "$d/recf" 0600 "$(sec recreate)" ||
+		! put "$d/ctl" 0600 "$(ctl repl)"; then
+		fail "replace_running: setup" "see stderr"
+		return
+	fi
+	set_list "$d/sedf" "$d/atomf" "$d/recf" "$d/latef"
+	listed_inos="$(ino "$d/sedf") $(ino "$d/atomf") $(ino "$d/recf")"
+	note "listed inode numbers at launch: $listed_inos"
+	if ! srv_start repl; then
+		fail "replace_running: a running sandbox starts" "see stderr"
+		return
+	fi
+	note "launch warnings: $(snip "$T/srv-repl.err")"
+	for kind in sed atomic recreate late; do
+		case $kind in
+		sed) f=$d/sedf ;; atomic) f=$d/atomf ;; recreate) f=$d/recf ;; late) f=$d/latef ;;
+		esac
+		ino0=$(ino "$f")
+		if [ "$kind" = late ]; then
+			storm "running sandbox: a tight open loop never opens a listed file created after launch and recreated $REPLACEMENTS times" \
+				repl recreate "$f" "$(sec late)" "$listed_inos"
+		else
+			storm "running sandbox: a tight open loop never opens the listed file during $REPLACEMENTS changes ($kind)" \
+				repl "$kind" "$f" "$(sec "$kind")" "$listed_inos"
+		fi
+		ino1=$(ino "$f")
+		ok "$kind: after the changes the file's inode number is none listed at launch" \
+			"${ino0:-none} at launch, now $ino1; listed: $listed_inos" listed_not "$ino1" "$listed_inos"
+		q_denied "$f" "$(sec "$kind")" "running sandbox, after the $kind changes"
+		q_read "$d/ctl" "$(ctl repl)" "running sandbox, after the $kind changes: the control file is readable"
+		q_run repl
+	done
+	srv_stop repl
+	for kind in sed atomic recreate late; do
+		case $kind in
+		sed) f=$d/sedf ;; atomic) f=$d/atomf ;; recreate) f=$d/recf ;; late) f=$d/latef ;;
+		esac
+		q_denied "$f" "$(sec "$kind")" "new launch, after the $kind changes"
+	done
+	q_read "$d/ctl" "$(ctl repl)" "new launch: the control file is readable"
+	q_run new
+}
+
+# link(2) and rename(2) of a listed file from inside.  Listed: lk, and lr, which
+# is replaced (atomic save) under the running sandbox.
+check_link_rename() {
+	local d t
+	if ! need_ext4; then
+		fail "link_rename: setup" "no ext4"
+		return
+	fi
+	d=$E/lnk t=$E/lnk-to
+	# restore: undo what a successful ln or mv did, as the user
+	restore() {
+		rm -f "$t"/x*
+		local y
+		for y in "$t"/y*; do
+			[ -e "$y" ] || continue
+			case ${y##*/} in y-lk*) run_as "$USR" mv "$y" "$d/lk" ;; y-lr*) run_as "$USR" mv "$y" "$d/lr" ;; esac
+		done
+	}
+	if ! udir "$d" "$t" || ! put "$d/lk" 0600 "$(sec lk)" ||
+		! put "$d/lr" 0600 "$(sec lr)" || ! put "$d/ctl" 0600 "$(ctl lnk)"; then
+		fail "link_rename: setup" "see stderr"
+		return
+	fi
+	set_list "$d/lk" "$d/lr"
+	q_eperm ln "$d/lk" "$t/x-lk1" "new launch: ln LISTED other-name fails with EPERM"
+	q_hidden "$t/x-lk1" "$(sec lk)" "new launch: the listed content is not readable through the new link"
+	q_eperm mv "$d/lk" "$t/y-lk1" "new launch: mv LISTED other-dir/name fails with EPERM"
+	q_hidden "$t/y-lk1" "$(sec lk)" "new launch: the listed content is not readable under the new name"
+	q_denied "$d/lk" "$(sec lk)" "new launch: the listed file is still in place after ln/mv"
+	q_run new
+	restore
+
+	if ! srv_start lnk; then
+		fail "link_rename: a running sandbox starts" "see stderr"
+		return
+	fi
+	run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1/.asx-tmp" && mv -f "$1/.asx-tmp" "$1/lr"' sh "$d" "$(sec lr)-new"
+	ok "link_rename: lr replaced outside (atomic save)" "$(why)" test "$RC" -eq 0
+	q_eperm ln "$d/lr" "$t/x-lr2" "running sandbox: ln of a listed file replaced after launch fails with EPERM"
+	q_hidden "$t/x-lr2" "$(sec lr)" "running sandbox: the replaced listed file is not readable through a new link"
+	q_eperm mv "$d/lr" "$t/y-lr2" "running sandbox: mv of a listed file replaced after launch fails with EPERM"
+	q_hidden "$t/y-lr2" "$(sec lr)" "running sandbox: the replaced listed file is not readable under a new name"
+	q_denied "$d/lr" "$(sec lr)" "running sandbox: the replaced listed file is still in place and denied"
+	q_eperm ln "$d/lk" "$t/x-lk3" "running sandbox: ln LISTED other-name fails with EPERM"
+	q_eperm mv "$d/lk" "$t/y-lk3" "running sandbox: mv LISTED other-dir/name fails with EPERM"
+	q_hidden "$t/x-lk3" "$(sec lk)" "running sandbox: the listed content is not readable through the new link"
+	q_hidden "$t/y-lk3" "$(sec lk)" "running sandbox: the listed content is not readable under the new name"
+	q_read "$d/ctl" "$(ctl lnk)" "running sandbox: the control file is readable"
+	q_run lnk
+	srv_stop lnk
+	restore
+}
+
+# Freed inodes, on a fresh small ext4 (it hands a freed inode number out again at once).
+check_freed_inodes() {
+	local img dev m=$W/mnt/fresh d ino1 found
+	if ! { img=$(image fresh 16M) && loop_any "$img" && dev=$LOOPDEV &&
+		mkfs.ext4 -q -F "$dev" >/dev/null 2>&1 && mnt "$m" "$dev"; }; then
+		fail "freed_inodes: setup" "see stderr"
+		return
+	fi
+	d=$m/d
+	if ! { udir "$d" && put "$d/ctl" 0600 "$(ctl fresh)" && put "$d/f1" 0600 "$(sec f1)" &&
+		put "$d/f2" 0600 "$(sec f2)"; }; then
+		fail "freed_inodes: setup" "files"
+		return
+	fi
+	run_as "$USR" ln "$d/f2" "$d/f2-other"
+	ok "freed_inodes: a hardlink f2-other made outside before the launch" "$(why)" test "$RC" -eq 0
+	set_list "$d/f1" "$d/f2"
+	if ! srv_start fresh; then
+		fail "freed_inodes: a running sandbox starts" "see stderr"
+		return
+	fi
+	q_denied "$d/f1" "$(sec f1)" "freed_inodes: running sandbox, f1 before its deletion"
+	q_denied "$d/f2-other" "$(sec f2)" "freed_inodes: running sandbox, f2's other name before f2's deletion"
+	q_run fresh
+	ino1=$(ino "$d/f1")
+	run_as "$USR" sh -c 'rm "$1/f1" || exit 2; i=1
+while [ "$i" -le "$4" ]; do
+	printf "%s\n" "asx-fresh-$i-$2" >"$1/new-$i" || exit 2
+	if [ "$(stat -c %i "$1/new-$i")" = "$3" ]; then echo "$i"; exit 0; fi
+	i=$((i + 1))
+done
+exit 1' sh "$d" "$TOK" "$ino1" "$REUSE_TRIES"
+	found=$(cat "$OUT")
+	okl "freed_inodes: after rm f1 a new file reuses its inode number $ino1" \
+		'$(why); inodes now: $(ls -i "$d" | tr "\n" " ")' test "$RC" -eq 0 -a -n "$found"
+	if [ -n "$found" ] && [ "$RC" -eq 0 ]; then
+		note "freed_inodes: new-$found got inode $ino1 (f1's)"
+		q_read "$d/new-$found" "asx-fresh-$found-$TOK" \
+			"running sandbox: an unrelated new file reusing a deleted listed file's inode number is readable"
+	fi
+	run_as "$USR" rm "$d/f2"
+	ok "freed_inodes: rm f2 (f2-other keeps the inode)" "$(why)" test "$RC" -eq 0 -a -e "$d/f2-other"
+	q_denied "$d/f2-other" "$(sec f2)" "running sandbox: a listed inode that keeps another name stays denied after rm of the listed name"
+	q_read "$d/ctl" "$(ctl fresh)" "freed_inodes: running sandbox, the control file is readable"
+	q_run fresh
+	srv_stop fresh
+}
+
+check_missing_parent() {
+	local p=$W/asx-no-such-dir/secret l
+	set_list "$p"
+	run_in "$USR" true
+	okl "a listed path whose directory does not exist: the launch works (exit 0)" '$(why)' test "$RC" -eq 0
+	note "launch stderr for $p:"
+	while IFS= read -r l; do note "  $l"; done <"$ERR"
+}
+
+# ================================================================ setup and cleanup
+
+preflight() {
+	local c missing=""
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "running as root" "uid $(id -u)"
+		return 1
+	fi
+	for c in "$LAUNCHER" runuser timeout useradd userdel mount umount losetup mknod mkfs.ext4 \
+		findmnt truncate mkfifo python3; do
+		command -v "$c" >/dev/null || missing="$missing $c"
+	done
+	if [ -n "$missing" ]; then
+		fail "required commands present" "missing:$missing"
+		return 1
+	fi
+}
+
+setup() {
+	T=$(mktemp -d /tmp/asx-fs.XXXXXX) || return 1
+	OUT=$T/out ERR=$T/err
+	TOK=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	mkdir -p /srv && W=$(mktemp -d /srv/asx-fs.XXXXXX) && chmod 0755 "$W" &&
+		mkdir -p "$W/img" "$W/mnt" || return 1
+	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
+	SETUP_DONE=1
+	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
+	USR_UID=$(id -u "$USR") UH=$(home_of "$USR")
+	modprobe loop 2>/dev/null
+	return 0
+}
+
+cleanup() {
+	local p i n
+	[ "$CLEANED" -eq 1 ] && return 0
+	CLEANED=1
+	for p in "${BG_PIDS[@]}"; do
+		pid_gone "$p" || kill "$p" 2>/dev/null
+	done
+	for p in "${BG_PIDS[@]}"; do
+		stop_bg "$p"
+	done
+	[ "$SETUP_DONE" -eq 1 ] || return 0
+	if [ "${ASX_FS_KEEP:-0}" = 1 ]; then
+		printf 'kept: user %s, %s (mounts), %s\n' "$USR" "$W" "$T" >&2
+		return 0
+	fi
+	kill_user_procs "$USR"
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+		umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" 2>/dev/null ||
+			echo "cleanup: cannot unmount ${MOUNTS[i]}" >&2
+	done
+	for p in "${LOOPS[@]}"; do
+		losetup -d "$p" 2>/dev/null
+	done
+	for n in "${LOOP_NUMS[@]}"; do # remove the devices we had the kernel add
+		python3 -c 'import fcntl, os, sys
+fd = os.open("/dev/loop-control", os.O_RDWR)
+fcntl.ioctl(fd, 0x4C81, int(sys.argv[1]))  # LOOP_CTL_REMOVE' "$n" 2>/dev/null
+	done
+	for p in "${NODES[@]}"; do
+		rm -f "$p"
+	done
+	remove_test_user "$USR"
+	[ -n "$W" ] && rm -rf "$W"
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+# listed WORD LIST: WORD is one of the space-separated LIST
+listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# listed_not WORD LIST: WORD is not empty and not one of LIST
+listed_not() { [ -n "$1" ] && ! listed "$1" "$2"; }
+
+run_check() {
+	if [ -n "${ASX_FS_ONLY:-}" ] && ! listed "$1" "$ASX_FS_ONLY"; then
+		return
+	fi
+	if listed "$1" "${ASX_FS_SKIP:-}"; then
+		skip "$1 (disabled by ASX_FS_SKIP)"
+		return
+	fi
+	local t0=$SECONDS
+	"check_$1"
+	note "$1: $((SECONDS - t0)) s"
+}
+
+main() {
+	local c
+	preflight || finish
+	trap cleanup EXIT
+	trap 'fail "run" "interrupted"; finish' INT TERM
+	if ! setup; then
+		fail "setup (test user, directories)" "see stderr"
+		finish
+	fi
+	for c in "${CHECKS[@]}"; do
+		run_check "$c"
+	done
+	finish
+}
+
+main "$@"
