@@ -794,12 +794,14 @@ impl Daemon {
                 }
             };
             self.reply(&p.token, p.uid, &reply);
+            p.pidfd.wake();
         }
     }
 
     fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
         for p in batch {
             self.reply(&p.token, p.uid, &Reply::refused(why.to_owned()));
+            p.pidfd.wake();
         }
     }
 

@@ -549,7 +549,10 @@ mod tests {
         assert_eq!(unstable_inode_numbers(0x0102_1994), None, "tmpfs");
         assert_eq!(unstable_inode_numbers(BTRFS_SUPER_MAGIC), None);
         let e = KeyError::Unsupported("an exFAT filesystem").to_string();
-        assert!(e.contains("exFAT") && e.contains("cannot be denied reliably"), "{e}");
+        assert!(
+            e.contains("exFAT") && e.contains("cannot be denied reliably"),
+            "{e}"
+        );
     }
 
     #[test]

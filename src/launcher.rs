@@ -2,7 +2,8 @@
 //!
 //! 1. The daemon must be serving: the ready file names a live process.
 //! 2. Drop a request (`.req.<token>` written, renamed to `req.<token>`).
-//! 3. Wait, bounded, for `rep.<token>`; show the user's list warnings.
+//! 3. Wait, bounded, for `rep.<token>` (woken by the daemon's SIGURG, with a
+//!    polling back-off as the fallback); show the user's list warnings.
 //! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
 //! 5. execvp(PROGRAM, ARGS) with argv and environment unchanged.
 //!
@@ -18,8 +19,10 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::cgroup;
+use nix::sys::signal::{SigSet, Signal};
+
 use crate::request::{self, Reply, Request};
+use crate::{cgroup, process};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -145,7 +148,17 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     let req = Request {
         pid: std::process::id() as i32,
     };
-    request::publish(
+    // The daemon signals WAKE_SIGNAL once the reply is written; blocked, it
+    // stays pending for sigtimedwait() below. Unblocking it again discards a
+    // pending one (its default action is to ignore it), so PROGRAM starts
+    // with the signal mask it was given.
+    let mut wake = SigSet::empty();
+    wake.add(
+        Signal::try_from(process::WAKE_SIGNAL).map_err(|e| LaunchError::Request(e.to_string()))?,
+    );
+    wake.thread_block()
+        .map_err(|e| LaunchError::Request(format!("sigprocmask: {e}")))?;
+    let published = request::publish(
         dir.as_fd(),
         &format!(".req.{token}"),
         &format!("req.{token}"),
@@ -153,8 +166,9 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
         0o600,
         None,
     )
-    .map_err(|e| LaunchError::Request(e.to_string()))?;
-    let reply = wait_reply(&dir, &token, uid, daemon);
+    .map_err(|e| LaunchError::Request(e.to_string()));
+    let reply = published.and_then(|()| wait_reply(&dir, &token, uid, daemon, &wake));
+    let _ = wake.thread_unblock();
     if reply.is_err() {
         // Take back a request nobody served (ignore: the daemon may have consumed it).
         let _ = request::unlink_at(dir.as_fd(), &format!("req.{token}"));
@@ -211,6 +225,7 @@ fn wait_reply(
     token: &str,
     uid: u32,
     daemon: i32,
+    wake: &SigSet,
 ) -> Result<Reply, LaunchError> {
     let name = format!("rep.{token}");
     let start = Instant::now();
@@ -249,7 +264,14 @@ fn wait_reply(
                 return Err(LaunchError::NoDaemon("it stopped while we waited".into()));
             }
         }
-        std::thread::sleep(sleep);
+        // Sleep until the daemon's wake-up or the back-off delay, whichever
+        // comes first (the delay covers a daemon that could not signal).
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: sleep.as_nanos() as libc::c_long,
+        };
+        // SAFETY: wake is a valid sigset; a null siginfo is allowed; ts is valid.
+        unsafe { libc::sigtimedwait(wake.as_ref(), std::ptr::null_mut(), &ts) };
         sleep = (sleep * 2).min(Duration::from_millis(20));
     }
 }
