@@ -49,7 +49,7 @@ SHELL_SCRIPTS = $(sort $(shell find scripts debian .ci -type f -exec \
 	awk 'FNR == 1 && /^\#!.*[\/ ](ba|da)?sh([ \t]|$$)/ { print FILENAME }' {} + 2>/dev/null))
 
 .PHONY: help deps build package test fmt-check clippy cargo-test shellcheck \
-	bpf-check lintian vm-test package-next clean have-cargo
+	bpf-check lintian vm-test package-next bench bench-tools clean have-cargo
 
 help:
 	@echo "make deps      install the build and test dependencies (Debian 12, apt-get)"
@@ -57,6 +57,7 @@ help:
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck bpf-check lintian"
 	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 deps:
@@ -156,6 +157,44 @@ vm-test: package package-next
 	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
 	    --add scripts/test-lib.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
+	done
+
+# Benchmarks (BENCHMARKS.md): scripts/bench-guest.sh in a Debian 12 guest, one
+# boot per mode in BENCH_MODES: icount (deterministic: guest time = executed
+# instructions; the mode of record) and mttcg (2 vCPUs, wall clock). Each boot
+# runs every suite and prints its table; the full guest output is kept in
+# build/bench-<mode>.log. BENCH_ARGS=--quick for a trial with small counts.
+BENCH_MODES ?= icount
+BENCH_ARGS ?=
+BENCH_TIMEOUT ?= 5400
+BENCH_DIR := build/bench
+CLANG ?= clang
+
+bench-tools: have-cargo
+	$(CARGO_RUN) build --release --locked --example asx-bench
+	mkdir -p $(BENCH_DIR)
+	cp $(TARGET_DIR)/release/examples/asx-bench $(BENCH_DIR)/asx-bench
+	$(CLANG) -O2 -g -target bpf -c bench/empty.bpf.c -o $(BENCH_DIR)/empty.bpf.o
+
+bench: package bench-tools
+	@rev=$$(git describe --always --dirty 2>/dev/null || echo unknown); \
+	for mode in $(BENCH_MODES); do \
+	  case $$mode in icount) flag=--icount ;; mttcg) flag= ;; \
+	    *) echo "bench: unknown mode $$mode (icount or mttcg)" >&2; exit 2 ;; esac; \
+	  log=build/bench-$$mode.log; \
+	  echo "== bench: $$mode boot (progress below; guest output in $$log)"; \
+	  rc=0; \
+	  scripts/vm-test.sh $$flag --timeout $(BENCH_TIMEOUT) --add $(BENCH_DIR) $(DEB) \
+	    -- scripts/bench-guest.sh --mode $$mode --rev "$$rev" $(BENCH_ARGS) 2>&1 \
+	    | tee $$log | grep --line-buffered -E '^(\.\. |vm-test: |bench-guest.sh: |asx-bench: )' \
+	    || rc=$$?; \
+	  if [ "$$rc" -ne 0 ] || ! grep -q '^== agent-sandbox-exec benchmarks' $$log; then \
+	    echo "bench: the $$mode run failed; last lines of $$log:" >&2; tail -n 30 $$log >&2; exit 1; \
+	  fi; \
+	done; \
+	for mode in $(BENCH_MODES); do \
+	  sed -n '/^== agent-sandbox-exec benchmarks/,$$p' build/bench-$$mode.log \
+	    | grep -v -E '^vm-runner: '; \
 	done
 
 clean:

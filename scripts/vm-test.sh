@@ -13,6 +13,11 @@
 #   --keep-share DIR   use DIR (new or empty) as the share and keep it afterwards: the script's
 #                      results plus serial.log (the guest console) are left there
 #   --add PATH         also copy PATH (file or directory) into the share root; repeatable
+#   --icount           deterministic timing: one vCPU under single-threaded TCG with a guest clock
+#                      that counts executed instructions (1 instruction = 1 virtual ns; an idle
+#                      guest jumps to its next timer), so timings repeat to about 0.1 %; suits
+#                      per-syscall ratios, not cache or I/O figures. Without it: 2 vCPUs under
+#                      multi-threaded TCG, guest clock = host wall clock
 #
 # In the guest: the first DEB is installed with apt-get (offline) before the script runs; every
 # DEB is on the share for the script (e.g. for an upgrade test). The script runs with bash, as
@@ -40,6 +45,7 @@ readonly EXIT_TIMEOUT=124 EXIT_FAILURE=125 EXIT_USAGE=2
 suite=bookworm
 timeout_s=900
 keep_share=
+icount=
 debs=()
 adds=()
 guest_script=
@@ -90,6 +96,7 @@ parse_args() {
         --timeout) [ $# -ge 2 ] || die "--timeout needs a value" "$EXIT_USAGE"; timeout_s=$2; shift 2 ;;
         --keep-share) [ $# -ge 2 ] || die "--keep-share needs a value" "$EXIT_USAGE"; keep_share=$2; shift 2 ;;
         --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
+        --icount) icount=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
         -*) die "unknown option: $1 (see --help)" "$EXIT_USAGE" ;;
@@ -123,7 +130,7 @@ guest_packages() {
     local libelf=libelf1
     [ "$suite" = bookworm ] || libelf=libelf1t64    # renamed in the 64-bit time_t transition
     echo systemd systemd-sysv udev dbus sudo kmod linux-image-amd64 initramfs-tools \
-        util-linux procps coreutils openssh-client curl python3-minimal strace \
+        util-linux procps coreutils openssh-client curl python3-minimal strace bubblewrap \
         btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool \
         "$libelf" zlib1g libc6 libgcc-s1
 }
@@ -341,11 +348,14 @@ stream_output() {
 # Boot the image; return QEMU's (or timeout's) exit status.
 run_vm() {
     local image=$1 share=$2 serial=$3 qemu_log=$4 rc=0
+    local -a cpu=(-accel 'tcg,thread=multi' -smp 2)
+    # --icount: guest time = executed instructions, so timings repeat to about 0.1 %.
+    [ -z "$icount" ] || cpu=(-accel 'tcg,thread=single' -icount 'shift=0,sleep=off' -smp 1)
     # -accel tcg: /dev/kvm here is a nested paravirtual hypervisor that stock kernels choke on.
     # panic=-1 reboots at once on a kernel panic, and -no-reboot turns that into QEMU exiting.
     # snapshot=on keeps the cached disk untouched (writes go to a temporary overlay).
     timeout --kill-after=15 "$timeout_s" qemu-system-x86_64 \
-        -accel tcg,thread=multi -cpu max -m 2G -smp 2 -machine q35 \
+        "${cpu[@]}" -cpu max -m 2G -machine q35 \
         -nodefaults -display none -no-reboot -nic none \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
         -append "console=ttyS0 root=LABEL=$ROOT_LABEL rw panic=-1" \
@@ -447,7 +457,7 @@ main() {
     fi
     prepare_share "$share"
 
-    log "booting $(basename "$image") (timeout ${timeout_s} s)"
+    log "booting $(basename "$image")${icount:+ in icount mode} (timeout ${timeout_s} s)"
     booted=$SECONDS
     run_vm "$image" "$share" "$serial" "$qemu_log" || rc=$?
     log "the VM ran for $((SECONDS - booted)) s"

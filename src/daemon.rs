@@ -198,6 +198,10 @@ fn run() -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
+    // Resolvers are forks of this process: have glibc read nsswitch.conf and
+    // the passwd/group databases' setup once here, not in every resolver.
+    let _ = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(0));
+    let _ = nix::unistd::getgrouplist(c"root", nix::unistd::Gid::from_raw(0));
     let bpf = Bpf::load_and_attach()?;
     log::info!(
         "lsm/file_open attached; maps pinned in {}",

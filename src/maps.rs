@@ -453,6 +453,8 @@ pub struct Bpf {
     sandboxes: HashSet<u64>,
     slots: WordArray,
     filter: Filter,
+    /// dropped_keys as of the last apply that wrote every desired file key.
+    drops_seen: Option<u64>,
     /// Whether the btrfs types were in the kernel's BTF when the programs
     /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
     btrfs_loaded: bool,
@@ -535,6 +537,7 @@ impl Bpf {
                 counts: HashMap::new(),
             },
             btrfs_loaded,
+            drops_seen: None,
         };
         bpf.load_mirror();
         Ok(bpf)
@@ -637,9 +640,10 @@ impl Bpf {
     /// least `desired`) for sandbox `cgid` and marks `cgid` as a sandbox:
     /// inserts the new entries (and their filter bits), then adds `cgid` to
     /// agent_cgid_set and sandbox_slots, then removes stale entries, so the
-    /// live set never drops below the desired set. Desired file keys are
-    /// written again even when the mirror has them: the kernel may have
-    /// dropped a freed inode's key whose number a listed file now reuses.
+    /// live set never drops below the desired set. When the kernel has
+    /// dropped keys of freed inodes since the last apply (dropped_keys moved),
+    /// every desired file key is written again, not only the new ones: a
+    /// listed file may now reuse a dropped inode number the mirror still holds.
     ///
     /// # Errors
     /// A failed insert (map full, ...) returns the error before anything is
@@ -660,12 +664,21 @@ impl Bpf {
             removed: stale_files.len() + stale_names.len(),
             kept: desired.len() - new_files.len() - new_names.len(),
         };
-        let all_files: Vec<FileKey> = desired.files.iter().copied().collect();
+        let drops = self.dropped_keys();
+        let write_all = drops.is_none() || drops != self.drops_seen;
         let total: usize = self.mirror.values().map(DenySet::len).sum();
-        let file_keys: Vec<Vec<u8>> = all_files
-            .iter()
-            .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
-            .collect();
+        let file_keys: Vec<Vec<u8>> = if write_all {
+            desired
+                .files
+                .iter()
+                .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
+                .collect()
+        } else {
+            new_files
+                .iter()
+                .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
+                .collect()
+        };
         insert(&self.skel.maps.deny_map, "deny_map", &file_keys, total)?;
         for f in &new_files {
             self.filter.add(filter_bit(*f, TAG_FILE));
@@ -684,7 +697,21 @@ impl Bpf {
         if mode == ApplyMode::Exact {
             self.remove(cgid, &stale_files, &stale_names);
         }
+        if write_all {
+            self.drops_seen = drops;
+        }
         Ok(stats)
+    }
+
+    /// The kernel's count of dropped deny_map keys (None if unreadable).
+    fn dropped_keys(&self) -> Option<u64> {
+        let v = self
+            .skel
+            .maps
+            .dropped_keys
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?))
     }
 
     fn add_sandbox(&mut self, cgid: u64) -> Result<(), BpfError> {

@@ -69,23 +69,30 @@ pub struct Resolution {
 pub fn parse_output(out: &[u8]) -> Resolution {
     let mut r = Resolution::default();
     for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let text = String::from_utf8_lossy(line.get(2..).unwrap_or_default()).into_owned();
+        let body = line.get(2..).unwrap_or_default();
+        // Key and name records are ASCII; they skip the String copy.
+        let ascii = std::str::from_utf8(body).ok();
         match line.first() {
-            Some(b'K') => match parse_key(&text) {
+            Some(b'K') => match ascii.and_then(parse_key) {
                 Some(k) => {
                     r.deny.files.insert(k);
                 }
-                None => r.fatal = Some(format!("resolver sent a malformed key {text:?}")),
+                None => r.fatal = Some(format!("resolver sent a malformed key {ascii:?}")),
             },
-            Some(b'N') => match parse_name(&text) {
+            Some(b'N') => match ascii.and_then(parse_name) {
                 Some(n) => {
                     r.deny.names.insert(n);
                 }
-                None => r.fatal = Some(format!("resolver sent a malformed name {text:?}")),
+                None => r.fatal = Some(format!("resolver sent a malformed name {ascii:?}")),
             },
-            Some(b'U') => r.user_warnings.push(text),
-            Some(b'A') => r.admin_warnings.push(text),
-            Some(b'F') => r.fatal = Some(text),
+            _ => {}
+        }
+        let text = || String::from_utf8_lossy(body).into_owned();
+        match line.first() {
+            Some(b'K' | b'N') => {}
+            Some(b'U') => r.user_warnings.push(text()),
+            Some(b'A') => r.admin_warnings.push(text()),
+            Some(b'F') => r.fatal = Some(text()),
             _ => r.fatal = Some("resolver sent a malformed record".into()),
         }
     }
@@ -298,9 +305,18 @@ impl<W: Write> Sink<'_, W> {
         let _ = writeln!(self.out, "K {} {} {}", k.dev, k.ino, k.subvol);
     }
     fn name(&mut self, n: &NameKey) {
-        let hex: String = n.name.iter().map(|b| format!("{b:02x}")).collect();
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; 2 * crate::keys::NAME_MAX];
+        for (i, b) in n.name.iter().take(crate::keys::NAME_MAX).enumerate() {
+            hex[2 * i] = HEX[usize::from(b >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
         let d = n.dir;
-        let _ = writeln!(self.out, "N {} {} {} {hex}", d.dev, d.ino, d.subvol);
+        let _ = write!(self.out, "N {} {} {} ", d.dev, d.ino, d.subvol);
+        let _ = self
+            .out
+            .write_all(&hex[..2 * n.name.len().min(crate::keys::NAME_MAX)]);
+        let _ = self.out.write_all(b"\n");
     }
 }
 

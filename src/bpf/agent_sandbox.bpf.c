@@ -98,6 +98,18 @@ struct {
 	__type(value, __u64);
 } key_filter SEC(".maps");
 
+/*
+ * Count of deny_map keys dropped by inode_free_security, for the daemon: while
+ * it is unchanged, the daemon's record of deny_map is exact and a no-change
+ * apply need not write the keys again.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} dropped_keys SEC(".maps");
+
 /* Per-CPU room for a name_key, too big for the 512-byte BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -257,10 +269,16 @@ struct drop_ctx {
 static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_ctx *ctx)
 {
 	struct deny_key dk = {};
+	__u32 zero = 0;
+	__u64 *count;
 
 	dk.cgid = *cgid;
 	dk.file = ctx->file;
-	bpf_map_delete_elem(&deny_map, &dk);
+	if (bpf_map_delete_elem(&deny_map, &dk) == 0) {
+		count = bpf_map_lookup_elem(&dropped_keys, &zero);
+		if (count)
+			__sync_fetch_and_add(count, 1);
+	}
 	return 0;
 }
 

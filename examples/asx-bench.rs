@@ -1,0 +1,535 @@
+//! asx-bench: the measurement primitives of `make bench` (scripts/bench-guest.sh
+//! runs them in the QEMU guest). Not part of the package.
+//!
+//! Every timing uses CLOCK_MONOTONIC (`Instant`); in an icount guest that
+//! clock counts executed instructions. Results are printed on stdout as one
+//! line `MEDIAN MIN MAX N` (ns, over N runs) unless a command says otherwise;
+//! anything that goes wrong exits non-zero with one line on stderr.
+//!
+//! ```text
+//! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
+//! asx-bench time [--cold] RUNS -- CMD...
+//!                                      run CMD RUNS times (must exit 0; after one untimed run
+//!                                      unless --cold): ns per run, then a 5th field: the median
+//!                                      busy time per run (ns the CPUs ran any task, from
+//!                                      /proc/schedstat; -1 if unavailable)
+//! asx-bench stat LIST RUNS             statx() every path of LIST as the resolver does: ns per pass
+//! asx-bench mapfloor N RUNS            batched insert of N keys into a fresh deny_map-shaped map: ns
+//! asx-bench load USERS TOTAL PAR -- CMD...
+//!                                      TOTAL runs of CMD, PAR at a time, as the comma-separated
+//!                                      USERS in turn: prints `OK FAILED MEDIAN P95 MAX` (ns)
+//! asx-bench stats V...                 MEDIAN MIN MAX N of the given numbers
+//! asx-bench mapcount NAME              the number of keys in every loaded map named NAME (root)
+//! asx-bench landlock -- CMD...         exec CMD under a Landlock ruleset that handles READ_FILE and
+//!                                      allows it beneath /
+//! asx-bench empty-prog OBJ             load OBJ, attach its LSM programs, print `ready`, hold the
+//!                                      links until SIGTERM or SIGINT
+//! asx-bench as USER CMD...             exec CMD as USER (uid, gid, groups, HOME, USER, cwd = home)
+//! ```
+
+use std::ffi::{CString, OsString};
+use std::io::{self, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType, ObjectBuilder};
+use nix::sys::signal::{SigSet, Signal};
+use nix::unistd::{Gid, Uid, User};
+
+type Res<T> = Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("asx-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[OsString]) -> Res<()> {
+    let (cmd, rest) = args
+        .split_first()
+        .ok_or("no command (see the comment at the top of examples/asx-bench.rs)")?;
+    match cmd.to_str().unwrap_or("") {
+        "openloop" => openloop(rest),
+        "time" => time_cmd(rest),
+        "stat" => stat_floor(rest),
+        "mapfloor" => map_floor(rest),
+        "load" => load(rest),
+        "stats" => {
+            let v: Vec<u64> = rest.iter().map(num).collect::<Res<_>>()?;
+            print_stats(&v)
+        }
+        "mapcount" => map_count(rest),
+        "landlock" => landlock(after_dashes(rest)?),
+        "empty-prog" => empty_prog(rest),
+        "as" => as_user(rest),
+        other => Err(format!("unknown command {other:?}")),
+    }
+}
+
+fn num(a: &OsString) -> Res<u64> {
+    a.to_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("not a number: {a:?}"))
+}
+
+fn arg<'a>(args: &'a [OsString], i: usize, what: &str) -> Res<&'a OsString> {
+    args.get(i).ok_or_else(|| format!("missing {what}"))
+}
+
+/// The command after a leading `--`.
+fn after_dashes(args: &[OsString]) -> Res<&[OsString]> {
+    match args.split_first() {
+        Some((d, cmd)) if d == "--" && !cmd.is_empty() => Ok(cmd),
+        _ => Err("expected -- CMD...".into()),
+    }
+}
+
+fn median(sorted: &[u64]) -> u64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2
+    }
+}
+
+fn print_stats(v: &[u64]) -> Res<()> {
+    if v.is_empty() {
+        return Err("no values".into());
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    println!("{} {} {} {}", median(&s), s[0], s[s.len() - 1], s.len());
+    Ok(())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn cstring(bytes: &[u8]) -> Res<CString> {
+    CString::new(bytes).map_err(|_| format!("NUL in {:?}", String::from_utf8_lossy(bytes)))
+}
+
+/// open+close of FILE, ITERS times per run, RUNS runs after a one-second
+/// pause (lets the work that started this process, e.g. a launch's apply,
+/// settle; costs no host time in an icount guest) and one short warm-up run;
+/// prints the median, min and max of the per-run mean in ns per op (one
+/// decimal).
+fn openloop(args: &[OsString]) -> Res<()> {
+    let path = cstring(arg(args, 0, "FILE")?.as_bytes())?;
+    let iters = num(arg(args, 1, "ITERS")?)?.max(1);
+    let runs = num(arg(args, 2, "RUNS")?)?.max(1);
+    let one_run = |n: u64| -> Res<f64> {
+        let start = Instant::now();
+        for _ in 0..n {
+            // SAFETY: path is NUL-terminated; the fd is closed right away.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(format!("open {path:?}: {}", io::Error::last_os_error()));
+            }
+            // SAFETY: fd was just opened by us.
+            unsafe { libc::close(fd) };
+        }
+        Ok(nanos(start.elapsed()) as f64 / n as f64)
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    one_run(iters / 10 + 1)?;
+    let mut per_op = Vec::new();
+    for _ in 0..runs {
+        per_op.push(one_run(iters)?);
+    }
+    per_op.sort_by(f64::total_cmp);
+    let n = per_op.len();
+    let med = if n % 2 == 1 {
+        per_op[n / 2]
+    } else {
+        (per_op[n / 2 - 1] + per_op[n / 2]) / 2.0
+    };
+    println!("{med:.1} {:.1} {:.1} {n}", per_op[0], per_op[n - 1]);
+    Ok(())
+}
+
+/// Sum over CPUs of the time they ran tasks other than idle (rq_cpu_time,
+/// the 7th number of each `cpuN` line of /proc/schedstat), in ns.
+fn busy_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/schedstat").ok()?;
+    let mut sum = 0u64;
+    let mut found = false;
+    for line in text.lines().filter(|l| l.starts_with("cpu")) {
+        sum += line.split_whitespace().nth(7)?.parse::<u64>().ok()?;
+        found = true;
+    }
+    found.then_some(sum)
+}
+
+/// Runs CMD RUNS times, each to completion; every run must exit 0.
+fn time_cmd(args: &[OsString]) -> Res<()> {
+    let cold = args.first().is_some_and(|a| a == "--cold");
+    let args = &args[usize::from(cold)..];
+    let runs = num(arg(args, 0, "RUNS")?)?.max(1);
+    let cmd = after_dashes(&args[1..])?;
+    let run_once = || -> Res<u64> {
+        let start = Instant::now();
+        let status = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| format!("{:?}: {e}", cmd[0]))?;
+        let t = nanos(start.elapsed());
+        if !status.success() {
+            return Err(format!("{cmd:?}: {status}"));
+        }
+        Ok(t)
+    };
+    if !cold {
+        run_once()?;
+    }
+    let mut times = Vec::new();
+    let mut busy = Vec::new();
+    for _ in 0..runs {
+        let b0 = busy_ns();
+        times.push(run_once()?);
+        if let (Some(b0), Some(b1)) = (b0, busy_ns()) {
+            busy.push(b1.saturating_sub(b0));
+        }
+    }
+    times.sort_unstable();
+    busy.sort_unstable();
+    let busy = if busy.len() == times.len() {
+        median(&busy).to_string()
+    } else {
+        "-1".into()
+    };
+    println!(
+        "{} {} {} {} {busy}",
+        median(&times),
+        times[0],
+        times[times.len() - 1],
+        times.len()
+    );
+    Ok(())
+}
+
+/// The paths of a list file as the benchmark writes them: one absolute path
+/// a line, blank lines and `#` comments skipped.
+fn read_paths(list: &OsString) -> Res<Vec<CString>> {
+    let text = std::fs::read(list).map_err(|e| format!("{list:?}: {e}"))?;
+    text.split(|b| *b == b'\n')
+        .map(|l| l.trim_ascii())
+        .filter(|l| !l.is_empty() && !l.starts_with(b"#"))
+        .map(cstring)
+        .collect()
+}
+
+/// The floor under resolving a list: one statx() per path with the flags and
+/// mask of src/keys.rs (key_for_path), nothing else.
+fn stat_floor(args: &[OsString]) -> Res<()> {
+    let paths = read_paths(arg(args, 0, "LIST")?)?;
+    let runs = num(arg(args, 1, "RUNS")?)?.max(1);
+    let flags = libc::AT_STATX_SYNC_AS_STAT | libc::AT_SYMLINK_NOFOLLOW;
+    let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        for p in &paths {
+            let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+            // SAFETY: p is NUL-terminated; stx is a valid out-buffer.
+            let rc =
+                unsafe { libc::statx(libc::AT_FDCWD, p.as_ptr(), flags, mask, stx.as_mut_ptr()) };
+            if rc != 0 {
+                return Err(format!("statx {p:?}: {}", io::Error::last_os_error()));
+            }
+        }
+        times.push(nanos(start.elapsed()));
+    }
+    print_stats(&times)
+}
+
+/// The floor under applying a list: the same batched inserts the daemon does
+/// (chunks of 4096 keys of 24 bytes, value 1 byte) into a fresh hash map of
+/// deny_map's shape. A new map per run, so every run inserts N new keys.
+fn map_floor(args: &[OsString]) -> Res<()> {
+    const CHUNK: usize = 4096;
+    let n = usize::try_from(num(arg(args, 0, "N")?)?).map_err(|e| e.to_string())?;
+    let runs = num(arg(args, 1, "RUNS")?)?.max(1);
+    let mut keys = Vec::with_capacity(n * 24);
+    for i in 0..n as u64 {
+        keys.extend_from_slice(&4242u64.to_ne_bytes()); // cgid
+        keys.extend_from_slice(&(1_000_000 + i).to_ne_bytes()); // ino
+        keys.extend_from_slice(&(8u32 << 20 | 1).to_ne_bytes()); // dev
+        keys.extend_from_slice(&0u32.to_ne_bytes()); // reserved
+    }
+    let values = vec![1u8; CHUNK];
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: libbpf_rs::libbpf_sys::BPF_F_NO_PREALLOC,
+            ..Default::default()
+        };
+        let map = MapHandle::create(
+            MapType::Hash,
+            Some("asx_bench_floor"),
+            24,
+            1,
+            1 << 20,
+            &opts,
+        )
+        .map_err(|e| format!("creating a hash map: {e}"))?;
+        let start = Instant::now();
+        for chunk in keys.chunks(CHUNK * 24) {
+            let count = chunk.len() / 24;
+            map.update_batch(
+                chunk,
+                &values[..count],
+                count as u32,
+                MapFlags::ANY,
+                MapFlags::ANY,
+            )
+            .map_err(|e| format!("batch update: {e}"))?;
+        }
+        times.push(nanos(start.elapsed()));
+    }
+    print_stats(&times)
+}
+
+fn map_count(args: &[OsString]) -> Res<()> {
+    let name = arg(args, 0, "NAME")?;
+    let mut total = 0usize;
+    for info in libbpf_rs::query::MapInfoIter::default().filter(|i| &i.name == name) {
+        let map =
+            MapHandle::from_map_id(info.id).map_err(|e| format!("map id {}: {e}", info.id))?;
+        total += map.keys().count();
+    }
+    println!("{total}");
+    Ok(())
+}
+
+struct Account {
+    name: String,
+    uid: Uid,
+    gid: Gid,
+    home: std::path::PathBuf,
+}
+
+fn account(name: &str) -> Res<Account> {
+    let u = User::from_name(name)
+        .map_err(|e| format!("user {name}: {e}"))?
+        .ok_or_else(|| format!("no user {name}"))?;
+    Ok(Account {
+        name: u.name,
+        uid: u.uid,
+        gid: u.gid,
+        home: u.dir,
+    })
+}
+
+/// CMD as the account, for `load`: the spawned child sets gid and uid (std
+/// also drops the supplementary groups when root sets a uid), HOME, USER,
+/// LOGNAME and cwd.
+fn command_as(a: &Account, cmd: &[OsString]) -> Command {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .uid(a.uid.as_raw())
+        .gid(a.gid.as_raw())
+        .env("HOME", &a.home)
+        .env("USER", &a.name)
+        .env("LOGNAME", &a.name)
+        .stdin(Stdio::null());
+    if a.home.is_dir() {
+        c.current_dir(&a.home);
+    }
+    c
+}
+
+/// TOTAL runs of CMD, PAR at a time, the i-th as USERS[i % len]; prints
+/// `OK FAILED MEDIAN P95 MAX` over all runs (ns, start of spawn to exit).
+fn load(args: &[OsString]) -> Res<()> {
+    let users = arg(args, 0, "USERS")?
+        .to_str()
+        .ok_or("USERS is not UTF-8")?
+        .split(',')
+        .map(account)
+        .collect::<Res<Vec<_>>>()?;
+    let total = usize::try_from(num(arg(args, 1, "TOTAL")?)?).map_err(|e| e.to_string())?;
+    let par = usize::try_from(num(arg(args, 2, "PAR")?)?).map_err(|e| e.to_string())?;
+    let cmd: Vec<OsString> = after_dashes(&args[3..])?.to_vec();
+    let users = Arc::new(users);
+    let next = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(Mutex::new(Vec::<(u64, bool)>::new()));
+    let workers: Vec<_> = (0..par.max(1))
+        .map(|_| {
+            let (users, next, results, cmd) = (
+                Arc::clone(&users),
+                Arc::clone(&next),
+                Arc::clone(&results),
+                cmd.clone(),
+            );
+            std::thread::spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        break;
+                    }
+                    let start = Instant::now();
+                    let ok = match command_as(&users[i % users.len()], &cmd).status() {
+                        Ok(s) => s.success(),
+                        Err(e) => {
+                            eprintln!("asx-bench: load: {:?}: {e}", cmd[0]);
+                            false
+                        }
+                    };
+                    let t = nanos(start.elapsed());
+                    results.lock().unwrap().push((t, ok));
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().map_err(|_| "a worker thread panicked")?;
+    }
+    let res = results.lock().unwrap();
+    let ok = res.iter().filter(|r| r.1).count();
+    let mut t: Vec<u64> = res.iter().map(|r| r.0).collect();
+    t.sort_unstable();
+    if t.is_empty() {
+        return Err("no runs".into());
+    }
+    let p95 = t[(t.len() * 95).div_ceil(100) - 1];
+    println!(
+        "{ok} {} {} {p95} {}",
+        t.len() - ok,
+        median(&t),
+        t[t.len() - 1]
+    );
+    Ok(())
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the uapi header).
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+const LANDLOCK_ACCESS_FS_READ_FILE: u64 = 1 << 2;
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
+
+fn landlock(cmd: &[OsString]) -> Res<()> {
+    let sys = |what: &str, rc: libc::c_long| -> Res<libc::c_long> {
+        if rc < 0 {
+            Err(format!("{what}: {}", io::Error::last_os_error()))
+        } else {
+            Ok(rc)
+        }
+    };
+    // struct landlock_ruleset_attr, ABI 1: handled_access_fs only.
+    let handled: u64 = LANDLOCK_ACCESS_FS_READ_FILE;
+    // SAFETY: the attribute is a valid u64 of the size passed.
+    let ruleset = sys("landlock_create_ruleset", unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &handled as *const u64,
+            std::mem::size_of::<u64>(),
+            0u32,
+        )
+    })?;
+    let root = CString::new("/").unwrap();
+    // SAFETY: NUL-terminated path.
+    let root_fd = unsafe { libc::open(root.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    sys("open /", root_fd.into())?;
+    let rule = PathBeneath {
+        allowed_access: LANDLOCK_ACCESS_FS_READ_FILE,
+        parent_fd: root_fd,
+    };
+    // SAFETY: rule is a valid landlock_path_beneath_attr.
+    sys("landlock_add_rule", unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset as libc::c_int,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneath,
+            0u32,
+        )
+    })?;
+    // SAFETY: plain prctl and syscalls on our own fds.
+    sys("PR_SET_NO_NEW_PRIVS", unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into()
+    })?;
+    sys("landlock_restrict_self", unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset as libc::c_int,
+            0u32,
+        )
+    })?;
+    // SAFETY: closing fds we opened; they are not used again.
+    unsafe {
+        libc::close(ruleset as libc::c_int);
+        libc::close(root_fd);
+    }
+    let e = Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    Err(format!("exec {:?}: {e}", cmd[0]))
+}
+
+fn empty_prog(args: &[OsString]) -> Res<()> {
+    let path = arg(args, 0, "OBJ")?;
+    let obj = ObjectBuilder::default()
+        .open_file(path)
+        .and_then(|o| o.load())
+        .map_err(|e| format!("loading {path:?}: {e}"))?;
+    let mut links = Vec::new();
+    for prog in obj.progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        links.push(
+            prog.attach_lsm()
+                .map_err(|e| format!("attaching {name}: {e}"))?,
+        );
+    }
+    if links.is_empty() {
+        return Err(format!("{path:?} has no program"));
+    }
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    set.thread_block()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
+    println!("ready");
+    io::stdout().flush().map_err(|e| e.to_string())?;
+    set.wait().map_err(|e| format!("sigwait: {e}"))?;
+    drop(links);
+    Ok(())
+}
+
+fn as_user(args: &[OsString]) -> Res<()> {
+    let name = arg(args, 0, "USER")?.to_str().ok_or("USER is not UTF-8")?;
+    let cmd = &args[1..];
+    if cmd.is_empty() {
+        return Err("missing CMD".into());
+    }
+    let a = account(name)?;
+    let cname = cstring(&OsString::from(&a.name).into_vec())?;
+    nix::unistd::initgroups(&cname, a.gid).map_err(|e| format!("initgroups: {e}"))?;
+    nix::unistd::setresgid(a.gid, a.gid, a.gid).map_err(|e| format!("setresgid: {e}"))?;
+    nix::unistd::setresuid(a.uid, a.uid, a.uid).map_err(|e| format!("setresuid: {e}"))?;
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .env("HOME", &a.home)
+        .env("USER", &a.name)
+        .env("LOGNAME", &a.name);
+    if a.home.is_dir() {
+        c.current_dir(&a.home);
+    }
+    let e = c.exec();
+    Err(format!("exec {:?}: {e}", cmd[0]))
+}

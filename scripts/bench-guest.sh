@@ -1,0 +1,397 @@
+#!/bin/bash
+# bench-guest.sh: guest entry of `make bench` (runs as root in the QEMU guest started by
+# scripts/vm-test.sh, cwd = the share, the package installed and its daemon running).
+#
+# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick]
+#
+#   --mode   how the guest was booted (scripts/vm-test.sh --icount or not); printed with every
+#            figure. icount: guest time = executed instructions (1 ns = 1 instruction)
+#   --rev    what was built (e.g. git describe), printed in the header
+#   --quick  small iteration counts, to try the script out (figures not for the record)
+#
+# Needs on the share: bench/asx-bench (cargo example) and bench/empty.bpf.o (bench/empty.bpf.c).
+# Creates users asx-bench1..4 and 100,000 files in a home; the guest is thrown away afterwards.
+# Prints progress lines starting with "..", then the tables; exits non-zero if a measurement
+# failed (a target that is missed is reported, not an error).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+readonly here
+mode=unknown
+rev=unknown
+quick=
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--mode) mode=$2; shift 2 ;;
+	--rev) rev=$2; shift 2 ;;
+	--quick) quick=1; shift ;;
+	*) echo "bench-guest.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+# Iteration counts. Open loop: ITERS open+close per run, RUNS runs, median of the per-run means.
+# Launches: LAUNCH_RUNS timed launches (relaunch, /bin/true, bwrap; 3 for lists of more than
+# 1,000 entries, which take long and vary little), FIRST_RUNS first applies.
+if [ -n "$quick" ]; then
+	ITERS=2000 RUNS=3 LAUNCH_RUNS=3 FIRST_RUNS=2 STAT_RUNS=3 MAP_RUNS=2
+	BIG=20000 LOAD_TOTAL=40 LOAD_PAR=8
+else
+	ITERS=20000 RUNS=5 LAUNCH_RUNS=11 FIRST_RUNS=3 STAT_RUNS=5 MAP_RUNS=3
+	BIG=100000 LOAD_TOTAL=200 LOAD_PAR=16
+fi
+readonly ITERS RUNS LAUNCH_RUNS FIRST_RUNS STAT_RUNS MAP_RUNS BIG LOAD_TOTAL LOAD_PAR
+readonly LOAD_BOUND_S=5    # the stated bound for every launch of the load test
+readonly SIZES=(10 1000 10000)    # list sizes of the launch table
+readonly APPLY_SIZES=(1000 10000 "$BIG")
+readonly USERS=(asx-bench1 asx-bench2 asx-bench3 asx-bench4)
+readonly U=${USERS[0]}
+readonly UHOME=/home/$U
+readonly FILE=$UHOME/plain    # the unlisted file of the open loop
+readonly BIN=/usr/local/bin/asx-bench
+readonly OBJ=/usr/local/lib/asx-bench/empty.bpf.o
+readonly UNIT=agent-sandbox-execd.service
+
+declare -A R    # results: name -> "MEDIAN MIN MAX N [BUSY]"
+
+progress() { printf '.. [%4d s] %s\n' "$SECONDS" "$*"; }    # guest clock since the start
+die() {
+	printf 'bench-guest.sh: %s\n' "$*" >&2
+	exit 1
+}
+
+# Run a measurement; store its "MEDIAN MIN MAX N" line under a name. Dirty pages are written
+# back first, so that writeback does not run in the middle of it.
+measure() {
+	local name=$1 out
+	shift
+	sync
+	out=$("$@") || die "measurement $name failed: $*"
+	R[$name]=$out
+	progress "$name: $out"
+}
+
+field() { # NAME INDEX(1=median 2=min 3=max 4=n 5=median busy time)
+	local v
+	read -r -a v <<<"${R[$1]:?no result $1}"
+	printf '%s' "${v[$(($2 - 1))]}"
+}
+med() { field "$1" 1; }
+
+as_user() { "$BIN" as "$@"; }
+daemon_pid() { systemctl show -p MainPID --value "$UNIT"; }
+lsm_progs() { bpftool prog show 2>/dev/null | grep -c ' lsm ' || true; }
+
+set_list() { # USER N: that user's list = the first N files (N=0: empty)
+	local user=$1 n=$2 dir=/home/$1/.config/agent-sandbox-exec
+	if [ "$n" -eq 0 ]; then
+		: >"$dir/denylist"
+	else
+		head -n "$n" "$UHOME/all.list" >"$dir/denylist"
+	fi
+	chown "$user:" "$dir/denylist"
+}
+
+launch_as() { # USER: one launch from outside, untimed; must succeed
+	as_user "$1" agent-sandbox-exec /bin/true || die "launch as $1 failed"
+}
+
+setup() {
+	local u d
+	install -m 0755 "$here/bench/asx-bench" "$BIN"
+	install -D -m 0644 "$here/bench/empty.bpf.o" "$OBJ"
+	for u in "${USERS[@]}"; do
+		id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
+		install -d -o "$u" -g "$u" "/home/$u/.config" "/home/$u/.config/agent-sandbox-exec"
+		: >"/home/$u/.config/agent-sandbox-exec/denylist"
+		chown "$u:" "/home/$u/.config/agent-sandbox-exec/denylist"
+	done
+	progress "creating $BIG files in $UHOME/files"
+	mkdir -p "$UHOME/files"
+	for ((d = 0; d < BIG / 1000; d++)); do
+		mkdir "$UHOME/files/d$d"
+		(cd "$UHOME/files/d$d" && touch f{0..999})
+	done
+	for ((d = 0; d < BIG / 1000; d++)); do
+		printf '%s\n' "$UHOME/files/d$d/f"{0..999}
+	done >"$UHOME/all.list"
+	echo plain >"$FILE"
+	chown -R "$U:" "$UHOME"
+	# The other users list 10 files of their own.
+	for u in "${USERS[@]:1}"; do
+		mkdir -p "/home/$u/files"
+		(cd "/home/$u/files" && touch f{0..9})
+		printf '%s\n' "/home/$u/files/f"{0..9} >"/home/$u/.config/agent-sandbox-exec/denylist"
+		chown -R "$u:" "/home/$u"
+	done
+}
+
+# VmRSS and VmHWM of the daemon, KiB.
+daemon_rss() {
+	awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { print r, h }' "/proc/$(daemon_pid)/status"
+}
+
+# memlock of a map (bytes) as bpftool shows it.
+map_memlock() {
+	bpftool map show name "$1" 2>/dev/null | awk '{ for (i = 1; i < NF; i++) if ($i == "memlock") { sub(/B$/, "", $(i + 1)); print $(i + 1); exit } }'
+}
+
+# Kernel memory (Slab + Percpu, KiB).
+kernel_kib() { awk '/^(Slab|Percpu):/ { s += $2 } END { print s }' /proc/meminfo; }
+
+# ---------------------------------------------------------------------------------------------
+# 1. The hook: open+close of an unlisted file, as user $U.
+
+openloop() { "$BIN" openloop "$FILE" "$ITERS" "$RUNS"; }
+
+hook_suite() {
+	local pid ready n
+	progress "hook: no program (daemon stopped, enforcement disabled)"
+	systemctl stop "$UNIT"
+	agent-sandbox-execd --disable >/dev/null
+	n=$(lsm_progs)
+	[ "$n" -eq 0 ] || die "$n LSM programs still loaded after --disable"
+	sleep 2    # let the stop's aftermath (journal writes, ...) settle
+	measure hook.none as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	measure hook.landlock as_user "$U" "$BIN" landlock -- "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+
+	progress "hook: empty program attached"
+	"$BIN" empty-prog "$OBJ" >/run/asx-bench-empty.out &
+	pid=$!
+	for ((ready = 0; ready < 600; ready++)); do
+		! grep -qx ready /run/asx-bench-empty.out || break
+		kill -0 "$pid" 2>/dev/null || die "asx-bench empty-prog exited"
+		sleep 0.1
+	done
+	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
+	measure hook.empty as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	kill -TERM "$pid"
+	wait "$pid" || die "asx-bench empty-prog failed"
+
+	progress "hook: ours attached (daemon started again)"
+	systemctl start "$UNIT"
+	measure hook.outside as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	for n in 0 1000 "$BIG"; do
+		set_list "$U" "$n"
+		[ "$n" -ne "$BIG" ] || R[mem.kernel_before]=$(kernel_kib)
+		measure "hook.inside$n" as_user "$U" agent-sandbox-exec "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	done
+	# Honesty checks: the loop ran in the sandbox, and a listed file is denied there.
+	as_user "$U" agent-sandbox-exec grep -q '^0::/agent-sandbox-exec/uid-' /proc/self/cgroup \
+		|| die "a launched process is not in its sandbox cgroup"
+	if as_user "$U" agent-sandbox-exec cat "$UHOME/files/d0/f0" >/dev/null 2>&1; then
+		die "a listed file was readable in the sandbox"
+	fi
+	# Memory with $BIG entries applied (user $U's list).
+	R[mem.rss_big]=$(daemon_rss)
+	R[mem.kernel_after]=$(kernel_kib)
+	R[mem.deny_memlock]=$(map_memlock deny_map)
+	R[mem.cgid_memlock]=$(map_memlock agent_cgid_set)
+	R[mem.keys]=$("$BIN" mapcount deny_map) || R[mem.keys]="?"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2./3. Launches and applies, as user $U.
+
+# A first apply of N entries: from an empty list (an untimed launch removes the keys), the
+# list of N files is written and one launch is timed.
+first_apply() {
+	local n=$1 i t b
+	local -a times=() busy=()
+	for ((i = 0; i < FIRST_RUNS; i++)); do
+		set_list "$U" 0
+		launch_as "$U"
+		set_list "$U" "$n"
+		read -r t _ _ _ b < <(as_user "$U" "$BIN" time --cold 1 -- agent-sandbox-exec /bin/true) \
+			|| die "first launch with $n entries failed"
+		times+=("$t")
+		busy+=("$b")
+	done
+	R[launch.first$n]="$("$BIN" stats "${times[@]}") $("$BIN" stats "${busy[@]}" | cut -d' ' -f1)"
+	progress "launch.first$n: ${R[launch.first$n]}"
+}
+
+launch_suite() {
+	local n runs
+	measure launch.true as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- /bin/true
+	measure launch.bwrap as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- bwrap --dev-bind / / /bin/true
+	for n in 0 "${SIZES[@]}" "${APPLY_SIZES[@]}"; do
+		[ -z "${R[launch.relaunch$n]:-}" ] || continue
+		if [ "$n" -gt 0 ]; then
+			head -n "$n" "$UHOME/all.list" >"/tmp/list$n"
+			measure "stat.$n" as_user "$U" "$BIN" stat "/tmp/list$n" "$STAT_RUNS"
+			first_apply "$n"
+		else
+			set_list "$U" 0
+			launch_as "$U"
+		fi
+		runs=$LAUNCH_RUNS
+		[ "$n" -le 1000 ] || runs=3
+		measure "launch.relaunch$n" as_user "$U" "$BIN" time "$runs" -- agent-sandbox-exec /bin/true
+	done
+	for n in "${APPLY_SIZES[@]}"; do
+		measure "map.$n" "$BIN" mapfloor "$n" "$MAP_RUNS"
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# 5. Load: LOAD_TOTAL launches from 4 users, LOAD_PAR at a time (10-entry lists).
+
+load_suite() {
+	local out
+	set_list "$U" 10
+	launch_as "$U"
+	out=$("$BIN" load "$(
+		IFS=,
+		echo "${USERS[*]}"
+	)" "$LOAD_TOTAL" "$LOAD_PAR" -- agent-sandbox-exec /bin/true) || die "load test failed to run"
+	R[load]=$out
+	progress "load: $out"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The tables.
+
+# Print with awk: all arithmetic on figures is floating point there.
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+ms() { calc '%.2f' "$1 / 1e6"; }
+busy() { # NS [MINUS_NS]: ms, or n/a where /proc/schedstat was missing
+	if [ "$1" -lt 0 ] || [ "${2:-0}" -lt 0 ]; then echo n/a; else ms "$(($1 - ${2:-0}))"; fi
+}
+spread() { # NAME: (max - min) / median, in %
+	calc '%.1f%%' "($(field "$1" 3) - $(field "$1" 2)) * 100 / $(field "$1" 1)"
+}
+verdict() { # CONDITION (awk expression): met / NOT MET
+	awk "BEGIN { exit !($1) }" && echo met || echo "NOT MET"
+}
+
+report() {
+	local n row none empty ll btr bbw r_out r_in0 r_in1k r_inbig tr bw bw_over over floor first rel
+	local kdelta rss_idle rss_big load_ok load_fail load_med load_p95 load_max
+	local unit="ns"
+	[ "$mode" != icount ] || unit="ns (icount: 1 ns = 1 guest instruction)"
+
+	echo
+	echo "== agent-sandbox-exec benchmarks [$mode]"
+	echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)"
+	echo "guest: Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) vCPU, mode $mode"
+	echo "units: $unit; every figure is a median, spread = (max - min) / median over the runs"
+	[ -z "$quick" ] || echo "QUICK RUN: small iteration counts, not for the record"
+
+	none=$(med hook.none) empty=$(med hook.empty) ll=$(med hook.landlock)
+	r_out=$(calc '%.4f' "$(med hook.outside) / $empty")
+	r_in0=$(calc '%.4f' "$(med hook.inside0) / $empty")
+	r_in1k=$(calc '%.4f' "$(med hook.inside1000) / $empty")
+	r_inbig=$(calc '%.4f' "$(med "hook.inside$BIG") / $empty")
+	echo
+	echo "1. open+close of an unlisted file [$mode], $ITERS ops x $RUNS runs, ns/op"
+	printf '%-44s %10s %8s %9s %9s\n' condition ns/op spread "x none" "x empty"
+	for row in "none:no BPF LSM program attached" "empty:empty lsm/file_open program (floor)" \
+		"outside:ours, caller outside any sandbox" "inside0:ours, in a sandbox, 0 entries" \
+		"inside1000:ours, in a sandbox, 1,000 entries" "inside$BIG:ours, in a sandbox, $BIG entries" \
+		"landlock:Landlock READ_FILE ruleset, rule on /"; do
+		printf '%-44s %10s %8s %9s %9s\n' "${row#*:}" "$(med "hook.${row%%:*}")" \
+			"$(spread "hook.${row%%:*}")" "$(calc '%.4f' "$(med "hook.${row%%:*}") / $none")" \
+			"$(calc '%.4f' "$(med "hook.${row%%:*}") / $empty")"
+	done
+	echo "targets (ratios to the empty-program floor, same boot):"
+	echo "  outside <= 1.01x floor: $r_out -> $(verdict "$r_out <= 1.01")"
+	echo "  inside <= 1.02x floor at 0 / 1,000 / $BIG entries: $r_in0 / $r_in1k / $r_inbig ->" \
+		"$(verdict "$r_in0 <= 1.02 && $r_in1k <= 1.02 && $r_inbig <= 1.02")"
+	echo "  no growth 0 -> $BIG entries: $(calc '%+.2f%%' "($(med "hook.inside$BIG") / $(med hook.inside0) - 1) * 100") ->" \
+		"$(verdict "$(med "hook.inside$BIG") <= $(med hook.inside0) * 1.002")" \
+		"(bound: +0.2 %, twice the repeatability of icount)"
+	echo "  both below Landlock ($(calc '%.4f' "$ll / $empty")x floor): $(verdict "$(med hook.outside) < $ll && $(med "hook.inside$BIG") < $ll && $(med hook.inside0) < $ll")"
+
+	tr=$(med launch.true) bw=$(med launch.bwrap)
+	bw_over=$(calc '%.0f' "$bw - $tr")
+	btr=$(field launch.true 5) bbw=$(field launch.bwrap 5)
+	echo
+	echo "2. launch of /bin/true, as a user [$mode], ms; overhead = launch - /bin/true; -stat = overhead - stat floor"
+	echo "   of the list (statx of every listed path); busy = time the CPU ran any task during a launch"
+	local fmt='%-46s %8s %7s %9s %9s %8s %8s %9s\n'
+	# shellcheck disable=SC2059  # the format is the one above
+	printf "$fmt" command ms spread overhead -stat "vs bwrap" busy "busy ovh"
+	# shellcheck disable=SC2059
+	printf "$fmt" /bin/true "$(ms "$tr")" "$(spread launch.true)" - - - "$(busy "$btr")" -
+	# shellcheck disable=SC2059
+	printf "$fmt" "bwrap --dev-bind / / /bin/true" "$(ms "$bw")" "$(spread launch.bwrap)" \
+		"$(ms "$bw_over")" - 1.00x "$(busy "$bbw")" "$(busy "$bbw" "$btr")"
+	for n in 0 "${SIZES[@]}"; do
+		for row in first relaunch; do
+			[ "$n" -ne 0 ] || [ "$row" = relaunch ] || continue
+			r=launch.$row$n
+			over=$(calc '%.0f' "$(med "$r") - $tr")
+			floor=0
+			[ "$n" -eq 0 ] || floor=$(med "stat.$n")
+			# shellcheck disable=SC2059
+			printf "$fmt" "agent-sandbox-exec, $n entries, $row" "$(ms "$(med "$r")")" \
+				"$(spread "$r")" "$(ms "$over")" "$(ms "$(calc '%.0f' "$over - $floor")")" \
+				"$(calc '%.2fx' "($over - $floor) / $bw_over")" "$(busy "$(field "$r" 5)")" \
+				"$(busy "$(field "$r" 5)" "$btr")"
+		done
+	done
+	echo "targets (relaunch, nothing changed; first launch shown for the record):"
+	over=$(calc '%.0f' "$(med launch.relaunch10) - $tr")
+	echo "  10 entries: overhead $(ms "$over") ms < bwrap's $(ms "$bw_over") ms -> $(verdict "$over < $bw_over")"
+	for n in 1000 10000; do
+		over=$(calc '%.0f' "$(med "launch.relaunch$n") - $tr - $(med "stat.$n")")
+		echo "  $n entries: overhead - stat floor $(ms "$over") ms < bwrap's $(ms "$bw_over") ms -> $(verdict "$over < $bw_over")"
+	done
+	echo
+	echo "3. applying a list, as a user [$mode], ns per entry; fixed cost = relaunch with 0 entries ($(ms "$(med launch.relaunch0)") ms)"
+	printf '%-10s %10s %10s %10s %10s %10s %10s %10s\n' entries first relaunch stat map stat+map "rel/stat" "1st/(s+m)"
+	for n in "${APPLY_SIZES[@]}"; do
+		first=$(calc '%.0f' "($(med "launch.first$n") - $(med launch.relaunch0)) / $n")
+		rel=$(calc '%.0f' "($(med "launch.relaunch$n") - $(med launch.relaunch0)) / $n")
+		floor=$(calc '%.0f' "$(med "stat.$n") / $n")
+		row=$(calc '%.0f' "$(med "map.$n") / $n")
+		printf '%-10s %10s %10s %10s %10s %10s %10s %10s\n' "$n" "$first" "$rel" "$floor" "$row" \
+			"$((floor + row))" "$(calc '%.2fx' "$rel / $floor")" "$(calc '%.2fx' "$first / ($floor + $row)")"
+	done
+	echo "  (stat: statx of each path, as the resolver calls it, in one process; map: batched inserts"
+	echo "   of the same number of keys into a fresh deny_map-shaped hash map, 4096 a call)"
+	echo "targets:"
+	for n in "${APPLY_SIZES[@]}"; do
+		rel=$(calc '%.4f' "($(med "launch.relaunch$n") - $(med launch.relaunch0)) / $(med "stat.$n")")
+		echo "  no-change relaunch, $n entries <= 1.5x stat floor: ${rel}x -> $(verdict "$rel <= 1.5")"
+	done
+	first=$(calc '%.4f' "($(med "launch.first$BIG") - $(med launch.relaunch0)) / ($(med "stat.$BIG") + $(med "map.$BIG"))")
+	echo "  first apply, $BIG entries <= 2x (stat + map) floor: ${first}x -> $(verdict "$first <= 2")"
+
+	read -r rss_idle _ <<<"${R[mem.rss_idle]}"
+	read -r rss_big _ <<<"${R[mem.rss_big]}"
+	echo
+	echo "4. memory"
+	echo "  daemon VmRSS idle (after start, no launch yet): $rss_idle KiB ($(calc '%.2f' "$rss_idle / 1024") MiB) -> <= 8 MiB: $(verdict "$rss_idle <= 8192")"
+	echo "  daemon VmRSS with $BIG entries applied: $rss_big KiB ($(calc '%.2f' "$rss_big / 1024") MiB); peak (VmHWM) $(echo "${R[mem.rss_big]}" | awk '{ print $2 }') KiB"
+	echo "  deny_map: ${R[mem.keys]:-?} keys; memlock (bpftool map show) $(calc '%.2f' "${R[mem.deny_memlock]:-0} / 1048576") MiB" \
+		"(idle: $(calc '%.2f' "${R[mem.deny_memlock_idle]:-0} / 1048576") MiB; on 6.1 the kernel derives it from max_entries)"
+	echo "  agent_cgid_set: memlock $(calc '%.2f' "${R[mem.cgid_memlock]:-0} / 1024") KiB"
+	kdelta=$((${R[mem.kernel_after]} - ${R[mem.kernel_before]}))
+	echo "  kernel Slab+Percpu across the launch that applied $BIG entries: $kdelta KiB" \
+		"($(calc '%.0f' "$kdelta * 1024 / $BIG") B per entry; an upper bound: all other activity included)"
+
+	read -r load_ok load_fail load_med load_p95 load_max <<<"${R[load]}"
+	echo
+	echo "5. load [$mode]: $LOAD_TOTAL launches of agent-sandbox-exec /bin/true from ${#USERS[@]} users (10 entries each), $LOAD_PAR at a time"
+	echo "  succeeded $load_ok, failed $load_fail; per launch: median $(ms "$load_med") ms, p95 $(ms "$load_p95") ms, max $(ms "$load_max") ms"
+	echo "  target: all succeed, none waits past ${LOAD_BOUND_S} s -> $(verdict "$load_fail == 0 && $load_ok == $LOAD_TOTAL && $load_max <= $LOAD_BOUND_S * 1e9")"
+}
+
+main() {
+	local t0=$SECONDS
+	systemctl is-active -q "$UNIT" || die "$UNIT is not running"
+	progress "setup"
+	setup
+	R[mem.rss_idle]=$(daemon_rss)
+	R[mem.deny_memlock_idle]=$(map_memlock deny_map)
+	progress "daemon idle: VmRSS/VmHWM ${R[mem.rss_idle]} KiB"
+	hook_suite
+	launch_suite
+	load_suite
+	progress "measurements took $((SECONDS - t0)) s (guest clock)"
+	report
+}
+
+main
