@@ -19,7 +19,7 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
 use crate::request::{self, Reply, Request};
 use crate::{cgroup, process};
@@ -149,14 +149,15 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
         pid: std::process::id() as i32,
     };
     // The daemon signals WAKE_SIGNAL once the reply is written; blocked, it
-    // stays pending for sigtimedwait() below. Unblocking it again discards a
-    // pending one (its default action is to ignore it), so PROGRAM starts
-    // with the signal mask it was given.
+    // stays pending for sigtimedwait() below. Afterwards a pending one is
+    // consumed and the caller's mask restored exactly, so PROGRAM starts with
+    // the signal mask it was given and no signal of ours pending.
     let mut wake = SigSet::empty();
     wake.add(
         Signal::try_from(process::WAKE_SIGNAL).map_err(|e| LaunchError::Request(e.to_string()))?,
     );
-    wake.thread_block()
+    let caller_mask = wake
+        .thread_swap_mask(SigmaskHow::SIG_BLOCK)
         .map_err(|e| LaunchError::Request(format!("sigprocmask: {e}")))?;
     let published = request::publish(
         dir.as_fd(),
@@ -168,7 +169,13 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     )
     .map_err(|e| LaunchError::Request(e.to_string()));
     let reply = published.and_then(|()| wait_reply(&dir, &token, uid, daemon, &wake));
-    let _ = wake.thread_unblock();
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: wake is a valid sigset; a null siginfo is allowed; zero is valid.
+    while unsafe { libc::sigtimedwait(wake.as_ref(), std::ptr::null_mut(), &zero) } > 0 {}
+    let _ = caller_mask.thread_set_mask();
     if reply.is_err() {
         // Take back a request nobody served (ignore: the daemon may have consumed it).
         let _ = request::unlink_at(dir.as_fd(), &format!("req.{token}"));
