@@ -60,10 +60,19 @@ struct super_block {
 	unsigned long s_magic;
 };
 
+struct hlist_node {
+	struct hlist_node *next;
+};
+
+struct hlist_head {
+	struct hlist_node *first;
+};
+
 struct inode {
 	unsigned long i_ino;
 	struct super_block *i_sb;
 	unsigned int i_nlink; /* in an anonymous union with __i_nlink; CO-RE finds it there */
+	struct hlist_head i_dentry; /* the inode's dentries (aliases), linked by d_u.d_alias */
 };
 
 /* include/linux/dcache.h; hash and len sit in an anonymous struct in a union. */
@@ -77,6 +86,9 @@ struct dentry {
 	struct dentry *d_parent;
 	struct qstr d_name;
 	struct inode *d_inode;
+	union {
+		struct hlist_node d_alias; /* node in d_inode->i_dentry */
+	} d_u;
 };
 
 struct path {

@@ -30,6 +30,9 @@
 #                     running sandbox, with a tight sandboxed open loop during 50 changes
 #   link_rename       ln and mv of a listed file from inside fail with EPERM (also after
 #                     the file was replaced under the running sandbox)
+#   agent_tricks      planting an inode at a listed name (ln, symlink, create, O_TMPFILE
+#                     + linkat, rm + mv over), an overlay in a user namespace over a
+#                     replaced file, a snapshot of a user-owned btrfs subvolume
 #   freed_inodes      a freed listed inode number reused by an unrelated new file is
 #                     readable in a running sandbox; a listed inode with another name left
 #                     stays denied
@@ -70,7 +73,7 @@ readonly REUSE_TRIES=40  # new files made until one reuses a freed inode number
 CHECKS=(
 	root_disk ext4_big_minor xfs_big_minor tmpfs
 	btrfs bind_second_mount overlay_samefs overlay_crossfs
-	replace_running link_rename freed_inodes missing_parent
+	replace_running link_rename agent_tricks freed_inodes missing_parent
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -196,6 +199,14 @@ while [ $# -ge 3 ]; do
 	stat) stat -c %s "$2" ;;
 	ln) ln "$2" "$3" ;;
 	mv) mv "$2" "$3" ;;
+	symlink) ln -s "$2" "$3" ;;
+	create) : >>"$2" ;;
+	rm) rm -f "$2" ;;
+	tmplink) python3 -c "import os, sys
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_WRONLY, 0o600)
+os.link(\"/proc/self/fd/%d\" % fd, sys.argv[2], follow_symlinks=True)" "$2" "$3" ;;
+	ovl) unshare -Urm sh -c "mount -t overlay asx -o lowerdir=\$1:\$1-empty \$1-mnt && cat \$1-mnt/\$2" sh "$2" "$3" ;;
+	snapshot) btrfs subvolume snapshot "$2" "$3" ;;
 	*) echo "unknown operation $1" >&2; false ;;
 	esac >"$d/$i.out" 2>"$d/$i.err"
 	echo "$?" >"$d/$i.rc"
@@ -823,6 +834,68 @@ check_link_rename() {
 	q_run lnk
 	srv_stop lnk
 	restore
+}
+
+# What an agent could do to a listed name or its bytes without opening the
+# listed file: plant its own inode at a listed name (so a later in-place write
+# by the user lands in a file it can read), look at a replaced file through an
+# overlay it mounts in a user namespace, snapshot a btrfs subvolume it owns.
+check_agent_tricks() {
+	local d t img dev m=$W/mnt/trkb
+	if ! need_ext4; then
+		fail "agent_tricks: setup" "no ext4"
+		return
+	fi
+	d=$E/trk t=$E/trk-own
+	if ! udir "$d" "$t" "$d-empty" "$d-mnt" || ! put "$d/victim" 0600 "$(sec victim)" ||
+		! put "$t/own" 0600 "own" || ! put "$d/ctl" 0600 "$(ctl trk)"; then
+		fail "agent_tricks: setup" "see stderr"
+		return
+	fi
+	set_list "$d/victim" "$d/late"
+	q_eperm ln "$t/own" "$d/late" "inside: ln of the agent's file to a listed (missing) name fails with EPERM"
+	q_eperm symlink "$t/own" "$d/late" "inside: a symlink at a listed name fails with EPERM"
+	q_eperm create "$d/late" - "inside: creating a file at a listed name fails with EPERM"
+	q_eperm tmplink "$d" "$d/late" "inside: O_TMPFILE + linkat to a listed name fails with EPERM"
+	q_eperm rm "$d/victim" - "inside: deleting a listed file fails with EPERM"
+	q_eperm mv "$t/own" "$d/victim" "inside: renaming the agent's file over a listed file fails with EPERM"
+	q_denied "$d/victim" "$(sec victim)" "inside: the listed file is untouched"
+	q_read "$d/ctl" "$(ctl trk)" "inside: the control file is readable"
+	q_run new
+	ok "agent_tricks: no file appeared at the listed missing name" "$(find "$d" -maxdepth 1 -printf '%f ' 2>&1)" \
+		test ! -e "$d/late" -a ! -L "$d/late"
+
+	# An overlay mounted in a user namespace over the directory of a file
+	# replaced after launch: the backing file's name is checked too.
+	run_as "$USR" unshare -Urm true
+	if [ "$RC" -ne 0 ]; then
+		fail "agent_tricks: unprivileged user namespaces work in this guest (needed for the overlay case)" "$(why)"
+	elif ! srv_start trk; then
+		fail "agent_tricks: a running sandbox starts" "see stderr"
+	else
+		run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1/.asx-tmp" && mv -f "$1/.asx-tmp" "$1/victim"' sh "$d" "$(sec victim)-new"
+		ok "agent_tricks: victim replaced outside (atomic save)" "$(why)" test "$RC" -eq 0
+		q_hidden "$d/victim" "$(sec victim)" "running sandbox: the replaced file is denied by name"
+		q_op ovl "$d" victim
+		q_expect hidden "$(sec victim)" "running sandbox: the replaced file read through an overlay mounted in a user namespace shows nothing"
+		q_run trk
+		srv_stop trk
+	fi
+
+	# A btrfs subvolume the user owns: a snapshot would copy the listed file.
+	if ! { img=$(image trkb 256M) && loop_any "$img" && dev=$LOOPDEV &&
+		mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 && mnt "$m" "$dev" &&
+		btrfs -q subvolume create "$m/sub" >/dev/null && chown "$USR:$USR" "$m/sub" &&
+		put "$m/sub/secret" 0600 "$(sec trkb)"; }; then
+		fail "agent_tricks: btrfs setup" "see stderr"
+		return
+	fi
+	set_list "$m/sub/secret"
+	q_eperm snapshot "$m/sub" "$m/sub/snap" "inside: a snapshot of a btrfs subvolume the user owns fails with EPERM"
+	q_hidden "$m/sub/snap/secret" "$(sec trkb)" "inside: no snapshot copy of the listed file is readable"
+	q_run new
+	run_as "$USR" btrfs subvolume snapshot "$m/sub" "$m/sub/snap-outside"
+	ok "agent_tricks: the same snapshot works outside the sandbox (the check above can fail)" "$(why)" test "$RC" -eq 0
 }
 
 # Freed inodes, on a fresh small ext4 (it hands a freed inode number out again at once).

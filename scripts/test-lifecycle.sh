@@ -329,7 +329,8 @@ expect_new_launch_denied() {
 # kernel keeps 15 characters of a name ("ptrace_access_c"), newer bpftool
 # prints the full name from BTF, so names are matched by those 15-character
 # prefixes.  A link is ours if its program is one of ours.
-readonly OUR_PROGS="file_open inode_link inode_rename inode_free_secu ptrace_access_c"
+OUR_PROGS="file_open inode_link inode_rename inode_create inode_mknod inode_symlink"
+readonly OUR_PROGS="$OUR_PROGS inode_unlink file_ioctl inode_free_secu ptrace_access_c"
 
 # bpf_scan: fill BPF_OUR_PROGS ("id name" lines) and BPF_OUR_LINKS
 # ("link-id prog-id name link-type attach-type" lines); 1 (with BPF_ERR) if
@@ -431,7 +432,8 @@ layout_dirs() {
 pins_complete() {
 	local p
 	[ -e "$1/deny_map" ] && [ -e "$1/name_map" ] && [ -e "$1/agent_cgid_set" ] || return 1
-	for p in file_open inode_link inode_rename inode_free_security ptrace_access_check; do
+	for p in file_open inode_link inode_rename inode_create inode_mknod inode_symlink \
+		inode_unlink file_ioctl inode_free_security ptrace_access_check; do
 		compgen -G "$1/link-*$p" >/dev/null || return 1
 	done
 }
@@ -481,7 +483,7 @@ step_setup() {
 		wait_for "$ADVANCE_S" loop_denied
 	ok "setup: zero hits so far" "hits: $(hits_count)" test "$(hits_count)" -eq 0
 	expect_new_launch_denied "setup"
-	okl "setup: bpftool link show lists tracing/lsm links of all five programs" \
+	okl "setup: bpftool link show lists tracing/lsm links of all ten programs" \
 		'$(bpf_detail)' bpf_links_attached
 	note_bpf "setup"
 	return 0

@@ -47,10 +47,15 @@ const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 /// Value stored for every present key (the maps are sets).
 const PRESENT: [u8; 1] = [1];
 /// The programs, by section name suffix; each gets a pinned link.
-const PROGRAMS: [&str; 5] = [
+const PROGRAMS: [&str; 10] = [
     "file_open",
     "inode_link",
     "inode_rename",
+    "inode_create",
+    "inode_mknod",
+    "inode_symlink",
+    "inode_unlink",
+    "file_ioctl",
     "inode_free_security",
     "ptrace_access_check",
 ];
@@ -510,6 +515,11 @@ impl Bpf {
             &skel.progs.file_open,
             &skel.progs.inode_link,
             &skel.progs.inode_rename,
+            &skel.progs.inode_create,
+            &skel.progs.inode_mknod,
+            &skel.progs.inode_symlink,
+            &skel.progs.inode_unlink,
+            &skel.progs.file_ioctl,
             &skel.progs.inode_free_security,
             &skel.progs.ptrace_access_check,
         ];

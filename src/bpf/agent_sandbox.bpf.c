@@ -142,12 +142,12 @@ static __always_inline bool in_sandbox(__u64 cgid)
  * SLOT_SHARED, which no key holds, and the daemon reloads the program before
  * it installs btrfs keys.
  */
-static __always_inline __u64 subvol_of(struct inode *inode)
+static __always_inline __u64 subvol_from(struct inode *inode, unsigned long magic)
 {
 	struct btrfs_inode *bi;
 	struct btrfs_root *root;
 
-	if (inode->i_sb->s_magic != BTRFS_SUPER_MAGIC)
+	if (magic != BTRFS_SUPER_MAGIC)
 		return 0;
 	if (!bpf_core_type_exists(struct btrfs_inode) ||
 	    !bpf_core_field_exists(struct btrfs_root, root_key))
@@ -157,6 +157,11 @@ static __always_inline __u64 subvol_of(struct inode *inode)
 	if (!root)
 		return AGENT_SANDBOX_SLOT_SHARED;
 	return BPF_CORE_READ(root, root_key.objectid);
+}
+
+static __always_inline __u64 subvol_of(struct inode *inode)
+{
+	return subvol_from(inode, inode->i_sb->s_magic);
 }
 
 static __always_inline void fill_key(struct file_key *k, struct inode *inode)
@@ -175,43 +180,93 @@ static __always_inline bool filter_has(const struct file_key *k, __u64 tag)
 	return w && (*w >> (bit & 63)) & 1;
 }
 
-/* Steps 3 and 4 of the decision: is `dentry` (inode `inode`) protected from sandbox `cgid`? */
-static __always_inline bool protected(__u64 cgid, struct inode *inode, struct dentry *dentry)
+/* Is inode `inode` listed (deny_map) for sandbox `cgid`? */
+static __always_inline bool inode_listed(__u64 cgid, struct inode *inode)
 {
 	struct deny_key dk = {};
-	struct file_key dir = {};
-	struct name_key *nk;
-	struct inode *dir_inode;
-	__u32 zero = 0, len;
 
-	if (inode) {
-		fill_key(&dk.file, inode);
-		if (filter_has(&dk.file, AGENT_SANDBOX_FILTER_TAG_FILE)) {
-			dk.cgid = cgid;
-			if (bpf_map_lookup_elem(&deny_map, &dk))
-				return true;
-		}
-	}
-	if (!dentry)
+	if (!inode)
 		return false;
-	dir_inode = dentry->d_parent->d_inode;
-	if (!dir_inode)
+	fill_key(&dk.file, inode);
+	if (!filter_has(&dk.file, AGENT_SANDBOX_FILTER_TAG_FILE))
 		return false;
-	fill_key(&dir, dir_inode);
-	if (!filter_has(&dir, AGENT_SANDBOX_FILTER_TAG_DIR))
+	dk.cgid = cgid;
+	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+/* Is {directory `dir`, `name` of `len` bytes} in name_map for sandbox `cgid`? */
+static __always_inline bool name_in_map(__u64 cgid, const struct file_key *dir,
+					const unsigned char *name, __u32 len)
+{
+	struct name_key *nk;
+	__u32 zero = 0;
+
+	if (!filter_has(dir, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return false;
+	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
 		return false;
 	nk = bpf_map_lookup_elem(&name_scratch, &zero);
 	if (!nk)
 		return true; /* cannot happen; fail closed */
 	__builtin_memset(nk, 0, sizeof(*nk));
 	nk->cgid = cgid;
-	nk->dir = dir;
-	len = dentry->d_name.len;
-	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
-		return false;
-	if (bpf_probe_read_kernel(nk->name, len & (AGENT_SANDBOX_NAME_LEN - 1), dentry->d_name.name))
+	nk->dir = *dir;
+	if (bpf_probe_read_kernel(nk->name, len & (AGENT_SANDBOX_NAME_LEN - 1), name))
 		return true; /* unreadable name: fail closed */
 	return bpf_map_lookup_elem(&name_map, nk) != NULL;
+}
+
+/* Is `dentry` (a name in directory `dir`) a listed name for sandbox `cgid`? */
+static __always_inline bool name_listed(__u64 cgid, struct inode *dir, struct dentry *dentry)
+{
+	struct file_key dk = {};
+
+	if (!dir || !dentry)
+		return false;
+	fill_key(&dk, dir);
+	return name_in_map(cgid, &dk, dentry->d_name.name, dentry->d_name.len);
+}
+
+/*
+ * The same for a dentry reached by address, not through a BTF-typed pointer
+ * (the alias of a backing file's inode): every field through probe reads.
+ */
+static __always_inline bool alias_listed(__u64 cgid, struct dentry *dentry)
+{
+	struct file_key dk = {};
+	struct inode *dir;
+
+	dir = BPF_CORE_READ(dentry, d_parent, d_inode);
+	if (!dir)
+		return false;
+	dk.ino = BPF_CORE_READ(dir, i_ino);
+	dk.dev = BPF_CORE_READ(dir, i_sb, s_dev);
+	dk.subvol = subvol_from(dir, BPF_CORE_READ(dir, i_sb, s_magic));
+	return name_in_map(cgid, &dk, BPF_CORE_READ(dentry, d_name.name),
+			   BPF_CORE_READ(dentry, d_name.len));
+}
+
+/*
+ * Steps 3 and 4 of the decision for an open: the inode, then its name. A
+ * backing file opened by overlayfs carries the overlay's path (6.1:
+ * open_with_fake_path()) with the real inode; its name is then checked on
+ * the real inode's first alias, so an overlay mounted in a user namespace
+ * over a listed directory cannot hide a replaced file's name.
+ */
+static __always_inline bool open_denied(__u64 cgid, struct file *file)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct hlist_node *first;
+
+	if (inode_listed(cgid, inode))
+		return true;
+	if (dentry->d_inode == inode)
+		return name_listed(cgid, dentry->d_parent->d_inode, dentry);
+	first = inode->i_dentry.first;
+	if (!first)
+		return false;
+	return alias_listed(cgid, (void *)first - bpf_core_field_offset(struct dentry, d_u.d_alias));
 }
 
 SEC("lsm/file_open")
@@ -225,13 +280,20 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	if (!in_sandbox(cgid))
 		return 0;
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (protected(cgid, file->f_inode, file->f_path.dentry))
+	if (open_denied(cgid, file))
 		return -EPERM;
 	return 0;
 }
 
+/*
+ * Names: a sandboxed task may not give a protected file a new name (link,
+ * rename away), nor put a file of its own at a listed name (create, mknod,
+ * symlink, link or rename onto it, or unlink the listed file first), where a
+ * later in-place write by the user would land in an inode the agent can read.
+ */
 SEC("lsm/inode_link")
-int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry, int ret)
+int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry,
+	     int ret)
 {
 	__u64 cgid;
 
@@ -240,7 +302,9 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (protected(cgid, old_dentry->d_inode, old_dentry))
+	if (inode_listed(cgid, old_dentry->d_inode) ||
+	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
+	    name_listed(cgid, dir, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -257,9 +321,83 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (protected(cgid, old_dentry->d_inode, old_dentry))
+	if (inode_listed(cgid, old_dentry->d_inode) || name_listed(cgid, old_dir, old_dentry) ||
+	    name_listed(cgid, new_dir, new_dentry))
 		return -EPERM;
 	return 0;
+}
+
+/* The shared body of the hooks that make or remove one name in `dir`. */
+static __always_inline int name_change(struct inode *dir, struct dentry *dentry, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (name_listed(cgid, dir, dentry))
+		return -EPERM;
+	return 0;
+}
+
+SEC("lsm/inode_create")
+int BPF_PROG(inode_create, struct inode *dir, struct dentry *dentry, unsigned short mode, int ret)
+{
+	return name_change(dir, dentry, ret);
+}
+
+SEC("lsm/inode_mknod")
+int BPF_PROG(inode_mknod, struct inode *dir, struct dentry *dentry, unsigned short mode, dev_t dev,
+	     int ret)
+{
+	return name_change(dir, dentry, ret);
+}
+
+SEC("lsm/inode_symlink")
+int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char *old_name, int ret)
+{
+	return name_change(dir, dentry, ret);
+}
+
+SEC("lsm/inode_unlink")
+int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode))
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * btrfs snapshots copy every file of a subvolume into a new subvolume (new
+ * key, same bytes) without opening them; users may snapshot subvolumes they
+ * own. Sandboxed tasks may not. _IOW(0x94, 1 / 23, 4096-byte args) from
+ * include/uapi/linux/btrfs.h.
+ */
+#define BTRFS_IOC_SNAP_CREATE 0x50009401U
+#define BTRFS_IOC_SNAP_CREATE_V2 0x50009417U
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	if (cmd != BTRFS_IOC_SNAP_CREATE && cmd != BTRFS_IOC_SNAP_CREATE_V2)
+		return 0;
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	return -EPERM;
 }
 
 struct drop_ctx {
