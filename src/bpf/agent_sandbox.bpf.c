@@ -200,6 +200,7 @@ static __always_inline bool name_in_map(__u64 cgid, const struct file_key *dir,
 {
 	struct name_key *nk;
 	__u32 zero = 0;
+	__u64 size;
 
 	if (!filter_has(dir, AGENT_SANDBOX_FILTER_TAG_DIR))
 		return false;
@@ -211,7 +212,14 @@ static __always_inline bool name_in_map(__u64 cgid, const struct file_key *dir,
 	__builtin_memset(nk, 0, sizeof(*nk));
 	nk->cgid = cgid;
 	nk->dir = *dir;
-	if (bpf_probe_read_kernel(nk->name, len & (AGENT_SANDBOX_NAME_LEN - 1), name))
+	/*
+	 * Bound the size in the register the call takes: a bound set earlier
+	 * can be lost when the compiler spills the value (the 6.1 verifier then
+	 * sees an unbounded size).
+	 */
+	size = len;
+	asm volatile("%[size] &= 255" : [size] "+r"(size));
+	if (bpf_probe_read_kernel(nk->name, size, name))
 		return true; /* unreadable name: fail closed */
 	return bpf_map_lookup_elem(&name_map, nk) != NULL;
 }
