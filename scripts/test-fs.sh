@@ -200,7 +200,7 @@ while [ $# -ge 3 ]; do
 	ln) ln "$2" "$3" ;;
 	mv) mv "$2" "$3" ;;
 	symlink) ln -s "$2" "$3" ;;
-	create) : >>"$2" ;;
+	create) touch "$2" ;;
 	rm) rm -f "$2" ;;
 	tmplink) python3 -c "import os, sys
 fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_WRONLY, 0o600)
