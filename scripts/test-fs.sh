@@ -204,7 +204,8 @@ while [ $# -ge 3 ]; do
 	rm) rm -f "$2" ;;
 	tmplink) python3 -c "import os, sys
 fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_WRONLY, 0o600)
-os.link(\"/proc/self/fd/%d\" % fd, sys.argv[2], follow_symlinks=True)" "$2" "$3" ;;
+proc = os.open(\"/proc/self/fd\", os.O_RDONLY | os.O_DIRECTORY)
+os.link(str(fd), sys.argv[2], src_dir_fd=proc, follow_symlinks=True)" "$2" "$3" ;;
 	ovl) unshare -Urm sh -c "mount -t overlay asx -o lowerdir=\$1:\$1-empty \$1-mnt && cat \$1-mnt/\$2" sh "$2" "$3" ;;
 	snapshot) btrfs subvolume snapshot "$2" "$3" ;;
 	*) echo "unknown operation $1" >&2; false ;;
