@@ -90,14 +90,6 @@ declare -A SRV_BG=() SRV_DIR=()
 
 # ---------------------------------------------------------------- helpers
 
-# stop_bg PID: end a background job this script started (TERM, then KILL), reap it
-stop_bg() {
-	pid_gone "$1" || kill "$1" 2>/dev/null
-	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	return 0
-}
-
 # put PATH MODE CONTENT: a file owned by the test user
 put() { printf '%s\n' "$3" >"$1" && chown "$USR:$USR" "$1" && chmod "$2" "$1"; }
 

@@ -88,6 +88,14 @@ pid_gone() {
 	[ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]
 }
 
+# stop_bg PID: end a background job this script started (TERM, then KILL), reap it
+stop_bg() {
+	pid_gone "$1" || kill "$1" 2>/dev/null
+	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
 home_of() { getent passwd "$1" | cut -d: -f6; }
 
 in_sandbox_cgroup() { # FILE UID: FILE (a /proc/*/cgroup text) names the sandbox cgroup of UID

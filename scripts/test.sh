@@ -82,14 +82,6 @@ declare -A PROBER_BG=() PROBER_DIR=()
 
 # ---------------------------------------------------------------- running things
 
-# stop_bg PID: end a background job this script started (TERM, then KILL), reap it
-stop_bg() {
-	pid_gone "$1" || kill "$1" 2>/dev/null
-	wait_for 5 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	return 0
-}
-
 # ---------------------------------------------------------------- expectations
 
 # expect_denied WHAT SECRET: the last command failed, said EPERM, and did not print SECRET
