@@ -70,26 +70,22 @@ pub fn parse_output(out: &[u8]) -> Resolution {
     let mut r = Resolution::default();
     for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let body = line.get(2..).unwrap_or_default();
-        // Key and name records are ASCII; they skip the String copy.
-        let ascii = std::str::from_utf8(body).ok();
+        // Key and name records are ASCII: parsed without a String copy.
+        let ascii = || std::str::from_utf8(body).ok();
+        let text = || String::from_utf8_lossy(body).into_owned();
         match line.first() {
-            Some(b'K') => match ascii.and_then(parse_key) {
+            Some(b'K') => match ascii().and_then(parse_key) {
                 Some(k) => {
                     r.deny.files.insert(k);
                 }
-                None => r.fatal = Some(format!("resolver sent a malformed key {ascii:?}")),
+                None => r.fatal = Some(format!("resolver sent a malformed key {:?}", text())),
             },
-            Some(b'N') => match ascii.and_then(parse_name) {
+            Some(b'N') => match ascii().and_then(parse_name) {
                 Some(n) => {
                     r.deny.names.insert(n);
                 }
-                None => r.fatal = Some(format!("resolver sent a malformed name {ascii:?}")),
+                None => r.fatal = Some(format!("resolver sent a malformed name {:?}", text())),
             },
-            _ => {}
-        }
-        let text = || String::from_utf8_lossy(body).into_owned();
-        match line.first() {
-            Some(b'K' | b'N') => {}
             Some(b'U') => r.user_warnings.push(text()),
             Some(b'A') => r.admin_warnings.push(text()),
             Some(b'F') => r.fatal = Some(text()),
