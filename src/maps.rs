@@ -187,18 +187,13 @@ pub fn name_key_from(b: &[u8]) -> Option<(u64, NameKey)> {
     ))
 }
 
-/// The filter bit of a key: agent_sandbox_filter_bit() in
-/// src/bpf/agent_sandbox.h, the same arithmetic.
-pub fn filter_bit(k: FileKey, tag: u64) -> u32 {
-    let mut h = k.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^= k
-        .subvol
-        .wrapping_add(tag)
-        .wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    h ^= u64::from(k.dev).wrapping_mul(0x1656_67B1_9E37_79F9);
-    h ^= h >> 29;
-    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
-    (h >> (64 - FILTER_BITS_LOG2)) as u32
+/// The key_filter bit of inode number `ino` under `tag` ([`TAG_FILE`] or
+/// [`TAG_DIR`]), in `0..2^FILTER_BITS_LOG2`: agent_sandbox_filter_bit() in
+/// src/bpf/agent_sandbox.h, the same arithmetic (Fibonacci hashing of
+/// `ino << 1 | tag`). Only the inode number is hashed; s_dev and the btrfs
+/// subvolume are checked by the map lookup after a hit.
+pub fn filter_bit(ino: u64, tag: u64) -> u32 {
+    ((ino << 1 | tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS_LOG2)) as u32
 }
 
 /// A shared, writable mapping of a BPF_F_MMAPABLE array of u64 values.
@@ -592,14 +587,14 @@ impl Bpf {
                 *self
                     .filter
                     .counts
-                    .entry(filter_bit(*f, TAG_FILE))
+                    .entry(filter_bit(f.ino, TAG_FILE))
                     .or_insert(0) += 1;
             }
             for n in &set.names {
                 *self
                     .filter
                     .counts
-                    .entry(filter_bit(n.dir, TAG_DIR))
+                    .entry(filter_bit(n.dir.ino, TAG_DIR))
                     .or_insert(0) += 1;
             }
         }
@@ -691,7 +686,7 @@ impl Bpf {
         };
         insert(&self.skel.maps.deny_map, "deny_map", &file_keys, total)?;
         for f in &new_files {
-            self.filter.add(filter_bit(*f, TAG_FILE));
+            self.filter.add(filter_bit(f.ino, TAG_FILE));
             self.mirror.entry(cgid).or_default().files.insert(*f);
         }
         let name_keys: Vec<Vec<u8>> = new_names
@@ -700,7 +695,7 @@ impl Bpf {
             .collect();
         insert(&self.skel.maps.name_map, "name_map", &name_keys, total)?;
         for n in new_names {
-            self.filter.add(filter_bit(n.dir, TAG_DIR));
+            self.filter.add(filter_bit(n.dir.ino, TAG_DIR));
             self.mirror.entry(cgid).or_default().names.insert(n);
         }
         self.add_sandbox(cgid)?;
@@ -747,7 +742,7 @@ impl Bpf {
         let gone = delete(&self.skel.maps.deny_map, "deny_map", cgid, &keys);
         for (f, ok) in files.iter().zip(gone) {
             if ok {
-                self.filter.remove(filter_bit(*f, TAG_FILE));
+                self.filter.remove(filter_bit(f.ino, TAG_FILE));
                 self.mirror.entry(cgid).or_default().files.remove(f);
             }
         }
@@ -758,7 +753,7 @@ impl Bpf {
         let gone = delete(&self.skel.maps.name_map, "name_map", cgid, &keys);
         for (n, ok) in names.iter().zip(gone) {
             if ok {
-                self.filter.remove(filter_bit(n.dir, TAG_DIR));
+                self.filter.remove(filter_bit(n.dir.ino, TAG_DIR));
                 self.mirror.entry(cgid).or_default().names.remove(n);
             }
         }
@@ -1050,27 +1045,23 @@ mod tests {
     #[test]
     fn filter_bits_are_spread_and_tagged() {
         // Values agent_sandbox_filter_bit() in src/bpf/agent_sandbox.h gives
-        // for the same keys (compiled with gcc on x86-64): a change on
-        // either side must show here.
-        assert_eq!(filter_bit(fk(0, 0, 0), TAG_FILE), 0);
-        assert_eq!(
-            filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE),
-            4_387_218
-        );
-        assert_eq!(filter_bit(fk((7 << 20) | 300, 256, 5), TAG_FILE), 2_261_947);
-        assert_eq!(filter_bit(fk(45, 42, 0), TAG_DIR), 7_012_484);
-        assert_eq!(filter_bit(fk((7 << 20) | 300, 256, 5), TAG_DIR), 2_231_767);
-        let a = filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE);
-        assert_eq!(a, filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_FILE));
-        assert_ne!(a, filter_bit(fk((254 << 20) | 1, 1234, 0), TAG_DIR));
-        assert_ne!(a, filter_bit(fk((254 << 20) | 1, 1234, 5), TAG_FILE));
+        // for the same inode numbers (compiled with gcc on x86-64): a change
+        // on either side must show here.
+        assert_eq!(filter_bit(0, TAG_FILE), 0);
+        assert_eq!(filter_bit(1234, TAG_FILE), 2_582_720);
+        assert_eq!(filter_bit(256, TAG_FILE), 3_635_641);
+        assert_eq!(filter_bit(42, TAG_DIR), 4_470_197);
+        assert_eq!(filter_bit(256, TAG_DIR), 431_478);
+        let a = filter_bit(1234, TAG_FILE);
+        assert_ne!(a, filter_bit(1234, TAG_DIR));
         assert!(a < 1 << FILTER_BITS_LOG2);
         // 100,000 consecutive inode numbers fill about as many distinct bits
-        // as a uniform hash would (1 - e^(-n/m) of 2^23 bits).
-        let bits: HashSet<u32> = (0..100_000u64)
-            .map(|i| filter_bit(fk(45, 1000 + i, 0), TAG_FILE))
-            .collect();
-        assert!(bits.len() > 99_000, "{} distinct bits", bits.len());
+        // as a uniform hash would (1 - e^(-n/m) of 2^23 bits), and so do the
+        // directory bits of the same numbers.
+        for tag in [TAG_FILE, TAG_DIR] {
+            let bits: HashSet<u32> = (0..100_000u64).map(|i| filter_bit(1000 + i, tag)).collect();
+            assert!(bits.len() > 99_000, "{} distinct bits", bits.len());
+        }
     }
 
     #[test]

@@ -13,10 +13,10 @@
  *      name_map: -EPERM (whatever inode now sits at a listed path: a file
  *      replaced by rename, re-created or created after launch);
  *   5. otherwise allow.
- * key_filter answers "certainly not listed" for steps 3 and 4 without a hash
- * lookup. The hook runs after the DAC and other LSMs' checks for the same
- * open (security_file_open() in fs/open.c: do_dentry_open()), so it can only
- * take permissions away.
+ * key_filter answers "certainly not listed" for steps 3 and 4 from the inode
+ * number alone, without a hash lookup. The hook runs after the DAC and other
+ * LSMs' checks for the same open (security_file_open() in fs/open.c:
+ * do_dentry_open()), so it can only take permissions away.
  *
  * lsm/inode_link and lsm/inode_rename refuse a sandboxed task a new name for,
  * or a move of, a file that steps 3-4 protect, so a file protected only by
@@ -171,9 +171,10 @@ static __always_inline void fill_key(struct file_key *k, struct inode *inode)
 	k->subvol = subvol_of(inode);
 }
 
-static __always_inline bool filter_has(const struct file_key *k, __u64 tag)
+/* Is bit filter_bit(ino, tag) of key_filter set? */
+static __always_inline bool filter_has(__u64 ino, __u64 tag)
 {
-	__u32 bit = agent_sandbox_filter_bit(k, tag);
+	__u32 bit = agent_sandbox_filter_bit(ino, tag);
 	__u32 word = bit >> 6;
 	__u64 *w = bpf_map_lookup_elem(&key_filter, &word);
 
@@ -185,16 +186,17 @@ static __always_inline bool inode_listed(__u64 cgid, struct inode *inode)
 {
 	struct deny_key dk = {};
 
-	if (!inode)
+	if (!inode || !filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
 		return false;
 	fill_key(&dk.file, inode);
-	if (!filter_has(&dk.file, AGENT_SANDBOX_FILTER_TAG_FILE))
-		return false;
 	dk.cgid = cgid;
 	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
 }
 
-/* Is {directory `dir`, `name` of `len` bytes} in name_map for sandbox `cgid`? */
+/*
+ * Is {directory `dir`, `name` of `len` bytes} in name_map for sandbox `cgid`?
+ * The caller has found the directory's bit set in key_filter.
+ */
 static __always_inline bool name_in_map(__u64 cgid, const struct file_key *dir,
 					const unsigned char *name, __u32 len)
 {
@@ -202,8 +204,6 @@ static __always_inline bool name_in_map(__u64 cgid, const struct file_key *dir,
 	__u32 zero = 0;
 	__u64 size;
 
-	if (!filter_has(dir, AGENT_SANDBOX_FILTER_TAG_DIR))
-		return false;
 	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
 		return false;
 	nk = bpf_map_lookup_elem(&name_scratch, &zero);
@@ -229,7 +229,7 @@ static __always_inline bool name_listed(__u64 cgid, struct inode *dir, struct de
 {
 	struct file_key dk = {};
 
-	if (!dir || !dentry)
+	if (!dir || !dentry || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		return false;
 	fill_key(&dk, dir);
 	return name_in_map(cgid, &dk, dentry->d_name.name, dentry->d_name.len);
@@ -248,6 +248,8 @@ static __always_inline bool alias_listed(__u64 cgid, struct dentry *dentry)
 	if (!dir)
 		return false;
 	dk.ino = BPF_CORE_READ(dir, i_ino);
+	if (!filter_has(dk.ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return false;
 	dk.dev = BPF_CORE_READ(dir, i_sb, s_dev);
 	dk.subvol = subvol_from(dir, BPF_CORE_READ(dir, i_sb, s_magic));
 	return name_in_map(cgid, &dk, BPF_CORE_READ(dentry, d_name.name),
@@ -439,11 +441,9 @@ int BPF_PROG(inode_free_security, struct inode *inode)
 {
 	struct drop_ctx drop = {};
 
-	if (inode->i_nlink != 0)
+	if (inode->i_nlink != 0 || !filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
 		return 0;
 	fill_key(&drop.file, inode);
-	if (!filter_has(&drop.file, AGENT_SANDBOX_FILTER_TAG_FILE))
-		return 0;
 	bpf_for_each_map_elem(&agent_cgid_set, drop_key, &drop, 0);
 	return 0;
 }

@@ -12,7 +12,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 3
+#define AGENT_SANDBOX_LAYOUT_VERSION 4
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -36,11 +36,16 @@
 
 /*
  * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
- * filter_bit(k, tag) is set when some sandbox lists file key k (tag
- * FILTER_TAG_FILE) or watches directory k (FILTER_TAG_DIR). A clear bit means
- * "not listed" without a hash lookup; a set bit is confirmed in deny_map or
- * name_map. Only the daemon writes it (through mmap), and it never clears a
- * bit that a live key still needs.
+ * filter_bit(ino, tag) is set when some sandbox lists a file with inode
+ * number ino (tag FILTER_TAG_FILE) or watches a directory with inode number
+ * ino (FILTER_TAG_DIR). A clear bit means "not listed" without a hash lookup;
+ * a set bit is confirmed in deny_map or name_map. Only the inode number is
+ * hashed: the hook then loads s_dev and the btrfs subvolume only after a hit
+ * (every field load through a BTF pointer is a checked load, about seven
+ * instructions on x86-64), and a file that shares an inode number with a
+ * listed one on another filesystem pays one hash lookup. Only the daemon
+ * writes the bitmap (through mmap), and it never clears a bit that a live key
+ * still needs.
  */
 #define AGENT_SANDBOX_FILTER_BITS_LOG2 23
 #define AGENT_SANDBOX_FILTER_WORDS (1U << (AGENT_SANDBOX_FILTER_BITS_LOG2 - 6))
@@ -78,18 +83,15 @@ struct name_key {
 };
 
 /*
- * The filter's bit index for a key: a multiply-xorshift mix of its fields
- * (the same arithmetic in src/maps.rs, checked by tests on both sides).
+ * The filter's bit index for inode number `ino` under `tag`: Fibonacci
+ * hashing (multiply by 2^64 / golden ratio, keep the top bits), which spreads
+ * runs of consecutive inode numbers evenly. src/maps.rs repeats it; tests on
+ * both sides check the same values.
  */
-static inline __u32 agent_sandbox_filter_bit(const struct file_key *k, __u64 tag)
+static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)
 {
-	__u64 h = k->ino * 0x9E3779B97F4A7C15ULL;
-
-	h ^= (k->subvol + tag) * 0xC2B2AE3D27D4EB4FULL;
-	h ^= (__u64)k->dev * 0x165667B19E3779F9ULL;
-	h ^= h >> 29;
-	h *= 0x94D049BB133111EBULL;
-	return (__u32)(h >> (64 - AGENT_SANDBOX_FILTER_BITS_LOG2));
+	return (__u32)(((ino << 1) | tag) * 0x9E3779B97F4A7C15ULL >>
+		       (64 - AGENT_SANDBOX_FILTER_BITS_LOG2));
 }
 
 #endif
