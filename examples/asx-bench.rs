@@ -14,6 +14,9 @@
 //!                                      busy time per run (ns the CPUs ran any task, from
 //!                                      /proc/schedstat; -1 if unavailable)
 //! asx-bench stat LIST RUNS             statx() every path of LIST as the resolver does: ns per pass
+//! asx-bench migrate RUNS               write a sleeping child's pid to cgroup.procs of a new cgroup
+//!                                      (root), after 100 ms idle each time: ns per write, then the
+//!                                      median busy time per write (as `time`)
 //! asx-bench mapfloor N RUNS            batched insert of N keys into a fresh deny_map-shaped map: ns
 //! asx-bench load USERS TOTAL PAR -- CMD...
 //!                                      TOTAL runs of CMD, PAR at a time, as the comma-separated
@@ -61,6 +64,7 @@ fn run(args: &[OsString]) -> Res<()> {
         "openloop" => openloop(rest),
         "time" => time_cmd(rest),
         "stat" => stat_floor(rest),
+        "migrate" => migrate(rest),
         "mapfloor" => map_floor(rest),
         "load" => load(rest),
         "stats" => {
@@ -109,6 +113,29 @@ fn print_stats(v: &[u64]) -> Res<()> {
     let mut s = v.to_vec();
     s.sort_unstable();
     println!("{} {} {} {}", median(&s), s[0], s[s.len() - 1], s.len());
+    Ok(())
+}
+
+/// Prints `MEDIAN MIN MAX N BUSY` of timed runs; BUSY is the median of
+/// `busy` (-1 unless there is a busy time for every run).
+fn print_times(mut times: Vec<u64>, mut busy: Vec<u64>) -> Res<()> {
+    if times.is_empty() {
+        return Err("no runs".into());
+    }
+    times.sort_unstable();
+    busy.sort_unstable();
+    let busy = if busy.len() == times.len() {
+        median(&busy).to_string()
+    } else {
+        "-1".into()
+    };
+    println!(
+        "{} {} {} {} {busy}",
+        median(&times),
+        times[0],
+        times[times.len() - 1],
+        times.len()
+    );
     Ok(())
 }
 
@@ -203,21 +230,59 @@ fn time_cmd(args: &[OsString]) -> Res<()> {
             busy.push(b1.saturating_sub(b0));
         }
     }
-    times.sort_unstable();
-    busy.sort_unstable();
-    let busy = if busy.len() == times.len() {
-        median(&busy).to_string()
-    } else {
-        "-1".into()
-    };
-    println!(
-        "{} {} {} {} {busy}",
-        median(&times),
-        times[0],
-        times[times.len() - 1],
-        times.len()
-    );
-    Ok(())
+    print_times(times, busy)
+}
+
+/// The floor under a launch's move into its cgroup: one write of a pid to
+/// `cgroup.procs`, the daemon's own step. A migration takes
+/// cgroup_threadgroup_rwsem for writing (kernel/cgroup/cgroup.c), whose
+/// percpu_rwsem waits for an RCU grace period unless the hierarchy is mounted
+/// with `favordynmods` or another writer was just there; so each write comes
+/// after 100 ms of idleness, as a launch's does.
+fn migrate(args: &[OsString]) -> Res<()> {
+    let runs = num(arg(args, 0, "RUNS")?)?.max(1);
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let dirs = [root.join("asx-bench-a"), root.join("asx-bench-b")];
+    for d in &dirs {
+        match std::fs::create_dir(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("{}: {e}", d.display())),
+        }
+    }
+    let mut child = Command::new("sleep")
+        .arg("3600")
+        .spawn()
+        .map_err(|e| format!("sleep: {e}"))?;
+    let pid = child.id().to_string();
+    let mut times = Vec::new();
+    let mut busy = Vec::new();
+    let mut result = Ok(());
+    for i in 0..=runs {
+        std::thread::sleep(Duration::from_millis(100));
+        let procs = dirs[(i % 2) as usize].join("cgroup.procs");
+        let b0 = busy_ns();
+        let start = Instant::now();
+        if let Err(e) = std::fs::write(&procs, &pid) {
+            result = Err(format!("{}: {e}", procs.display()));
+            break;
+        }
+        let t = nanos(start.elapsed());
+        if i == 0 {
+            continue; // the first move also creates the cgroup's css_set
+        }
+        times.push(t);
+        if let (Some(b0), Some(b1)) = (b0, busy_ns()) {
+            busy.push(b1.saturating_sub(b0));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for d in &dirs {
+        let _ = std::fs::remove_dir(d);
+    }
+    result?;
+    print_times(times, busy)
 }
 
 /// The paths of a list file as the benchmark writes them: one absolute path

@@ -53,6 +53,8 @@ const MAX_WARNINGS: usize = 50;
 /// each map (1,048,576 entries), so no single user can exhaust it for the others.
 const MAX_KEYS_PER_UID: usize = 131_072;
 /// Longest sleep of the loop, for housekeeping.
+/// Lists of at least this many entries are followed by a malloc_trim(3).
+const TRIM_AFTER: usize = 10_000;
 const TICK: Duration = Duration::from_millis(1000);
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -658,7 +660,15 @@ impl Daemon {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
                 let outcome = run.resolver.finish(&mut self.killed);
+                let large = matches!(&outcome, Outcome::Done(r) if r.deny.len() >= TRIM_AFTER);
                 self.complete(uid, run.batch, outcome);
+                if large {
+                    // The resolver's output and its parse are freed now; hand
+                    // the pages back, so that the daemon's RSS, and the cost of
+                    // forking the next resolver, is that of its mirror.
+                    // SAFETY: malloc_trim only releases free heap memory.
+                    unsafe { libc::malloc_trim(0) };
+                }
             } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
@@ -688,7 +698,7 @@ impl Daemon {
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
-        let need = res.deny.files.len().max(res.deny.names.len());
+        let need = res.deny.files().len().max(res.deny.names().len());
         if need > MAX_KEYS_PER_UID {
             let why = format!(
                 "the lists name {need} files, more than the {MAX_KEYS_PER_UID} allowed per user"
@@ -741,8 +751,8 @@ impl Daemon {
             Ok(stats) => {
                 log::info!(
                     "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
-                    res.deny.files.len(),
-                    res.deny.names.len(),
+                    res.deny.files().len(),
+                    res.deny.names().len(),
                     stats.added,
                     stats.removed,
                     if mode == ApplyMode::Exact {

@@ -22,8 +22,8 @@
 //!   all layers share one filesystem or `xino` is on; otherwise a directory
 //!   cannot be watched and only the file's own key applies (with a warning).
 
-use std::collections::{HashMap, HashSet};
-use std::ffi::{CString, OsStr};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, OsStr};
 use std::fmt;
 use std::io;
 use std::mem::MaybeUninit;
@@ -53,16 +53,36 @@ pub struct NameKey {
     pub name: Vec<u8>,
 }
 
-/// What one sandbox denies: file keys and directory + name pairs.
+/// What one sandbox denies: file keys and directory + name pairs, each kept
+/// sorted and free of duplicates, so that two sets compare in one merge
+/// (no hashing: a no-change relaunch of 100,000 entries walks two sorted
+/// vectors once).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DenySet {
-    /// Inodes denied under any name.
-    pub files: HashSet<FileKey>,
-    /// Names denied whatever inode they link to.
-    pub names: HashSet<NameKey>,
+    files: Vec<FileKey>,
+    names: Vec<NameKey>,
 }
 
 impl DenySet {
+    /// A set of `files` and `names`, in any order and with repeats.
+    pub fn new(mut files: Vec<FileKey>, mut names: Vec<NameKey>) -> DenySet {
+        files.sort_unstable();
+        files.dedup();
+        names.sort_unstable();
+        names.dedup();
+        DenySet { files, names }
+    }
+
+    /// Inodes denied under any name, sorted.
+    pub fn files(&self) -> &[FileKey] {
+        &self.files
+    }
+
+    /// Names denied whatever inode they link to, sorted.
+    pub fn names(&self) -> &[NameKey] {
+        &self.names
+    }
+
     /// Number of map entries this set takes.
     pub fn len(&self) -> usize {
         self.files.len() + self.names.len()
@@ -72,6 +92,65 @@ impl DenySet {
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.names.is_empty()
     }
+
+    /// The entries of `self` that `other` lacks.
+    pub fn minus(&self, other: &DenySet) -> DenySet {
+        DenySet {
+            files: merge(&self.files, &other.files, Merge::Minus),
+            names: merge(&self.names, &other.names, Merge::Minus),
+        }
+    }
+
+    /// The entries of either set.
+    pub fn union(&self, other: &DenySet) -> DenySet {
+        DenySet {
+            files: merge(&self.files, &other.files, Merge::Union),
+            names: merge(&self.names, &other.names, Merge::Union),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    Minus,
+    Union,
+}
+
+/// One pass over two sorted, duplicate-free slices: `a` without `b`, or both.
+fn merge<T: Ord + Clone>(a: &[T], b: &[T], how: Merge) -> Vec<T> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let mut out = Vec::with_capacity(if how == Merge::Union {
+        a.len() + b.len()
+    } else {
+        a.len()
+    });
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            Equal => {
+                if how == Merge::Union {
+                    out.push(a[i].clone());
+                }
+                i += 1;
+                j += 1;
+            }
+            Greater => {
+                if how == Merge::Union {
+                    out.push(b[j].clone());
+                }
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    if how == Merge::Union {
+        out.extend_from_slice(&b[j..]);
+    }
+    out
 }
 
 /// Longest file name component (include/uapi/linux/limits.h: NAME_MAX).
@@ -253,7 +332,9 @@ struct Dir {
 /// directories (lists tend to name several files per directory).
 pub struct KeyContext {
     mounts: MountTable,
-    dirs: HashMap<Vec<u8>, Dir>,
+    /// Open directories by path, most recently opened last (lists name
+    /// their files directory by directory, so a hit is usually the last one).
+    dirs: Vec<(Vec<u8>, Dir)>,
 }
 
 /// How many directories [`KeyContext`] keeps open at most.
@@ -267,7 +348,7 @@ impl KeyContext {
     pub fn new() -> io::Result<KeyContext> {
         Ok(KeyContext {
             mounts: MountTable::read()?,
-            dirs: HashMap::new(),
+            dirs: Vec::new(),
         })
     }
 
@@ -302,9 +383,9 @@ impl KeyContext {
                 libc::ENAMETOOLONG,
             )));
         }
-        self.dir(dir_part)?;
+        let at = self.dir(dir_part)?;
         let mut listing = Listing::default();
-        let dir = &self.dirs[dir_part];
+        let dir = &self.dirs[at].1;
         match &dir.watchable {
             Ok(()) => listing.names.push(NameKey {
                 dir: dir.key,
@@ -337,8 +418,14 @@ impl KeyContext {
                         0
                     }
                 };
+                // One mount is one superblock: the directory's s_dev.
+                let dev = if stx.stx_mnt_id == dir_mnt && stx.stx_mask & libc::STATX_MNT_ID != 0 {
+                    dir_key.dev
+                } else {
+                    self.device(&stx)
+                };
                 listing.file = Some(FileKey {
-                    dev: self.device(&stx),
+                    dev,
                     ino: stx.stx_ino,
                     subvol,
                 });
@@ -363,13 +450,14 @@ impl KeyContext {
         }
     }
 
-    /// Opens and examines directory `path` (cached).
-    fn dir(&mut self, path: &[u8]) -> Result<(), KeyError> {
-        if self.dirs.contains_key(path) {
-            return Ok(());
+    /// Opens and examines directory `path` (cached); returns its index in
+    /// `self.dirs`.
+    fn dir(&mut self, path: &[u8]) -> Result<usize, KeyError> {
+        if let Some(at) = self.dirs.iter().rposition(|(p, _)| p == path) {
+            return Ok(at);
         }
         if self.dirs.len() >= DIR_CACHE {
-            self.dirs.clear();
+            self.dirs.remove(0);
         }
         let fd =
             open_at(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| match e
@@ -401,7 +489,7 @@ impl KeyContext {
         } else {
             Ok(())
         };
-        self.dirs.insert(
+        self.dirs.push((
             path.to_vec(),
             Dir {
                 fd,
@@ -413,8 +501,8 @@ impl KeyContext {
                 mnt_id: stx.stx_mnt_id,
                 watchable,
             },
-        );
-        Ok(())
+        ));
+        Ok(self.dirs.len() - 1)
     }
 
     /// The superblock's s_dev for a statx result (see the module docs).
@@ -440,7 +528,16 @@ fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
 }
 
 fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // A component (at most NAME_MAX bytes) becomes a C string on the stack.
+    let mut buf = [0u8; NAME_MAX + 1];
+    let owned;
+    let c: &CStr = if name.len() < buf.len() && !name.contains(&0) {
+        buf[..name.len()].copy_from_slice(name);
+        CStr::from_bytes_until_nul(&buf).expect("NUL-terminated")
+    } else {
+        owned = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        &owned
+    };
     let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
     let mut stx = MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: c is NUL-terminated; stx is a valid out-buffer of the right type.
@@ -510,6 +607,36 @@ fn kind_of(mode: u32) -> FileKind {
 mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, symlink};
+
+    #[test]
+    fn deny_sets_sort_dedup_and_merge() {
+        let f = |ino| FileKey {
+            dev: 45,
+            ino,
+            subvol: 0,
+        };
+        let n = |ino, name: &[u8]| NameKey {
+            dir: f(ino),
+            name: name.to_vec(),
+        };
+        let a = DenySet::new(
+            vec![f(3), f(1), f(3), f(2)],
+            vec![n(9, b"b"), n(9, b"a"), n(9, b"b")],
+        );
+        assert_eq!(a.files(), &[f(1), f(2), f(3)][..]);
+        assert_eq!(a.names(), &[n(9, b"a"), n(9, b"b")][..]);
+        assert_eq!(a.len(), 5);
+        let b = DenySet::new(vec![f(2), f(4)], vec![n(9, b"b"), n(8, b"z")]);
+        let a_b = a.minus(&b);
+        assert_eq!(a_b.files(), &[f(1), f(3)][..]);
+        assert_eq!(a_b.names(), &[n(9, b"a")][..]);
+        let u = a.union(&b);
+        assert_eq!(u.files(), &[f(1), f(2), f(3), f(4)][..]);
+        assert_eq!(u.names(), &[n(8, b"z"), n(9, b"a"), n(9, b"b")][..]);
+        assert!(a.minus(&a).is_empty());
+        assert_eq!(a.union(&DenySet::default()), a);
+        assert_eq!(DenySet::default().minus(&a), DenySet::default());
+    }
 
     #[test]
     fn kernel_dev_encoding() {

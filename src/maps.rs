@@ -557,40 +557,41 @@ impl Bpf {
     /// it holds btrfs keys and btrfs was not loaded when they were.
     pub fn needs_reload_for(&self, set: &DenySet) -> bool {
         !self.btrfs_loaded
-            && (set.files.iter().any(|f| f.subvol != 0)
-                || set.names.iter().any(|n| n.dir.subvol != 0))
+            && (set.files().iter().any(|f| f.subvol != 0)
+                || set.names().iter().any(|n| n.dir.subvol != 0))
     }
 
     /// Reads the maps back into the mirror, the filter counts and the slots.
     fn load_mirror(&mut self) {
+        let mut found: HashMap<u64, (Vec<FileKey>, Vec<NameKey>)> = HashMap::new();
         for k in self.skel.maps.deny_map.keys() {
             if let Some(k) = DenyKey::from_bytes(&k) {
-                self.mirror
-                    .entry(k.cgid)
-                    .or_default()
-                    .files
-                    .insert(k.file());
+                found.entry(k.cgid).or_default().0.push(k.file());
             }
         }
         for k in self.skel.maps.name_map.keys() {
             if let Some((cgid, n)) = name_key_from(&k) {
-                self.mirror.entry(cgid).or_default().names.insert(n);
+                found.entry(cgid).or_default().1.push(n);
             }
         }
+        self.mirror = found
+            .into_iter()
+            .map(|(cgid, (files, names))| (cgid, DenySet::new(files, names)))
+            .collect();
         for k in self.skel.maps.agent_cgid_set.keys() {
             if let Ok(b) = <[u8; 8]>::try_from(k.as_slice()) {
                 self.sandboxes.insert(u64::from_ne_bytes(b));
             }
         }
         for set in self.mirror.values() {
-            for f in &set.files {
+            for f in set.files() {
                 *self
                     .filter
                     .counts
                     .entry(filter_bit(f.ino, TAG_FILE))
                     .or_insert(0) += 1;
             }
-            for n in &set.names {
+            for n in set.names() {
                 *self
                     .filter
                     .counts
@@ -659,48 +660,59 @@ impl Bpf {
         desired: &DenySet,
         mode: ApplyMode,
     ) -> Result<ApplyStats, BpfError> {
-        let current = self.mirror.entry(cgid).or_default();
-        let new_files: Vec<FileKey> = desired.files.difference(&current.files).copied().collect();
-        let new_names: Vec<NameKey> = desired.names.difference(&current.names).cloned().collect();
-        let stale_files: Vec<FileKey> = current.files.difference(&desired.files).copied().collect();
-        let stale_names: Vec<NameKey> = current.names.difference(&desired.names).cloned().collect();
+        let current = self.mirror.remove(&cgid).unwrap_or_default();
+        let new = desired.minus(&current);
+        let stale = current.minus(desired);
         let stats = ApplyStats {
-            added: new_files.len() + new_names.len(),
-            removed: stale_files.len() + stale_names.len(),
-            kept: desired.len() - new_files.len() - new_names.len(),
+            added: new.len(),
+            removed: stale.len(),
+            kept: desired.len() - new.len(),
         };
         let drops = self.dropped_keys();
         let write_all = drops.is_none() || drops != self.drops_seen;
-        let total: usize = self.mirror.values().map(DenySet::len).sum();
-        let file_keys: Vec<Vec<u8>> = if write_all {
-            desired
-                .files
-                .iter()
-                .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
-                .collect()
+        let total = current.len() + self.mirror.values().map(DenySet::len).sum::<usize>();
+        let files = if write_all {
+            desired.files()
         } else {
-            new_files
-                .iter()
-                .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
-                .collect()
+            new.files()
         };
-        insert(&self.skel.maps.deny_map, "deny_map", &file_keys, total)?;
-        for f in &new_files {
+        let file_keys = deny_key_bytes(cgid, files);
+        if let Err(e) = insert(&self.skel.maps.deny_map, "deny_map", &file_keys, 32, total) {
+            self.mirror.insert(cgid, current);
+            return Err(e);
+        }
+        for f in new.files() {
             self.filter.add(filter_bit(f.ino, TAG_FILE));
-            self.mirror.entry(cgid).or_default().files.insert(*f);
         }
-        let name_keys: Vec<Vec<u8>> = new_names
-            .iter()
-            .map(|n| name_key_bytes(cgid, n).to_vec())
-            .collect();
-        insert(&self.skel.maps.name_map, "name_map", &name_keys, total)?;
-        for n in new_names {
+        let mut name_keys = Vec::with_capacity(new.names().len() * NAME_KEY_LEN);
+        for n in new.names() {
+            name_keys.extend_from_slice(&name_key_bytes(cgid, n));
+        }
+        let inserted = insert(
+            &self.skel.maps.name_map,
+            "name_map",
+            &name_keys,
+            NAME_KEY_LEN,
+            total,
+        );
+        if let Err(e) = inserted {
+            let with_files = DenySet::new(new.files().to_vec(), Vec::new());
+            self.mirror.insert(cgid, current.union(&with_files));
+            return Err(e);
+        }
+        for n in new.names() {
             self.filter.add(filter_bit(n.dir.ino, TAG_DIR));
-            self.mirror.entry(cgid).or_default().names.insert(n);
         }
+        // A no-change apply keeps the set it had: no copy of 100,000 keys.
+        let held = if new.is_empty() {
+            current
+        } else {
+            current.union(&new)
+        };
+        self.mirror.insert(cgid, held);
         self.add_sandbox(cgid)?;
         if mode == ApplyMode::Exact {
-            self.remove(cgid, &stale_files, &stale_names);
+            self.remove(cgid, stale.files(), stale.names());
         }
         if write_all {
             self.drops_seen = drops;
@@ -735,28 +747,43 @@ impl Bpf {
 
     /// Removes entries of sandbox `cgid` from the maps, the mirror and the filter.
     fn remove(&mut self, cgid: u64, files: &[FileKey], names: &[NameKey]) {
-        let keys: Vec<Vec<u8>> = files
-            .iter()
-            .map(|f| DenyKey::new(cgid, *f).to_bytes().to_vec())
-            .collect();
-        let gone = delete(&self.skel.maps.deny_map, "deny_map", cgid, &keys);
+        if files.is_empty() && names.is_empty() {
+            return;
+        }
+        let gone = delete(
+            &self.skel.maps.deny_map,
+            "deny_map",
+            cgid,
+            &deny_key_bytes(cgid, files),
+            32,
+        );
+        let mut gone_files = Vec::new();
         for (f, ok) in files.iter().zip(gone) {
             if ok {
                 self.filter.remove(filter_bit(f.ino, TAG_FILE));
-                self.mirror.entry(cgid).or_default().files.remove(f);
+                gone_files.push(*f);
             }
         }
-        let keys: Vec<Vec<u8>> = names
-            .iter()
-            .map(|n| name_key_bytes(cgid, n).to_vec())
-            .collect();
-        let gone = delete(&self.skel.maps.name_map, "name_map", cgid, &keys);
+        let mut keys = Vec::with_capacity(names.len() * NAME_KEY_LEN);
+        for n in names {
+            keys.extend_from_slice(&name_key_bytes(cgid, n));
+        }
+        let gone = delete(
+            &self.skel.maps.name_map,
+            "name_map",
+            cgid,
+            &keys,
+            NAME_KEY_LEN,
+        );
+        let mut gone_names = Vec::new();
         for (n, ok) in names.iter().zip(gone) {
             if ok {
                 self.filter.remove(filter_bit(n.dir.ino, TAG_DIR));
-                self.mirror.entry(cgid).or_default().names.remove(n);
+                gone_names.push(n.clone());
             }
         }
+        let held = self.mirror.entry(cgid).or_default();
+        *held = held.minus(&DenySet::new(gone_files, gone_names));
     }
 
     /// Forgets a sandbox that no longer exists: removes `cgid` from
@@ -769,35 +796,38 @@ impl Bpf {
             }
         }
         let set = self.mirror.get(&cgid).cloned().unwrap_or_default();
-        let files: Vec<FileKey> = set.files.into_iter().collect();
-        let names: Vec<NameKey> = set.names.into_iter().collect();
-        self.remove(cgid, &files, &names);
+        self.remove(cgid, set.files(), set.names());
         if self.mirror.get(&cgid).is_some_and(DenySet::is_empty) {
             self.mirror.remove(&cgid);
         }
     }
 }
 
-/// Inserts `keys` (value 1) into `map` in batches, falling back to one by one
-/// when a batch fails part-way. `total` is for the error message.
+/// The deny_map keys of `files` for sandbox `cgid`, back to back (32 bytes each).
+fn deny_key_bytes(cgid: u64, files: &[FileKey]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(files.len() * 32);
+    for f in files {
+        out.extend_from_slice(&DenyKey::new(cgid, *f).to_bytes());
+    }
+    out
+}
+
+/// Inserts `keys` (`key_len` bytes each, back to back; value 1) into `map` in
+/// batches of 4,096, falling back to one by one when a batch fails part-way.
+/// `total` is for the error message.
 fn insert(
     map: &libbpf_rs::Map<'_>,
     what: &str,
-    keys: &[Vec<u8>],
+    keys: &[u8],
+    key_len: usize,
     total: usize,
 ) -> Result<(), BpfError> {
-    for chunk in keys.chunks(4096) {
-        let flat: Vec<u8> = chunk.concat();
-        let values = vec![PRESENT[0]; chunk.len()];
-        let r = map.update_batch(
-            &flat,
-            &values,
-            chunk.len() as u32,
-            MapFlags::ANY,
-            MapFlags::ANY,
-        );
+    let values = vec![PRESENT[0]; 4096];
+    for chunk in keys.chunks(4096 * key_len) {
+        let n = chunk.len() / key_len;
+        let r = map.update_batch(chunk, &values[..n], n as u32, MapFlags::ANY, MapFlags::ANY);
         if let Err(e) = r {
-            for k in chunk {
+            for k in chunk.chunks(key_len) {
                 map.update(k, &PRESENT, MapFlags::ANY)
                     .map_err(|e2| BpfError::Libbpf {
                         what: format!(
@@ -812,20 +842,26 @@ fn insert(
     Ok(())
 }
 
-/// Deletes `keys` from `map`; returns, per key, whether it is gone now
-/// (deleted, or already absent).
-fn delete(map: &libbpf_rs::Map<'_>, what: &str, cgid: u64, keys: &[Vec<u8>]) -> Vec<bool> {
-    let mut gone = Vec::with_capacity(keys.len());
-    for chunk in keys.chunks(4096) {
-        let flat: Vec<u8> = chunk.concat();
+/// Deletes `keys` (`key_len` bytes each, back to back) from `map`; returns,
+/// per key, whether it is gone now (deleted, or already absent).
+fn delete(
+    map: &libbpf_rs::Map<'_>,
+    what: &str,
+    cgid: u64,
+    keys: &[u8],
+    key_len: usize,
+) -> Vec<bool> {
+    let mut gone = Vec::with_capacity(keys.len() / key_len);
+    for chunk in keys.chunks(4096 * key_len) {
+        let n = chunk.len() / key_len;
         if map
-            .delete_batch(&flat, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
+            .delete_batch(chunk, n as u32, MapFlags::ANY, MapFlags::ANY)
             .is_ok()
         {
-            gone.extend(std::iter::repeat_n(true, chunk.len()));
+            gone.extend(std::iter::repeat_n(true, n));
             continue;
         }
-        for k in chunk {
+        for k in chunk.chunks(key_len) {
             gone.push(match map.delete(k) {
                 Ok(()) => true,
                 Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => true,
@@ -848,13 +884,13 @@ pub fn keys_in_other_layouts(
     ours: &Path,
     cgids: &HashSet<u64>,
 ) -> (HashMap<u64, DenySet>, Vec<String>) {
-    let mut found: HashMap<u64, DenySet> = HashMap::new();
+    let mut found: HashMap<u64, (Vec<FileKey>, Vec<NameKey>)> = HashMap::new();
     let mut errors = Vec::new();
     let Some(root) = ours.parent() else {
-        return (found, errors);
+        return (HashMap::new(), errors);
     };
     let Ok(entries) = fs::read_dir(root) else {
-        return (found, errors);
+        return (HashMap::new(), errors);
     };
     for e in entries.flatten() {
         let dir = e.path();
@@ -888,16 +924,20 @@ pub fn keys_in_other_layouts(
             for k in map.keys() {
                 if name == "deny_map" {
                     if let Some(k) = DenyKey::from_bytes(&k).filter(|k| cgids.contains(&k.cgid)) {
-                        found.entry(k.cgid).or_default().files.insert(k.file());
+                        found.entry(k.cgid).or_default().0.push(k.file());
                     }
                 } else if let Some((cgid, n)) = name_key_from(&k).filter(|(c, _)| cgids.contains(c))
                 {
-                    found.entry(cgid).or_default().names.insert(n);
+                    found.entry(cgid).or_default().1.push(n);
                 }
             }
         }
     }
-    (found, errors)
+    let sets = found
+        .into_iter()
+        .map(|(cgid, (files, names))| (cgid, DenySet::new(files, names)))
+        .collect();
+    (sets, errors)
 }
 
 /// Unpins the links and then the maps of every other layout's pin directory
