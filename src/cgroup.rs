@@ -121,7 +121,7 @@ impl Tree {
     /// # Errors
     /// [`CgroupError::NoCgroup2`], or the mkdir/read error.
     pub fn open() -> Result<Tree, CgroupError> {
-        let info = fs::read_to_string("/proc/self/mountinfo")
+        let info = crate::process::read_pseudo_text("/proc/self/mountinfo")
             .map_err(io_err("read", Path::new("/proc/self/mountinfo")))?;
         let root = find_cgroup2(&info).ok_or(CgroupError::NoCgroup2)?;
         let parent = root.join(PARENT);

@@ -226,7 +226,9 @@ fn run() -> Result<(), DaemonError> {
     inotify
         .add_watch(
             request::REQ_DIR,
-            AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE,
+            // Requests arrive by rename (`.req.<token>` -> `req.<token>`);
+            // anything else is found by the scan of every wake-up and tick.
+            AddWatchFlags::IN_MOVED_TO,
         )
         .map_err(|e| setup(format!("watch {}", request::REQ_DIR))(io::Error::from(e)))?;
 

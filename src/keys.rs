@@ -177,7 +177,9 @@ impl MountTable {
     /// # Errors
     /// The read error of /proc/self/mountinfo.
     pub fn read() -> io::Result<MountTable> {
-        Ok(MountTable::parse(&std::fs::read("/proc/self/mountinfo")?))
+        Ok(MountTable::parse(&crate::process::read_pseudo(
+            "/proc/self/mountinfo",
+        )?))
     }
 
     /// Parses mountinfo text; lines that do not parse are ignored.

@@ -190,7 +190,7 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     if let Some(why) = reply.refusal {
         return Err(LaunchError::Refused(why));
     }
-    let own = fs::read_to_string("/proc/self/cgroup")
+    let own = process::read_pseudo_text("/proc/self/cgroup")
         .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/cgroup: {e}")))?;
     let want = cgroup::sandbox_path_for(uid);
     match cgroup::v2_path_of(&own) {

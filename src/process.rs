@@ -94,12 +94,34 @@ pub fn runs_same_executable(pid: i32) -> io::Result<bool> {
     Ok(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
 }
 
+/// Reads a /proc file (or another file whose size stat reports as 0) in
+/// one or two read(2) calls: `fs::read` sizes its buffer from the reported
+/// size and so reads /proc files 32 bytes at first, in up to ten calls, each
+/// of which makes the kernel walk the seq_file again.
+///
+/// # Errors
+/// The open or read error.
+pub fn read_pseudo(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(16 << 10);
+    fs::File::open(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// [`read_pseudo`] for text.
+///
+/// # Errors
+/// The open or read error; InvalidData if the text is not UTF-8.
+pub fn read_pseudo_text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
+    String::from_utf8(read_pseudo(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 /// Reads the `Uid:` line of /proc/<pid>/status (proc(5)).
 ///
 /// # Errors
 /// The read error, or InvalidData when the line is missing or malformed.
 pub fn read_uids(pid: i32) -> io::Result<Uids> {
-    let text = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let text = read_pseudo_text(format!("/proc/{pid}/status"))?;
     parse_uids(&text).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Uid: line"))
 }
 
@@ -119,7 +141,7 @@ pub fn parse_uids(status: &str) -> Option<Uids> {
 /// # Errors
 /// The read error, or InvalidData when there is no v2 line.
 pub fn read_v2_cgroup(pid: i32) -> io::Result<String> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+    let text = read_pseudo_text(format!("/proc/{pid}/cgroup"))?;
     crate::cgroup::v2_path_of(&text)
         .map(str::to_owned)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no cgroup v2 line"))
@@ -142,7 +164,7 @@ pub fn parse_stat_start_ppid(stat: &str) -> Option<(u64, i32)> {
 /// # Errors
 /// The read error, or InvalidData.
 pub fn read_start_ppid(pid: i32) -> io::Result<(u64, i32)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let text = read_pseudo_text(format!("/proc/{pid}/stat"))?;
     parse_stat_start_ppid(&text)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed stat"))
 }
