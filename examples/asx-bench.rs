@@ -17,7 +17,8 @@
 //! asx-bench migrate RUNS               write a sleeping child's pid to cgroup.procs of a new cgroup
 //!                                      (root), after 100 ms idle each time: ns per write, then the
 //!                                      median busy time per write (as `time`)
-//! asx-bench mapfloor N RUNS            batched insert of N keys into a fresh deny_map-shaped map: ns
+//! asx-bench mapfloor N RUNS            batched insert of N file keys and N name keys into fresh maps
+//!                                      shaped like deny_map and name_map: ns
 //! asx-bench load USERS TOTAL PAR -- CMD...
 //!                                      TOTAL runs of CMD, PAR at a time, as the comma-separated
 //!                                      USERS in turn: prints `OK FAILED MEDIAN P95 MAX` (ns)
@@ -325,14 +326,27 @@ fn stat_floor(args: &[OsString]) -> Res<()> {
 /// deny_map's shape. A new map per run, so every run inserts N new keys.
 fn map_floor(args: &[OsString]) -> Res<()> {
     const CHUNK: usize = 4096;
+    const DENY_KEY: usize = 32; // struct deny_key: cgid, ino, subvol, dev, reserved
+    const NAME_KEY: usize = 288; // struct name_key: cgid, directory key, name[256]
     let n = usize::try_from(num(arg(args, 0, "N")?)?).map_err(|e| e.to_string())?;
     let runs = num(arg(args, 1, "RUNS")?)?.max(1);
-    let mut keys = Vec::with_capacity(n * 24);
+    let dev = (8u32 << 20 | 1).to_ne_bytes();
+    let mut deny = Vec::with_capacity(n * DENY_KEY);
+    let mut names = Vec::with_capacity(n * NAME_KEY);
     for i in 0..n as u64 {
-        keys.extend_from_slice(&4242u64.to_ne_bytes()); // cgid
-        keys.extend_from_slice(&(1_000_000 + i).to_ne_bytes()); // ino
-        keys.extend_from_slice(&(8u32 << 20 | 1).to_ne_bytes()); // dev
-        keys.extend_from_slice(&0u32.to_ne_bytes()); // reserved
+        deny.extend_from_slice(&4242u64.to_ne_bytes()); // cgid
+        deny.extend_from_slice(&(1_000_000 + i).to_ne_bytes()); // ino
+        deny.extend_from_slice(&0u64.to_ne_bytes()); // subvol
+        deny.extend_from_slice(&dev);
+        deny.extend_from_slice(&0u32.to_ne_bytes()); // reserved
+        // As the benchmark's lists: 1,000 files f0..f999 per directory.
+        let mut key = [0u8; NAME_KEY];
+        key[..8].copy_from_slice(&4242u64.to_ne_bytes());
+        key[8..16].copy_from_slice(&(500_000 + i / 1000).to_ne_bytes());
+        key[24..28].copy_from_slice(&dev);
+        let name = format!("f{}", i % 1000);
+        key[32..32 + name.len()].copy_from_slice(name.as_bytes());
+        names.extend_from_slice(&key);
     }
     let values = vec![1u8; CHUNK];
     let mut times = Vec::new();
@@ -342,26 +356,27 @@ fn map_floor(args: &[OsString]) -> Res<()> {
             map_flags: libbpf_rs::libbpf_sys::BPF_F_NO_PREALLOC,
             ..Default::default()
         };
-        let map = MapHandle::create(
-            MapType::Hash,
-            Some("asx_bench_floor"),
-            24,
-            1,
-            1 << 20,
-            &opts,
-        )
-        .map_err(|e| format!("creating a hash map: {e}"))?;
+        let create = |name: &str, key_len: usize| {
+            MapHandle::create(MapType::Hash, Some(name), key_len as u32, 1, 1 << 20, &opts)
+                .map_err(|e| format!("creating a hash map: {e}"))
+        };
+        let maps = [
+            (create("asx_floor_deny", DENY_KEY)?, &deny, DENY_KEY),
+            (create("asx_floor_name", NAME_KEY)?, &names, NAME_KEY),
+        ];
         let start = Instant::now();
-        for chunk in keys.chunks(CHUNK * 24) {
-            let count = chunk.len() / 24;
-            map.update_batch(
-                chunk,
-                &values[..count],
-                count as u32,
-                MapFlags::ANY,
-                MapFlags::ANY,
-            )
-            .map_err(|e| format!("batch update: {e}"))?;
+        for (map, keys, len) in &maps {
+            for chunk in keys.chunks(CHUNK * len) {
+                let count = chunk.len() / len;
+                map.update_batch(
+                    chunk,
+                    &values[..count],
+                    count as u32,
+                    MapFlags::ANY,
+                    MapFlags::ANY,
+                )
+                .map_err(|e| format!("batch update: {e}"))?;
+            }
         }
         times.push(nanos(start.elapsed()));
     }

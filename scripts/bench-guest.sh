@@ -365,7 +365,7 @@ report() {
 			"$((floor + row))" "$(calc '%.2fx' "$rel / $floor")" "$(calc '%.2fx' "$first / ($floor + $row)")"
 	done
 	echo "  (stat: statx of each path, as the resolver calls it, in one process; map: batched inserts"
-	echo "   of the same number of keys into a fresh deny_map-shaped hash map, 4096 a call)"
+	echo "   of as many file keys and name keys into fresh maps shaped like deny_map and name_map, 4096 a call)"
 	echo "targets:"
 	for n in "${APPLY_SIZES[@]}"; do
 		rel=$(calc '%.4f' "($(med "launch.relaunch$n") - $(med launch.relaunch0)) / $(med "stat.$n")")
