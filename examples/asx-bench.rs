@@ -9,10 +9,11 @@
 //! ```text
 //! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
 //! asx-bench time [--cold] RUNS -- CMD...
-//!                                      run CMD RUNS times (must exit 0; after one untimed run
-//!                                      unless --cold): ns per run, then a 5th field: the median
-//!                                      busy time per run (ns the CPUs ran any task, from
-//!                                      /proc/schedstat; -1 if unavailable)
+//!                                      run CMD RUNS times (must exit 0; stdout discarded; each
+//!                                      after 100 ms idle; after one untimed run unless --cold):
+//!                                      ns per run, then a 5th field: the median busy time per run
+//!                                      (ns the CPUs ran any task, from /proc/schedstat; -1 if
+//!                                      unavailable)
 //! asx-bench stat LIST RUNS             statx() every path of LIST as the resolver does: ns per pass
 //! asx-bench migrate RUNS               write a sleeping child's pid to cgroup.procs of a new cgroup
 //!                                      (root), after 100 ms idle each time: ns per write, then the
@@ -200,6 +201,10 @@ fn busy_ns() -> Option<u64> {
     found.then_some(sum)
 }
 
+/// Idle time before each timed run of `time` (costs no host time in an
+/// icount guest: the idle guest jumps to its next timer).
+const IDLE_BEFORE_RUN: Duration = Duration::from_millis(100);
+
 /// Runs CMD RUNS times, each to completion; every run must exit 0.
 fn time_cmd(args: &[OsString]) -> Res<()> {
     let cold = args.first().is_some_and(|a| a == "--cold");
@@ -207,10 +212,15 @@ fn time_cmd(args: &[OsString]) -> Res<()> {
     let runs = num(arg(args, 0, "RUNS")?)?.max(1);
     let cmd = after_dashes(&args[1..])?;
     let run_once = || -> Res<u64> {
+        // An agent is launched after idleness, not in a tight loop: work
+        // whose cost depends on the time since the last launch (an RCU grace
+        // period in the cgroup move) is then paid every time, as in use.
+        std::thread::sleep(IDLE_BEFORE_RUN);
         let start = Instant::now();
         let status = Command::new(&cmd[0])
             .args(&cmd[1..])
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .status()
             .map_err(|e| format!("{:?}: {e}", cmd[0]))?;
         let t = nanos(start.elapsed());
@@ -260,7 +270,7 @@ fn migrate(args: &[OsString]) -> Res<()> {
     let mut busy = Vec::new();
     let mut result = Ok(());
     for i in 0..=runs {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(IDLE_BEFORE_RUN);
         let procs = dirs[(i % 2) as usize].join("cgroup.procs");
         let b0 = busy_ns();
         let start = Instant::now();

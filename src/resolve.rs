@@ -211,23 +211,20 @@ impl Resolver {
         self.pipe.as_fd()
     }
 
-    /// Reads what is available; true once the child closed its end.
+    /// Reads what is available; true once the child closed its end (or its
+    /// output passed [`MAX_OUTPUT_BYTES`]). Reads straight into the output
+    /// buffer: no intermediate buffer to zero on every call.
     pub fn pump(&mut self) -> bool {
-        let mut buf = [0u8; 65536];
-        loop {
-            match self.pipe.read(&mut buf) {
-                Ok(0) => return true,
-                Ok(n) => {
-                    if self.out.len() + n > MAX_OUTPUT_BYTES {
-                        self.overflow = true;
-                        return true;
-                    }
-                    self.out.extend_from_slice(&buf[..n]);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
-            }
+        let room = (MAX_OUTPUT_BYTES + 1).saturating_sub(self.out.len()) as u64;
+        let result = (&mut self.pipe).take(room).read_to_end(&mut self.out);
+        if self.out.len() > MAX_OUTPUT_BYTES {
+            self.overflow = true;
+            return true;
+        }
+        match result {
+            Ok(_) => true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+            Err(_) => true,
         }
     }
 
@@ -605,6 +602,28 @@ mod tests {
         let mut fatal = Vec::new();
         Sink { out: &mut fatal }.record(b'F', "nope");
         assert_eq!(parse_output(&fatal).fatal.as_deref(), Some("nope"));
+    }
+
+    #[test]
+    fn pump_reads_until_eof_without_blocking() {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK).unwrap();
+        let mut r = Resolver {
+            uid: 0,
+            pid: Pid::from_raw(0),
+            deadline: Instant::now(),
+            pipe: fs::File::from(read),
+            out: Vec::new(),
+            overflow: false,
+        };
+        let mut w = fs::File::from(write);
+        assert!(!r.pump(), "nothing yet, writer open");
+        w.write_all(b"abc").unwrap();
+        assert!(!r.pump(), "data, writer still open");
+        w.write_all(b"def").unwrap();
+        drop(w);
+        assert!(r.pump(), "writer closed");
+        assert_eq!(r.out, b"abcdef");
+        assert!(!r.overflow);
     }
 
     #[test]
