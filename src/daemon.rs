@@ -48,13 +48,9 @@ const MAX_QUEUED_PER_UID: usize = 64;
 const MAX_RESOLVERS: usize = 16;
 /// Warnings about a user's list carried in one reply.
 const MAX_WARNINGS: usize = 50;
-/// Most files one uid's lists may name: at most this many file keys in
-/// deny_map and this many names in name_map. Eight users at the limit fill
-/// each map (1,048,576 entries), so no single user can exhaust it for the others.
-const MAX_KEYS_PER_UID: usize = 131_072;
-/// Longest sleep of the loop, for housekeeping.
 /// Lists of at least this many entries are followed by a malloc_trim(3).
 const TRIM_AFTER: usize = 10_000;
+/// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -668,8 +664,11 @@ impl Daemon {
                     // The resolver's output and its parse are freed now; hand
                     // the pages back, so that the daemon's RSS, and the cost of
                     // forking the next resolver, is that of its mirror.
+                    #[cfg(target_env = "gnu")]
                     // SAFETY: malloc_trim only releases free heap memory.
-                    unsafe { libc::malloc_trim(0) };
+                    unsafe {
+                        libc::malloc_trim(0);
+                    }
                 }
             } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
@@ -701,9 +700,10 @@ impl Daemon {
             log::warn!("{w}");
         }
         let need = res.deny.files().len().max(res.deny.names().len());
-        if need > MAX_KEYS_PER_UID {
+        if need > resolve::MAX_KEYS_PER_UID {
             let why = format!(
-                "the lists name {need} files, more than the {MAX_KEYS_PER_UID} allowed per user"
+                "the lists name {need} files, more than the {} allowed per user",
+                resolve::MAX_KEYS_PER_UID
             );
             log::warn!("uid {uid}: {why}");
             self.refuse_all(batch, &why);

@@ -453,8 +453,10 @@ pub struct Bpf {
     sandboxes: HashSet<u64>,
     slots: WordArray,
     filter: Filter,
-    /// dropped_keys as of the last apply that wrote every desired file key.
-    drops_seen: Option<u64>,
+    /// Per sandbox: dropped_keys as of its last apply that wrote every
+    /// desired file key. Per sandbox, not one value: a drop may have taken a
+    /// key of any sandbox, so each must rewrite its keys once after it.
+    drops_seen: HashMap<u64, u64>,
     /// Whether the btrfs types were in the kernel's BTF when the programs
     /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
     btrfs_loaded: bool,
@@ -542,7 +544,7 @@ impl Bpf {
                 counts: HashMap::new(),
             },
             btrfs_loaded,
-            drops_seen: None,
+            drops_seen: HashMap::new(),
         };
         bpf.load_mirror();
         Ok(bpf)
@@ -669,7 +671,7 @@ impl Bpf {
             kept: desired.len() - new.len(),
         };
         let drops = self.dropped_keys();
-        let write_all = drops.is_none() || drops != self.drops_seen;
+        let write_all = drops.is_none() || drops != self.drops_seen.get(&cgid).copied();
         let total = current.len() + self.mirror.values().map(DenySet::len).sum::<usize>();
         let files = if write_all {
             desired.files()
@@ -714,8 +716,8 @@ impl Bpf {
         if mode == ApplyMode::Exact {
             self.remove(cgid, stale.files(), stale.names());
         }
-        if write_all {
-            self.drops_seen = drops;
+        if let (true, Some(d)) = (write_all, drops) {
+            self.drops_seen.insert(cgid, d);
         }
         Ok(stats)
     }
@@ -789,6 +791,7 @@ impl Bpf {
     /// Forgets a sandbox that no longer exists: removes `cgid` from
     /// agent_cgid_set and sandbox_slots, then its entries.
     pub fn forget_sandbox(&mut self, cgid: u64) {
+        self.drops_seen.remove(&cgid);
         if self.sandboxes.remove(&cgid) {
             self.write_slot((cgid as usize) & (SLOTS - 1));
             if let Err(e) = self.skel.maps.agent_cgid_set.delete(&cgid.to_ne_bytes()) {

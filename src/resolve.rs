@@ -11,7 +11,7 @@
 //! 3. resolves the base list's `~/` entries, reads the home list and resolves
 //!    its entries, all as the user and without following a symlink in the last
 //!    component (symlinks higher up resolve normally);
-//! 4. writes the keys and warnings to a pipe as lines and exits.
+//! 4. writes the keys and warnings to a pipe as records and exits.
 //!
 //! The daemon gives it [`DEADLINE`]; a resolver stuck on a stalled FUSE or NFS
 //! mount is killed and only that request is refused, while other users'
@@ -51,10 +51,14 @@ pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
 pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;
-/// Largest resolver output accepted by the daemon, in bytes (a key line is
-/// at most 52 bytes and a name line at most 565; 131,072 listed paths with
-/// names of typical length, and their warnings, fit).
+/// Largest resolver output accepted by the daemon, in bytes (a key record is
+/// 21 bytes and a name record at most 277; 131,072 listed paths with names of
+/// any length, and their warnings, fit).
 pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
+/// Most files one uid's lists may name: at most this many file keys in
+/// deny_map and this many names in name_map. Eight users at the limit fill
+/// each map (1,048,576 entries), so no single user can exhaust it for the others.
+pub const MAX_KEYS_PER_UID: usize = 131_072;
 /// How long a resolver may take before it is killed and the request refused.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
@@ -82,6 +86,15 @@ pub fn parse_output(out: &[u8]) -> Resolution {
     let mut names = Vec::new();
     let mut rest = out;
     while let Some((&tag, body)) = rest.split_first() {
+        // Repeats are allowed (two lines may name one file), but not without
+        // bound: past twice the per-user limit, stop before the sort.
+        if files.len().max(names.len()) > 2 * MAX_KEYS_PER_UID {
+            r.fatal = Some(format!(
+                "the lists name more than {} files, more than the {MAX_KEYS_PER_UID} allowed per user",
+                2 * MAX_KEYS_PER_UID
+            ));
+            break;
+        }
         let parsed = match tag {
             b'K' => take_key(body).map(|(k, after)| {
                 files.push(k);
@@ -599,6 +612,13 @@ mod tests {
         empty.push(0);
         assert!(parse_output(&empty).fatal.is_some(), "an empty name");
         assert!(parse_output(b"Z what").fatal.is_some());
+        // Repeats are parsed up to twice the per-user limit, then refused.
+        let one = Sink::<Vec<u8>>::key_bytes(k(1, 2, 0), b'K');
+        let many = one.repeat(2 * MAX_KEYS_PER_UID);
+        let r = parse_output(&many);
+        assert_eq!((r.fatal, r.deny.len()), (None, 1));
+        let r = parse_output(&one.repeat(2 * MAX_KEYS_PER_UID + 2));
+        assert!(r.fatal.is_some_and(|f| f.contains("allowed per user")));
         let mut fatal = Vec::new();
         Sink { out: &mut fatal }.record(b'F', "nope");
         assert_eq!(parse_output(&fatal).fatal.as_deref(), Some("nope"));

@@ -3,7 +3,8 @@
  * The one definition of the map layout shared by the BPF program and the
  * daemon. The skeleton generator turns these types into Rust
  * (`types::deny_key`, ...); `src/maps.rs` checks its own key types against
- * them and repeats filter_bit() (tested against known values on both sides).
+ * them and repeats filter_bit() (its unit test holds values computed with gcc
+ * from this header).
  *
  * Change anything here and bump AGENT_SANDBOX_LAYOUT_VERSION: the daemon pins
  * the maps under a directory named after it, so a daemon of another layout
@@ -43,7 +44,8 @@
  * hashed: the hook then loads s_dev and the btrfs subvolume only after a hit
  * (every field load through a BTF pointer is a checked load, about seven
  * instructions on x86-64), and a file that shares an inode number with a
- * listed one on another filesystem pays one hash lookup. Only the daemon
+ * listed one on another filesystem pays one hash lookup (and, when such an
+ * unlinked inode is freed, one delete attempt per sandbox). Only the daemon
  * writes the bitmap (through mmap), and it never clears a bit that a live key
  * still needs.
  */
@@ -85,8 +87,8 @@ struct name_key {
 /*
  * The filter's bit index for inode number `ino` under `tag`: Fibonacci
  * hashing (multiply by 2^64 / golden ratio, keep the top bits), which spreads
- * runs of consecutive inode numbers evenly. src/maps.rs repeats it; tests on
- * both sides check the same values.
+ * runs of consecutive inode numbers evenly. src/maps.rs repeats it; its unit
+ * test holds values computed with gcc from this function.
  */
 static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)
 {
