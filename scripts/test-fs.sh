@@ -36,6 +36,9 @@
 #   freed_inodes      a freed listed inode number reused by an unrelated new file is
 #                     readable in a running sandbox; a listed inode with another name left
 #                     stays denied
+#   drop_rewrite      a listed file deleted (its key dropped by the kernel), another user's
+#                     launch, then a new file with the same inode number at the listed path:
+#                     the next launch writes the key again, so another name of it is denied
 #   missing_parent    a listed path whose directory does not exist: the launch works
 #
 # A running sandbox here is one launch of a small command server (a shell loop
@@ -43,7 +46,7 @@
 # outside re-reads the list for every sandbox of the user, so between a
 # server's start and its last job no other launch of that user happens.
 #
-# It creates the user asx-fs, /srv/asx-fs.* (images and mount points),
+# It creates the users asx-fs and asx-fs2, /srv/asx-fs.* (images and mount points),
 # /tmp/asx-fs.*, loop devices (and the nodes /dev/loop300, /dev/loop301 if
 # missing) and the mounts under /srv/asx-fs.*; all of that is undone at exit.
 #
@@ -63,6 +66,7 @@ cd / || exit 1
 readonly SUITE=test-fs.sh
 readonly LAUNCHER=agent-sandbox-exec
 readonly USR=asx-fs
+readonly USR2=asx-fs2 # the other user of drop_rewrite
 readonly GECOS="agent-sandbox-exec fs test user"
 readonly EPERM_MSG="Operation not permitted"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
@@ -73,7 +77,7 @@ readonly REUSE_TRIES=40  # new files made until one reuses a freed inode number
 CHECKS=(
 	root_disk ext4_big_minor xfs_big_minor tmpfs
 	btrfs bind_second_mount overlay_samefs overlay_crossfs
-	replace_running link_rename agent_tricks freed_inodes missing_parent
+	replace_running link_rename agent_tricks freed_inodes drop_rewrite missing_parent
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -939,6 +943,50 @@ exit 1' sh "$d" "$TOK" "$ino1" "$REUSE_TRIES"
 	srv_stop fresh
 }
 
+# The kernel drops a deny_map key when its inode is freed (lsm/inode_free_security) and
+# counts the drop; the daemon then writes every key of a sandbox again at its next apply,
+# once per sandbox: an apply for another user's sandbox in between must not use it up.
+check_drop_rewrite() {
+	local img dev m=$W/mnt/drop d y found
+	if ! { img=$(image drop 16M) && loop_any "$img" && dev=$LOOPDEV &&
+		mkfs.ext4 -q -F "$dev" >/dev/null 2>&1 && mnt "$m" "$dev"; }; then
+		fail "drop_rewrite: setup" "see stderr"
+		return
+	fi
+	d=$m/d
+	if ! { udir "$d" && put "$d/f" 0600 "$(sec drop-old)" && put "$d/ctl" 0600 "$(ctl drop)"; }; then
+		fail "drop_rewrite: setup" "files"
+		return
+	fi
+	set_list "$d/f"
+	run_in "$USR" true
+	ok "drop_rewrite: a launch with $d/f listed" "$(why)" test "$RC" -eq 0
+	y=$(ino "$d/f")
+	run_as "$USR" rm "$d/f"
+	ok "drop_rewrite: rm of the listed file (its inode $y is freed, its key dropped)" "$(why)" test "$RC" -eq 0
+	run_in "$USR2" true
+	ok "drop_rewrite: a launch of another user ($USR2) in between" "$(why)" test "$RC" -eq 0
+	run_as "$USR" sh -c 'i=1
+while [ "$i" -le "$4" ]; do
+	printf "%s\n" "$2" >"$1/new-$i" || exit 2
+	if [ "$(stat -c %i "$1/new-$i")" = "$3" ]; then
+		mv "$1/new-$i" "$1/f" && ln "$1/f" "$1/alias" && exit 0
+		exit 2
+	fi
+	i=$((i + 1))
+done
+exit 1' sh "$d" "$(sec drop-new)" "$y" "$REUSE_TRIES"
+	found=$RC
+	okl "drop_rewrite: a new file with inode $y put at the listed path, with a second name alias" \
+		'$(why); inodes now: $(ls -i "$d" | tr "\n" " ")' test "$found" -eq 0
+	[ "$found" -eq 0 ] || return
+	run_in "$USR" cat "$d/alias"
+	okl "drop_rewrite: next launch: the listed inode under another name is denied (EPERM)" \
+		'$(why)' eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec drop-new)" "$OUT"'
+	run_in "$USR" cat "$d/ctl"
+	ok "drop_rewrite: the control file is readable" "$(why)" has "$(ctl drop)" "$OUT"
+}
+
 check_missing_parent() {
 	local p=$W/asx-no-such-dir/secret l
 	set_list "$p"
@@ -973,8 +1021,10 @@ setup() {
 	mkdir -p /srv && W=$(mktemp -d /srv/asx-fs.XXXXXX) && chmod 0755 "$W" &&
 		mkdir -p "$W/img" "$W/mnt" || return 1
 	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
+	remove_test_user "$USR2" || { echo "user $USR2 exists and is not a test user" >&2; return 1; }
 	SETUP_DONE=1
 	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
+	useradd -m -s /bin/sh -c "$GECOS" "$USR2" || return 1
 	USR_UID=$(id -u "$USR") UH=$(home_of "$USR")
 	modprobe loop 2>/dev/null
 	return 0
@@ -992,10 +1042,11 @@ cleanup() {
 	done
 	[ "$SETUP_DONE" -eq 1 ] || return 0
 	if [ "${ASX_FS_KEEP:-0}" = 1 ]; then
-		printf 'kept: user %s, %s (mounts), %s\n' "$USR" "$W" "$T" >&2
+		printf 'kept: users %s %s, %s (mounts), %s\n' "$USR" "$USR2" "$W" "$T" >&2
 		return 0
 	fi
 	kill_user_procs "$USR"
+	kill_user_procs "$USR2"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" 2>/dev/null ||
 			echo "cleanup: cannot unmount ${MOUNTS[i]}" >&2
@@ -1012,6 +1063,7 @@ fcntl.ioctl(fd, 0x4C81, int(sys.argv[1]))  # LOOP_CTL_REMOVE' "$n" 2>/dev/null
 		rm -f "$p"
 	done
 	remove_test_user "$USR"
+	remove_test_user "$USR2"
 	[ -n "$W" ] && rm -rf "$W"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0
