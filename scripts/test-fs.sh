@@ -895,14 +895,21 @@ check_agent_tricks() {
 	ok "agent_tricks: the same snapshot works outside the sandbox (the check above can fail)" "$(why)" test "$RC" -eq 0
 }
 
-# Freed inodes, on a fresh small ext4 (it hands a freed inode number out again at once).
-check_freed_inodes() {
-	local img dev m=$W/mnt/fresh d ino1 found
-	if ! { img=$(image fresh 16M) && loop_any "$img" && dev=$LOOPDEV &&
-		mkfs.ext4 -q -F "$dev" >/dev/null 2>&1 && mnt "$m" "$dev"; }; then
-		fail "freed_inodes: setup" "see stderr"
-		return
+# fresh_ext4 NAME MOUNTPOINT CHECK: a new small ext4 (it hands a freed inode number out again
+# at once) mounted on MOUNTPOINT; else a FAIL line "CHECK: setup" and status 1
+fresh_ext4() {
+	local img
+	if ! { img=$(image "$1" 16M) && loop_any "$img" &&
+		mkfs.ext4 -q -F "$LOOPDEV" >/dev/null 2>&1 && mnt "$2" "$LOOPDEV"; }; then
+		fail "$3: setup" "see stderr"
+		return 1
 	fi
+}
+
+# Freed inodes, on a fresh small ext4.
+check_freed_inodes() {
+	local m=$W/mnt/fresh d ino1 found
+	fresh_ext4 fresh "$m" freed_inodes || return
 	d=$m/d
 	if ! { udir "$d" && put "$d/ctl" 0600 "$(ctl fresh)" && put "$d/f1" 0600 "$(sec f1)" &&
 		put "$d/f2" 0600 "$(sec f2)"; }; then
@@ -947,12 +954,8 @@ exit 1' sh "$d" "$TOK" "$ino1" "$REUSE_TRIES"
 # counts the drop; the daemon then writes every key of a sandbox again at its next apply,
 # once per sandbox: an apply for another user's sandbox in between must not use it up.
 check_drop_rewrite() {
-	local img dev m=$W/mnt/drop d y found
-	if ! { img=$(image drop 16M) && loop_any "$img" && dev=$LOOPDEV &&
-		mkfs.ext4 -q -F "$dev" >/dev/null 2>&1 && mnt "$m" "$dev"; }; then
-		fail "drop_rewrite: setup" "see stderr"
-		return
-	fi
+	local m=$W/mnt/drop d y found
+	fresh_ext4 drop "$m" drop_rewrite || return
 	d=$m/d
 	if ! { udir "$d" && put "$d/f" 0600 "$(sec drop-old)" && put "$d/ctl" 0600 "$(ctl drop)"; }; then
 		fail "drop_rewrite: setup" "files"
