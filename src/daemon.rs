@@ -48,7 +48,8 @@ const MAX_QUEUED_PER_UID: usize = 64;
 const MAX_RESOLVERS: usize = 16;
 /// Warnings about a user's list carried in one reply.
 const MAX_WARNINGS: usize = 50;
-/// Lists of at least this many entries are followed by a malloc_trim(3).
+/// Applies that parse or remove at least this many entries are followed by
+/// a malloc_trim(3).
 const TRIM_AFTER: usize = 10_000;
 /// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
@@ -658,12 +659,15 @@ impl Daemon {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
                 let outcome = run.resolver.finish(&mut self.killed);
-                let large = matches!(&outcome, Outcome::Done(r) if r.deny.len() >= TRIM_AFTER);
-                self.complete(uid, run.batch, outcome);
-                if large {
-                    // The resolver's output and its parse are freed now; hand
-                    // the pages back, so that the daemon's RSS, and the cost of
-                    // forking the next resolver, is that of its mirror.
+                let parsed = match &outcome {
+                    Outcome::Done(r) => r.deny.len(),
+                    Outcome::Failed(_) => 0,
+                };
+                let removed = self.complete(uid, run.batch, outcome);
+                if parsed.max(removed) >= TRIM_AFTER {
+                    // A large list's parse, or a large old set, is freed now;
+                    // hand the pages back, so that the daemon's RSS, and the
+                    // cost of forking the next resolver, is that of its mirror.
                     #[cfg(target_env = "gnu")]
                     // SAFETY: malloc_trim only releases free heap memory.
                     unsafe {
@@ -683,8 +687,9 @@ impl Daemon {
         }
     }
 
-    /// Applies a resolver's outcome for `uid` and answers its batch.
-    fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) {
+    /// Applies a resolver's outcome for `uid` and answers its batch. Returns
+    /// how many entries the apply removed from the maps (0 if it failed).
+    fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) -> usize {
         let res = match outcome {
             Outcome::Failed(why) => {
                 log::warn!("uid {uid}: {why}");
@@ -692,7 +697,7 @@ impl Daemon {
                     self.reapply_failures += 1;
                 }
                 self.refuse_all(batch, &why);
-                return;
+                return 0;
             }
             Outcome::Done(r) => r,
         };
@@ -707,14 +712,14 @@ impl Daemon {
             );
             log::warn!("uid {uid}: {why}");
             self.refuse_all(batch, &why);
-            return;
+            return 0;
         }
         let cgid = match self.tree.ensure(uid) {
             Ok(id) => id,
             Err(e) => {
                 log::error!("uid {uid}: {e}");
                 self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
-                return;
+                return 0;
             }
         };
         // A launch from inside a sandbox, or a re-apply without any launch,
@@ -745,11 +750,11 @@ impl Daemon {
                     );
                     log::error!("uid {uid}: {why}");
                     self.refuse_all(batch, &why);
-                    return;
+                    return 0;
                 }
             }
         }
-        match self.bpf.apply(cgid, &res.deny, mode) {
+        let removed = match self.bpf.apply(cgid, &res.deny, mode) {
             Ok(stats) => {
                 log::info!(
                     "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
@@ -778,20 +783,25 @@ impl Daemon {
                         ),
                     });
                 }
+                if mode == ApplyMode::Exact {
+                    stats.removed
+                } else {
+                    0
+                }
             }
             Err(e) => {
                 let why = format!("cannot apply the denylist: {}", crate::error_chain(&e));
                 log::error!("uid {uid}: {why}");
                 self.refuse_all(batch, &why);
-                return;
+                return 0;
             }
-        }
+        };
         if !batch.is_empty() && !self.bpf.links_pinned() {
             let why = "enforcement was turned off (the program links were unpinned); \
                        restart agent-sandbox-execd to turn it back on";
             log::error!("{why}");
             self.refuse_all(batch, why);
-            return;
+            return removed;
         }
         for p in batch {
             let reply = match self.migrate_checked(&p) {
@@ -812,6 +822,7 @@ impl Daemon {
             self.reply(&p.token, p.uid, &reply);
             p.pidfd.wake();
         }
+        removed
     }
 
     fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
