@@ -12,8 +12,8 @@
 //!                                      run CMD RUNS times (must exit 0; stdout discarded; each
 //!                                      after 100 ms idle; after one untimed run unless --cold):
 //!                                      ns per run, then a 5th field: the median busy time per run
-//!                                      (ns the CPUs ran any task, from /proc/schedstat; -1 if
-//!                                      unavailable)
+//!                                      (ns the CPUs ran any task from the start until 50 ms after
+//!                                      CMD's exit, from /proc/schedstat; -1 if unavailable)
 //! asx-bench stat LIST RUNS             statx() every path of LIST as the resolver does: ns per pass
 //! asx-bench migrate RUNS               write a sleeping child's pid to cgroup.procs of a new cgroup
 //!                                      (root), after 100 ms idle each time: ns per write, then the
@@ -204,6 +204,8 @@ fn busy_ns() -> Option<u64> {
 /// Idle time before each timed run of `time` (costs no host time in an
 /// icount guest: the idle guest jumps to its next timer).
 const IDLE_BEFORE_RUN: Duration = Duration::from_millis(100);
+/// Idle time after each timed run of `time`, inside its busy-time window.
+const IDLE_AFTER_RUN: Duration = Duration::from_millis(50);
 
 /// Runs CMD RUNS times, each to completion; every run must exit 0.
 fn time_cmd(args: &[OsString]) -> Res<()> {
@@ -211,11 +213,15 @@ fn time_cmd(args: &[OsString]) -> Res<()> {
     let args = &args[usize::from(cold)..];
     let runs = num(arg(args, 0, "RUNS")?)?.max(1);
     let cmd = after_dashes(&args[1..])?;
-    let run_once = || -> Res<u64> {
-        // An agent is launched after idleness, not in a tight loop: work
-        // whose cost depends on the time since the last launch (an RCU grace
-        // period in the cgroup move) is then paid every time, as in use.
+    // Each run: idle first (an agent is launched after idleness, not in a
+    // tight loop, so work whose cost depends on the time since the last launch,
+    // an RCU grace period in the cgroup move, is paid every time, as in use);
+    // then the timed run, to the command's exit; then a short idle so that
+    // what the run left to others (the daemon's last steps, exits, RCU
+    // callbacks) is in its busy time, and not in the next run's.
+    let run_once = |busy: &mut Vec<u64>| -> Res<u64> {
         std::thread::sleep(IDLE_BEFORE_RUN);
+        let b0 = busy_ns();
         let start = Instant::now();
         let status = Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -227,19 +233,20 @@ fn time_cmd(args: &[OsString]) -> Res<()> {
         if !status.success() {
             return Err(format!("{cmd:?}: {status}"));
         }
-        Ok(t)
-    };
-    if !cold {
-        run_once()?;
-    }
-    let mut times = Vec::new();
-    let mut busy = Vec::new();
-    for _ in 0..runs {
-        let b0 = busy_ns();
-        times.push(run_once()?);
+        std::thread::sleep(IDLE_AFTER_RUN);
         if let (Some(b0), Some(b1)) = (b0, busy_ns()) {
             busy.push(b1.saturating_sub(b0));
         }
+        Ok(t)
+    };
+    let mut busy = Vec::new();
+    if !cold {
+        run_once(&mut busy)?;
+        busy.clear();
+    }
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        times.push(run_once(&mut busy)?);
     }
     print_times(times, busy)
 }
@@ -331,9 +338,10 @@ fn stat_floor(args: &[OsString]) -> Res<()> {
     print_stats(&times)
 }
 
-/// The floor under applying a list: the same batched inserts the daemon does
-/// (chunks of 4096 keys of 24 bytes, value 1 byte) into a fresh hash map of
-/// deny_map's shape. A new map per run, so every run inserts N new keys.
+/// The floor under applying a list: the batched inserts the daemon does for N
+/// listed paths (chunks of 4096 keys, value 1 byte): N 32-byte file keys into
+/// a fresh hash map of deny_map's shape and N 288-byte name keys into one of
+/// name_map's. New maps per run, so every run inserts 2N new keys.
 fn map_floor(args: &[OsString]) -> Res<()> {
     const CHUNK: usize = 4096;
     const DENY_KEY: usize = 32; // struct deny_key: cgid, ino, subvol, dev, reserved

@@ -339,8 +339,9 @@ report() {
 	bw_over=$(calc '%.0f' "$bw - $tr")
 	btr=$(field launch.true 5) bbw=$(field launch.bwrap 5)
 	echo
-	echo "2. launch of /bin/true, as a user [$mode], ms; overhead = launch - /bin/true; -stat = overhead - stat floor"
-	echo "   of the list (statx of every listed path); busy = time the CPU ran any task during a launch"
+	echo "2. launch of /bin/true, as a user [$mode], ms, each after 100 ms idle; overhead = launch - /bin/true;"
+	echo "   -stat = overhead - stat floor of the list (statx of every listed path); vs bwrap = -stat / bwrap's"
+	echo "   overhead; busy = time the CPU ran any task from the launch to 50 ms after it (its work, no waits)"
 	local fmt='%-46s %8s %7s %9s %9s %8s %8s %9s\n'
 	# shellcheck disable=SC2059  # the format is the one above
 	printf "$fmt" command ms spread overhead -stat "vs bwrap" busy "busy ovh"
