@@ -71,6 +71,8 @@ const TAG_DIR: u64 = 1;
 const NAME_LEN: usize = NAME_MAX + 1;
 /// Size of `struct name_key`.
 const NAME_KEY_LEN: usize = 32 + NAME_LEN;
+/// Bytes of a deny_map key (struct deny_key).
+const DENY_KEY_LEN: usize = 32;
 
 /// Key of `deny_map`, byte-for-byte `struct deny_key` in
 /// src/bpf/agent_sandbox.h (32 bytes, no implicit padding).
@@ -102,8 +104,8 @@ impl DenyKey {
     }
 
     /// The key's bytes as the kernel compares them (native endianness).
-    pub fn to_bytes(self) -> [u8; 32] {
-        let mut b = [0u8; 32];
+    pub fn to_bytes(self) -> [u8; DENY_KEY_LEN] {
+        let mut b = [0u8; DENY_KEY_LEN];
         b[0..8].copy_from_slice(&self.cgid.to_ne_bytes());
         b[8..32].copy_from_slice(&file_key_bytes(self.file()));
         b
@@ -576,10 +578,7 @@ impl Bpf {
                 found.entry(cgid).or_default().1.push(n);
             }
         }
-        self.mirror = found
-            .into_iter()
-            .map(|(cgid, (files, names))| (cgid, DenySet::new(files, names)))
-            .collect();
+        self.mirror = into_sets(found);
         for k in self.skel.maps.agent_cgid_set.keys() {
             if let Ok(b) = <[u8; 8]>::try_from(k.as_slice()) {
                 self.sandboxes.insert(u64::from_ne_bytes(b));
@@ -679,21 +678,23 @@ impl Bpf {
             new.files()
         };
         let file_keys = deny_key_bytes(cgid, files);
-        if let Err(e) = insert(&self.skel.maps.deny_map, "deny_map", &file_keys, 32, total) {
+        if let Err(e) = insert(
+            &self.skel.maps.deny_map,
+            "deny_map",
+            &file_keys,
+            DENY_KEY_LEN,
+            total,
+        ) {
             self.mirror.insert(cgid, current);
             return Err(e);
         }
         for f in new.files() {
             self.filter.add(filter_bit(f.ino, TAG_FILE));
         }
-        let mut name_keys = Vec::with_capacity(new.names().len() * NAME_KEY_LEN);
-        for n in new.names() {
-            name_keys.extend_from_slice(&name_key_bytes(cgid, n));
-        }
         let inserted = insert(
             &self.skel.maps.name_map,
             "name_map",
-            &name_keys,
+            &name_keys_bytes(cgid, new.names()),
             NAME_KEY_LEN,
             total,
         );
@@ -757,7 +758,7 @@ impl Bpf {
             "deny_map",
             cgid,
             &deny_key_bytes(cgid, files),
-            32,
+            DENY_KEY_LEN,
         );
         let mut gone_files = Vec::new();
         for (f, ok) in files.iter().zip(gone) {
@@ -766,15 +767,11 @@ impl Bpf {
                 gone_files.push(*f);
             }
         }
-        let mut keys = Vec::with_capacity(names.len() * NAME_KEY_LEN);
-        for n in names {
-            keys.extend_from_slice(&name_key_bytes(cgid, n));
-        }
         let gone = delete(
             &self.skel.maps.name_map,
             "name_map",
             cgid,
-            &keys,
+            &name_keys_bytes(cgid, names),
             NAME_KEY_LEN,
         );
         let mut gone_names = Vec::new();
@@ -806,13 +803,31 @@ impl Bpf {
     }
 }
 
-/// The deny_map keys of `files` for sandbox `cgid`, back to back (32 bytes each).
+/// The deny_map keys of `files` for sandbox `cgid`, back to back
+/// ([`DENY_KEY_LEN`] bytes each).
 fn deny_key_bytes(cgid: u64, files: &[FileKey]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(files.len() * 32);
-    for f in files {
-        out.extend_from_slice(&DenyKey::new(cgid, *f).to_bytes());
+    files
+        .iter()
+        .flat_map(|f| DenyKey::new(cgid, *f).to_bytes())
+        .collect()
+}
+
+/// The name_map keys of `names` for sandbox `cgid`, back to back
+/// ([`NAME_KEY_LEN`] bytes each).
+fn name_keys_bytes(cgid: u64, names: &[NameKey]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(names.len() * NAME_KEY_LEN);
+    for n in names {
+        out.extend_from_slice(&name_key_bytes(cgid, n));
     }
     out
+}
+
+/// Per-sandbox sets from keys read back from maps, in any order.
+fn into_sets(found: HashMap<u64, (Vec<FileKey>, Vec<NameKey>)>) -> HashMap<u64, DenySet> {
+    found
+        .into_iter()
+        .map(|(cgid, (files, names))| (cgid, DenySet::new(files, names)))
+        .collect()
 }
 
 /// Inserts `keys` (`key_len` bytes each, back to back; value 1) into `map` in
@@ -936,11 +951,7 @@ pub fn keys_in_other_layouts(
             }
         }
     }
-    let sets = found
-        .into_iter()
-        .map(|(cgid, (files, names))| (cgid, DenySet::new(files, names)))
-        .collect();
-    (sets, errors)
+    (into_sets(found), errors)
 }
 
 /// Unpins the links and then the maps of every other layout's pin directory
