@@ -735,6 +735,23 @@ impl Daemon {
         } else {
             ApplyMode::Exact
         };
+        if mode == ApplyMode::AddOnly {
+            // An add-only apply keeps what the sandbox holds: the cap is on
+            // the union, or launches from inside with ever new lists would
+            // fill the shared maps for every other user.
+            let (files, names) = self.bpf.union_len(cgid, &res.deny);
+            let after = files.max(names);
+            if after > resolve::MAX_KEYS_PER_UID {
+                let why = format!(
+                    "with what the running sandbox already denies, the lists would name {after} files, \
+                     more than the {} allowed per user; launch from outside a sandbox to drop old entries",
+                    resolve::MAX_KEYS_PER_UID
+                );
+                log::warn!("uid {uid}: {why}");
+                self.refuse_all(batch, &why);
+                return 0;
+            }
+        }
         let (warnings, mut notices) = capped(&res.user_warnings);
         if self.bpf.needs_reload_for(&res.deny) {
             // btrfs was loaded after the programs: load them again so that

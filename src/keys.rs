@@ -101,6 +101,14 @@ impl DenySet {
         }
     }
 
+    /// (files, names) of `self.union(other)`, counted without building it.
+    pub fn union_len(&self, other: &DenySet) -> (usize, usize) {
+        (
+            self.files.len() + not_in(&other.files, &self.files),
+            self.names.len() + not_in(&other.names, &self.names),
+        )
+    }
+
     /// The entries of either set.
     pub fn union(&self, other: &DenySet) -> DenySet {
         DenySet {
@@ -114,6 +122,11 @@ impl DenySet {
 enum Merge {
     Minus,
     Union,
+}
+
+/// How many of `a` are not in the sorted slice `b`.
+fn not_in<T: Ord>(a: &[T], b: &[T]) -> usize {
+    a.iter().filter(|x| b.binary_search(x).is_err()).count()
 }
 
 /// One pass over two sorted, duplicate-free slices: `a` without `b`, or both.
@@ -635,6 +648,9 @@ mod tests {
         let u = a.union(&b);
         assert_eq!(u.files(), &[f(1), f(2), f(3), f(4)][..]);
         assert_eq!(u.names(), &[n(8, b"z"), n(9, b"a"), n(9, b"b")][..]);
+        assert_eq!(a.union_len(&b), (u.files().len(), u.names().len()));
+        assert_eq!(b.union_len(&a), (4, 3));
+        assert_eq!(a.union_len(&DenySet::default()), (3, 2));
         assert!(a.minus(&a).is_empty());
         assert_eq!(a.union(&DenySet::default()), a);
         assert_eq!(DenySet::default().minus(&a), DenySet::default());

@@ -634,6 +634,16 @@ impl Bpf {
         })
     }
 
+    /// How many file keys and names sandbox `cgid` would hold after an
+    /// add-only apply of `desired`: (files, names) of the union.
+    pub fn union_len(&self, cgid: u64, desired: &DenySet) -> (usize, usize) {
+        self.mirror
+            .get(&cgid)
+            .map_or((desired.files().len(), desired.names().len()), |held| {
+                held.union_len(desired)
+            })
+    }
+
     /// Cgroup ids that have entries in any map.
     pub fn known_sandboxes(&self) -> HashSet<u64> {
         self.sandboxes
