@@ -197,10 +197,6 @@ fn run() -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
-    // Resolvers are forks of this process: have glibc read nsswitch.conf and
-    // the passwd/group databases' setup once here, not in every resolver.
-    let _ = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(0));
-    let _ = nix::unistd::getgrouplist(c"root", nix::unistd::Gid::from_raw(0));
     let bpf = Bpf::load_and_attach()?;
     log::info!(
         "lsm/file_open attached; maps pinned in {}",
@@ -237,6 +233,8 @@ fn run() -> Result<(), DaemonError> {
         running: Vec::new(),
         reapply: VecDeque::new(),
         killed: Vec::new(),
+        pool: resolve::Pool::default(),
+        last_expire: Instant::now(),
         reapply_failures: 0,
     };
     d.reconcile();
@@ -260,8 +258,9 @@ fn run() -> Result<(), DaemonError> {
     let _ = fs::remove_file(request::READY_FILE);
     sd_notify("STOPPING=1");
     for r in d.running.drain(..) {
-        d.killed.push(r.resolver.kill());
+        r.resolver.kill(&mut d.killed);
     }
+    d.pool.clear(&mut d.killed);
     resolve::reap(&mut d.killed);
     log::info!(
         "stopped serving; the program stays attached (pinned in {})",
@@ -383,8 +382,12 @@ struct Daemon {
     running: Vec<Running>,
     /// uids whose sandbox must be re-applied without a request (start-up, SIGHUP).
     reapply: VecDeque<u32>,
-    /// Killed resolvers not reaped yet.
+    /// Ended resolver processes not reaped yet.
     killed: Vec<nix::unistd::Pid>,
+    /// Idle resolver processes, kept for the next launch of their uid.
+    pool: resolve::Pool,
+    /// When the pool was last checked for idle and dead processes.
+    last_expire: Instant,
     /// Re-applies (without a launch) that failed since start-up.
     reapply_failures: usize,
 }
@@ -474,27 +477,34 @@ impl Daemon {
         }
     }
 
-    /// Polls `extra` and every running resolver's pipe until one is readable
-    /// or the nearest resolver deadline (at most [`TICK`]) passes. Returns the
-    /// readiness of `extra`, then of `self.running`, in order; an interrupted
-    /// poll reports nothing ready.
+    /// Polls `extra` and every running resolver's sockets until one is
+    /// readable or the nearest resolver deadline (at most [`TICK`]) passes.
+    /// Returns the readiness of `extra`, then of `self.running` (a resolver
+    /// is ready if any of its sockets is), in order; an interrupted poll
+    /// reports nothing ready.
     fn wait(&self, extra: &[BorrowedFd<'_>]) -> nix::Result<Vec<bool>> {
+        // owner[i]: which entry of the result fds[i] counts for.
+        let mut owner: Vec<usize> = (0..extra.len()).collect();
         let mut fds: Vec<PollFd> = extra
             .iter()
             .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
-            .chain(
-                self.running
-                    .iter()
-                    .map(|r| PollFd::new(r.resolver.fd(), PollFlags::POLLIN)),
-            )
             .collect();
+        for (i, r) in self.running.iter().enumerate() {
+            for fd in r.resolver.fds() {
+                fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                owner.push(extra.len() + i);
+            }
+        }
+        let mut ready = vec![false; extra.len() + self.running.len()];
         let ms = u16::try_from(self.next_timeout().as_millis()).unwrap_or(u16::MAX);
         match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(_) => Ok(fds
-                .iter()
-                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                .collect()),
-            Err(nix::errno::Errno::EINTR) => Ok(vec![false; fds.len()]),
+            Ok(_) => {
+                for (f, &o) in fds.iter().zip(&owner) {
+                    ready[o] |= f.revents().is_some_and(|r| !r.is_empty());
+                }
+                Ok(ready)
+            }
+            Err(nix::errno::Errno::EINTR) => Ok(ready),
             Err(e) => Err(e),
         }
     }
@@ -520,6 +530,10 @@ impl Daemon {
             // Scan on every wake-up: cheap (a few names) and robust against
             // inotify queue overflow.
             self.scan();
+            if self.last_expire.elapsed() >= TICK {
+                self.last_expire = Instant::now();
+                self.pool.expire(&mut self.killed);
+            }
             resolve::reap(&mut self.killed);
         }
         Ok(())
@@ -598,6 +612,14 @@ impl Daemon {
             Ok(p) => p,
             Err(why) => return refuse(self, why),
         };
+        // A resolver process runs this binary as the user too; moving one in
+        // would pass its request off as a launch from outside.
+        if self.pool.holds(req.pid) || self.running.iter().any(|r| r.resolver.holds(req.pid)) {
+            return refuse(
+                self,
+                format!("process {} is a list resolver, not a launcher", req.pid),
+            );
+        }
         if self.queue.get(&uid).map_or(0, Vec::len) >= MAX_QUEUED_PER_UID {
             return refuse(
                 self,
@@ -636,11 +658,13 @@ impl Daemon {
             }
             let batch = self.queue.remove(&uid).unwrap_or_default();
             self.reapply.retain(|u| *u != uid);
-            match Resolver::spawn(uid) {
+            match Resolver::start(&mut self.pool, uid, false, &mut self.killed) {
                 Ok(resolver) => self.running.push(Running { resolver, batch }),
-                Err(e) => {
-                    let why = format!("cannot start the list resolver: {e}");
-                    log::error!("{why}");
+                Err(why) => {
+                    log::error!("uid {uid}: {why}");
+                    if batch.is_empty() {
+                        self.reapply_failures += 1;
+                    }
                     self.refuse_all(batch, &why);
                 }
             }
@@ -658,16 +682,32 @@ impl Daemon {
             if has_input && self.running[i].resolver.pump() {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
-                let outcome = run.resolver.finish(&mut self.killed);
+                let outcome = run.resolver.finish(&mut self.pool, &mut self.killed);
+                let outcome = match outcome {
+                    Outcome::Retry(why) => {
+                        log::info!("uid {uid}: {why}; starting new list resolvers");
+                        match Resolver::start(&mut self.pool, uid, true, &mut self.killed) {
+                            Ok(resolver) => {
+                                self.running.push(Running {
+                                    resolver,
+                                    batch: run.batch,
+                                });
+                                continue;
+                            }
+                            Err(why) => Outcome::Failed(why),
+                        }
+                    }
+                    other => other,
+                };
                 let parsed = match &outcome {
                     Outcome::Done(r) => r.deny.len(),
-                    Outcome::Failed(_) => 0,
+                    Outcome::Failed(_) | Outcome::Retry(_) => 0,
                 };
                 let removed = self.complete(uid, run.batch, outcome);
                 if parsed.max(removed) >= TRIM_AFTER {
                     // A large list's parse, or a large old set, is freed now;
-                    // hand the pages back, so that the daemon's RSS, and the
-                    // cost of forking the next resolver, is that of its mirror.
+                    // hand the pages back, so that the daemon's RSS is that
+                    // of its mirror.
                     #[cfg(target_env = "gnu")]
                     // SAFETY: malloc_trim only releases free heap memory.
                     unsafe {
@@ -677,7 +717,7 @@ impl Daemon {
             } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
-                self.killed.push(run.resolver.kill());
+                run.resolver.kill(&mut self.killed);
                 let why = format!(
                     "reading the denylists of uid {uid} took longer than {} s (a listed path on a stalled mount?)",
                     resolve::DEADLINE.as_secs()
@@ -691,7 +731,7 @@ impl Daemon {
     /// how many entries the apply removed from the maps (0 if it failed).
     fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) -> usize {
         let res = match outcome {
-            Outcome::Failed(why) => {
+            Outcome::Failed(why) | Outcome::Retry(why) => {
                 log::warn!("uid {uid}: {why}");
                 if batch.is_empty() {
                     self.reapply_failures += 1;

@@ -367,11 +367,6 @@ impl KeyContext {
         })
     }
 
-    /// Forgets the cached directories (call after changing credentials).
-    pub fn forget_dirs(&mut self) {
-        self.dirs.clear();
-    }
-
     /// Resolves one listed path: the directory part is followed through
     /// symlinks; the last component is looked up in that directory without
     /// following (or, with [`LastComponent::Follow`], a symlink there is

@@ -6,6 +6,8 @@
 //!   authenticated launchers into their `agent-sandbox-exec/uid-<uid>` cgroup.
 //! - `agent-sandbox-exec` — the launcher ([`launcher`]), for any user: asks the
 //!   daemon for its sandbox, checks it is in it, and execs the agent.
+//! - `agent-sandbox-exec-resolver` — a list resolver ([`resolve`]), started
+//!   only by the daemon: turns one uid's lists into deny keys.
 //!
 //! Follow one launch: [`launcher`] → [`request`] → [`daemon`] → ([`resolve`]:
 //! [`denylist`] → [`keys`]) → [`maps`] → [`cgroup`] → [`request`] reply → exec.
@@ -29,6 +31,7 @@ use std::process::ExitCode;
 enum Mode {
     Daemon,
     Launcher,
+    Resolver,
 }
 
 /// Maps the program name (argv[0], any directory part ignored) to a mode.
@@ -36,6 +39,7 @@ fn mode_for(argv0: &OsStr) -> Option<Mode> {
     match Path::new(argv0).file_name()?.to_str()? {
         "agent-sandbox-execd" => Some(Mode::Daemon),
         "agent-sandbox-exec" => Some(Mode::Launcher),
+        resolve::WORKER_NAME => Some(Mode::Resolver),
         _ => None,
     }
 }
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
     match mode_for(&argv0) {
         Some(Mode::Daemon) => daemon::main(&args[1..]),
         Some(Mode::Launcher) => launcher::main(&args[1..]),
+        Some(Mode::Resolver) => resolve::worker_main(&args[1..]),
         None => {
             eprintln!(
                 "{}: run this binary as agent-sandbox-exec (launcher) or agent-sandbox-execd (daemon)",
@@ -92,6 +97,10 @@ mod tests {
         assert_eq!(
             mode_for(OsStr::new("./target/release/agent-sandbox-exec")),
             Some(Mode::Launcher)
+        );
+        assert_eq!(
+            mode_for(OsStr::new("agent-sandbox-exec-resolver")),
+            Some(Mode::Resolver)
         );
         assert_eq!(mode_for(OsStr::new("agent-sandbox-exec-foo")), None);
         assert_eq!(mode_for(OsStr::new("sh")), None);

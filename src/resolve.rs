@@ -1,23 +1,32 @@
-//! Turning one uid's lists into deny keys, in a short-lived child process.
+//! Turning one uid's lists into deny keys, in long-lived resolver processes.
 //!
 //! Every launch re-reads the base list ([`BASE_LIST`]) and the user's home list
-//! (`~/`[`HOME_LIST`]). The daemon forks one resolver per uid and request
-//! batch; the daemon itself never touches a user's path. The resolver:
-//! 1. reads the base list as root and resolves its absolute entries as root
-//!    (following a symlink in the last component);
-//! 2. drops to the user's uid, gid and supplementary groups for good
-//!    (setgroups + setresgid + setresuid): a user cannot make it read what the
-//!    user cannot, and root-squashed NFS homes work;
-//! 3. resolves the base list's `~/` entries, reads the home list and resolves
-//!    its entries, all as the user and without following a symlink in the last
-//!    component (symlinks higher up resolve normally);
-//! 4. writes the keys and warnings to a pipe as records and exits.
+//! (`~/`[`HOME_LIST`]); the daemon itself never resolves a listed path. Per
+//! uid, it keeps two resolver processes, exec'd from its own binary as
+//! [`WORKER_NAME`] (so they share none of its memory or descriptors) and kept
+//! for [`IDLE_LIMIT`] after their last request:
+//! - the *base-list* process stays root and resolves the base list's absolute
+//!   entries as root (following a symlink in the last component);
+//! - the *user* process drops to the user's uid, gid and supplementary groups
+//!   for good when it starts (setgroups + setresgid + setresuid; a user cannot
+//!   make it read what the user cannot, and root-squashed NFS homes work), and
+//!   resolves the base list's `~/` entries and the home list, without following
+//!   a symlink in the last component of a home-list entry (symlinks higher up
+//!   resolve normally).
 //!
-//! The daemon gives it [`DEADLINE`]; a resolver stuck on a stalled FUSE or NFS
-//! mount is killed and only that request is refused, while other users'
-//! launches go on in the daemon's poll loop.
+//! For each launch the daemon opens the base list itself and sends its
+//! descriptor (SCM_RIGHTS) with a one-byte request over a socket pair to both;
+//! each answers with a length and its records. A user may signal or prlimit(2)
+//! the process that runs as them (it is not dumpable, so not ptrace): a process
+//! that died is replaced and the request sent again once; one whose groups or
+//! resource limits changed since it started exits on its next request
+//! ([`EXIT_STALE`]) and is replaced the same way.
 //!
-//! Wire format: binary records, one after the other, in the byte order of
+//! The daemon gives a resolution [`DEADLINE`]; processes stuck on a stalled
+//! FUSE or NFS mount are killed and only that request is refused, while other
+//! users' launches go on in the daemon's poll loop.
+//!
+//! Wire format of the records: binary, one after the other, in the byte order of
 //! this machine (both ends are the same binary on the same machine). A file
 //! key is 20 bytes: `ino` (u64), `subvol` (u64), `dev` (u32).
 //! - `K` key: a file key to deny;
@@ -29,18 +38,23 @@
 //! hex text cost formatting and parsing (most of the per-entry cost of a
 //! no-change relaunch, before).
 
-use std::ffi::OsStr;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, Uid, User, fork};
+use nix::unistd::{Pid, Uid, User};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{DenySet, FileKey, KeyContext, KeyError, LastComponent, NAME_MAX, NameKey};
@@ -78,50 +92,53 @@ pub struct Resolution {
 /// Bytes of a file key on the wire.
 const KEY_BYTES: usize = 20;
 
-/// Parses resolver output. A malformed record is fatal (it cannot come from
-/// a working resolver); what was read before it is kept.
-pub fn parse_output(out: &[u8]) -> Resolution {
+/// Parses the records of resolver answers, one after the other, into one
+/// resolution. A malformed record is fatal (it cannot come from a working
+/// resolver); what was read before it is kept.
+pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut r = Resolution::default();
     let mut files = Vec::new();
     let mut names = Vec::new();
-    let mut rest = out;
-    while let Some((&tag, body)) = rest.split_first() {
-        // Repeats are allowed (two lines may name one file), but not without
-        // bound: past twice the per-user limit, stop before the sort.
-        if files.len().max(names.len()) > 2 * MAX_KEYS_PER_UID {
-            r.fatal = Some(format!(
-                "the lists name more than {} files, more than the {MAX_KEYS_PER_UID} allowed per user",
-                2 * MAX_KEYS_PER_UID
-            ));
-            break;
-        }
-        let parsed = match tag {
-            b'K' => take_key(body).map(|(k, after)| {
-                files.push(k);
-                after
-            }),
-            b'N' => take_name(body).map(|(n, after)| {
-                names.push(n);
-                after
-            }),
-            b'U' | b'A' | b'F' => take_text(body).map(|(text, after)| {
-                match tag {
-                    b'U' => r.user_warnings.push(text),
-                    b'A' => r.admin_warnings.push(text),
-                    _ => r.fatal = Some(text),
-                }
-                after
-            }),
-            _ => None,
-        };
-        match parsed {
-            Some(after) => rest = after,
-            None => {
+    'answers: for out in outs {
+        let mut rest = *out;
+        while let Some((&tag, body)) = rest.split_first() {
+            // Repeats are allowed (two lines may name one file), but not without
+            // bound: past twice the per-user limit, stop before the sort.
+            if files.len().max(names.len()) > 2 * MAX_KEYS_PER_UID {
                 r.fatal = Some(format!(
-                    "resolver sent a malformed {:?} record",
-                    char::from(tag)
+                    "the lists name more than {} files, more than the {MAX_KEYS_PER_UID} allowed per user",
+                    2 * MAX_KEYS_PER_UID
                 ));
-                break;
+                break 'answers;
+            }
+            let parsed = match tag {
+                b'K' => take_key(body).map(|(k, after)| {
+                    files.push(k);
+                    after
+                }),
+                b'N' => take_name(body).map(|(n, after)| {
+                    names.push(n);
+                    after
+                }),
+                b'U' | b'A' | b'F' => take_text(body).map(|(text, after)| {
+                    match tag {
+                        b'U' => r.user_warnings.push(text),
+                        b'A' => r.admin_warnings.push(text),
+                        _ => r.fatal = Some(text),
+                    }
+                    after
+                }),
+                _ => None,
+            };
+            match parsed {
+                Some(after) => rest = after,
+                None => {
+                    r.fatal = Some(format!(
+                        "resolver sent a malformed {:?} record",
+                        char::from(tag)
+                    ));
+                    break 'answers;
+                }
             }
         }
     }
@@ -158,126 +175,393 @@ fn take_text(b: &[u8]) -> Option<(String, &[u8])> {
     Some((String::from_utf8_lossy(text).into_owned(), rest))
 }
 
-/// A running resolver child, from the daemon's side.
+/// argv[0] of a resolver process; [`worker_main`] serves it.
+pub const WORKER_NAME: &str = "agent-sandbox-exec-resolver";
+/// How long a uid's resolver processes stay alive without a request.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
+/// Most uids whose idle resolvers are kept; past it, the longest idle go.
+pub const MAX_IDLE_UIDS: usize = 32;
+/// Exit status of a resolver whose credentials or resource limits no longer
+/// match what a fresh one would get (EX_TEMPFAIL): the daemon starts a new one.
+const EXIT_STALE: i32 = 75;
+
+/// What one resolver process resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The base list's absolute entries, as root.
+    Base,
+    /// The base list's `~/` entries and the home list of this uid, as that
+    /// uid (for good: it drops root when it starts).
+    User(u32),
+}
+
+/// One long-lived resolver process, from the daemon's side: its pid and our
+/// end of the socket pair that is its standard input. A request is one byte
+/// (`B`: the base list's descriptor is attached with SCM_RIGHTS; `N`: there
+/// is no base list); the answer is a u64 length and that many bytes of
+/// records (the wire format above).
+#[derive(Debug)]
+struct Worker {
+    pid: Pid,
+    sock: UnixStream,
+}
+
+impl Worker {
+    /// Starts `/proc/self/exe` as [`WORKER_NAME`] with an empty environment,
+    /// `/` as working directory, the socket as stdin, stdout on /dev/null and
+    /// the daemon's stderr (the journal). Exec'd rather than forked alone, so
+    /// that it holds none of the daemon's memory or descriptors.
+    fn spawn(role: Role) -> io::Result<Worker> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0(WORKER_NAME)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        match role {
+            Role::Base => cmd.arg("base"),
+            Role::User(uid) => cmd.arg("user").arg(uid.to_string()),
+        };
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // Dies with the daemon; no descriptor but stdio crosses exec.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        ours.set_nonblocking(true)?;
+        Ok(Worker {
+            pid: Pid::from_raw(child.id() as i32),
+            sock: ours,
+        })
+    }
+
+    /// Sends one request, with the base list's descriptor if there is one.
+    fn send(&self, base: Option<&fs::File>) -> io::Result<()> {
+        let fds;
+        let (tag, cmsgs): (&[u8], Vec<ControlMessage<'_>>) = match base {
+            Some(f) => {
+                fds = [f.as_raw_fd()];
+                (b"B", vec![ControlMessage::ScmRights(&fds)])
+            }
+            None => (b"N", Vec::new()),
+        };
+        let sent = sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[io::IoSlice::new(tag)],
+            &cmsgs,
+            MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        if sent == 1 {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::WriteZero, "request not sent"))
+        }
+    }
+
+    /// Kills the process; its pid goes to `reap` (see [`reap`]).
+    fn kill(self, reap: &mut Vec<Pid>) {
+        let _ = kill(self.pid, Signal::SIGKILL);
+        reap.push(self.pid);
+    }
+}
+
+/// The idle resolver processes, a base-list one and a user one per uid.
+/// Kept between launches so that a launch costs two socket round trips
+/// instead of a fork, its copy-on-write faults and an exit.
+#[derive(Debug, Default)]
+pub struct Pool {
+    idle: HashMap<u32, ([Worker; 2], Instant)>,
+}
+
+impl Pool {
+    /// Idle processes of `uid`, or new ones.
+    fn take(&mut self, uid: u32, reap: &mut Vec<Pid>) -> io::Result<[Worker; 2]> {
+        if let Some((pair, _)) = self.idle.remove(&uid) {
+            return Ok(pair);
+        }
+        let base = Worker::spawn(Role::Base)?;
+        match Worker::spawn(Role::User(uid)) {
+            Ok(user) => Ok([base, user]),
+            Err(e) => {
+                base.kill(reap);
+                Err(e)
+            }
+        }
+    }
+
+    fn put(&mut self, uid: u32, pair: [Worker; 2], reap: &mut Vec<Pid>) {
+        self.idle.insert(uid, (pair, Instant::now()));
+        while self.idle.len() > MAX_IDLE_UIDS {
+            let oldest = self
+                .idle
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(u, _)| *u);
+            if let Some((pair, _)) = oldest.and_then(|u| self.idle.remove(&u)) {
+                pair.into_iter().for_each(|w| w.kill(reap));
+            }
+        }
+    }
+
+    /// Ends the processes idle for longer than [`IDLE_LIMIT`] and the pairs
+    /// of which one process has exited (a user may kill the resolver that
+    /// runs as them); their pids go to `reap`.
+    pub fn expire(&mut self, reap: &mut Vec<Pid>) {
+        let now = Instant::now();
+        let doomed: Vec<u32> = self
+            .idle
+            .iter()
+            .filter(|(_, (pair, since))| {
+                now.duration_since(*since) > IDLE_LIMIT
+                    || pair.iter().any(|w| {
+                        !matches!(
+                            waitpid(w.pid, Some(WaitPidFlag::WNOHANG)),
+                            Ok(WaitStatus::StillAlive)
+                        )
+                    })
+            })
+            .map(|(u, _)| *u)
+            .collect();
+        for uid in doomed {
+            if let Some((pair, _)) = self.idle.remove(&uid) {
+                pair.into_iter().for_each(|w| w.kill(reap));
+            }
+        }
+    }
+
+    /// Ends every idle process.
+    pub fn clear(&mut self, reap: &mut Vec<Pid>) {
+        for (_, (pair, _)) in self.idle.drain() {
+            pair.into_iter().for_each(|w| w.kill(reap));
+        }
+    }
+
+    /// Whether `pid` is one of the idle resolvers.
+    pub fn holds(&self, pid: i32) -> bool {
+        self.idle
+            .values()
+            .any(|(pair, _)| pair.iter().any(|w| w.pid.as_raw() == pid))
+    }
+}
+
+/// Where one process's answer stands.
+#[derive(Debug)]
+enum State {
+    Reading,
+    Done,
+    /// Unusable; `retry`: a fresh process may well succeed (this one died,
+    /// was stale, or broke the protocol).
+    Broken {
+        why: String,
+        retry: bool,
+    },
+}
+
+#[derive(Debug)]
+struct Part {
+    worker: Worker,
+    /// The answer so far: u64 length, then the records.
+    out: Vec<u8>,
+    state: State,
+}
+
+impl Part {
+    /// Bytes of the answer still missing (after its length is known), or
+    /// Err if that length is over [`MAX_OUTPUT_BYTES`].
+    fn missing(&self) -> Result<usize, String> {
+        let Some(head) = self.out.get(..8) else {
+            return Ok(8 - self.out.len());
+        };
+        let len = u64::from_ne_bytes(head.try_into().expect("8 bytes"));
+        if len > MAX_OUTPUT_BYTES as u64 {
+            return Err("the lists produced more output than the daemon accepts".into());
+        }
+        Ok(8 + len as usize - self.out.len())
+    }
+
+    /// Reads what is available, never past the answer's end.
+    fn pump(&mut self) {
+        while matches!(self.state, State::Reading) {
+            let need = match self.missing() {
+                Ok(0) => {
+                    self.state = State::Done;
+                    return;
+                }
+                Ok(n) => n,
+                Err(why) => {
+                    self.state = State::Broken { why, retry: false };
+                    return;
+                }
+            };
+            let before = self.out.len();
+            match (&self.worker.sock)
+                .take(need as u64)
+                .read_to_end(&mut self.out)
+            {
+                Ok(_) if self.out.len() - before < need => {
+                    self.state = State::Broken {
+                        why: "the list resolver exited without answering".into(),
+                        retry: true,
+                    };
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.state = State::Broken {
+                        why: format!("reading the list resolver: {e}"),
+                        retry: true,
+                    };
+                }
+            }
+        }
+    }
+
+    fn records(&self) -> &[u8] {
+        self.out.get(8..).unwrap_or_default()
+    }
+}
+
+/// One uid's resolution in flight: a request sent to its base-list and user
+/// resolver processes, and their answers so far.
 #[derive(Debug)]
 pub struct Resolver {
     /// The uid whose lists it resolves.
     pub uid: u32,
-    /// Its pid.
-    pub pid: Pid,
-    /// When it must have finished.
+    /// When both answers must be in.
     pub deadline: Instant,
-    pipe: fs::File,
-    out: Vec<u8>,
-    overflow: bool,
+    /// Whether this is already the second try (see [`Outcome::Retry`]).
+    pub retried: bool,
+    parts: [Part; 2],
 }
 
-/// How a finished resolver ended.
+/// How a resolution ended.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Exited 0: its findings.
+    /// Both answers: the findings.
     Done(Resolution),
     /// Anything else, with the reason to give the user.
     Failed(String),
+    /// A process died or was stale, and this was the first try: start again
+    /// with fresh processes.
+    Retry(String),
 }
 
 impl Resolver {
-    /// Forks a resolver for `uid`.
+    /// Opens the base list (as root, without blocking on a FIFO: a regular
+    /// file of at most [`MAX_LIST_BYTES`]) and sends its descriptor to the
+    /// uid's two resolver processes, started if none are idle. A process that
+    /// cannot take the request (it died while idle) is replaced once.
     ///
     /// # Errors
-    /// The pipe or fork error.
-    pub fn spawn(uid: u32) -> io::Result<Resolver> {
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-        // SAFETY: the daemon is single-threaded (a synchronous poll loop), so the
-        // child may allocate and take locks freely; it leaves with _exit.
-        match unsafe { fork() }.map_err(io::Error::from)? {
-            ForkResult::Child => {
-                drop(read);
-                let code = child(uid, write);
-                // SAFETY: terminate the forked child without running the parent's destructors.
-                unsafe { libc::_exit(code) }
-            }
-            ForkResult::Parent { child } => {
-                drop(write);
-                let pipe = fs::File::from(read);
-                nix::fcntl::fcntl(
-                    &pipe,
-                    nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-                )
-                .map_err(io::Error::from)?;
-                Ok(Resolver {
-                    uid,
-                    pid: child,
-                    deadline: Instant::now() + DEADLINE,
-                    pipe,
-                    out: Vec::new(),
-                    overflow: false,
-                })
-            }
-        }
-    }
-
-    /// The pipe's descriptor, to poll for input.
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.pipe.as_fd()
-    }
-
-    /// Reads what is available; true once the child closed its end (or its
-    /// output passed [`MAX_OUTPUT_BYTES`]). Reads straight into the output
-    /// buffer: no intermediate buffer to zero on every call.
-    pub fn pump(&mut self) -> bool {
-        let room = (MAX_OUTPUT_BYTES + 1).saturating_sub(self.out.len()) as u64;
-        let result = (&mut self.pipe).take(room).read_to_end(&mut self.out);
-        if self.out.len() > MAX_OUTPUT_BYTES {
-            self.overflow = true;
-            return true;
-        }
-        match result {
-            Ok(_) => true,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-            Err(_) => true,
-        }
-    }
-
-    /// Kills the child and returns its pid, to be reaped later with [`reap`]
-    /// (a child stuck in the kernel on a stalled mount dies only when it
-    /// leaves the kernel).
-    pub fn kill(self) -> Pid {
-        let _ = kill(self.pid, Signal::SIGKILL);
-        self.pid
-    }
-
-    /// Waits for the child after its pipe closed and returns what it found.
-    /// A child that overflowed is killed and left in `killed` for [`reap`]:
-    /// the daemon's loop never blocks on a child.
-    pub fn finish(self, killed: &mut Vec<Pid>) -> Outcome {
-        if self.overflow {
-            killed.push(self.kill());
-            return Outcome::Failed(
-                "the lists produced more output than the daemon accepts".into(),
-            );
-        }
-        // The pipe reached EOF: the child closed it by exiting (it holds no
-        // other copy), so this wait is short.
-        match waitpid(self.pid, None) {
-            Ok(WaitStatus::Exited(_, 0)) => {
-                let r = parse_output(&self.out);
-                match r.fatal.clone() {
-                    Some(f) => Outcome::Failed(f),
-                    None => Outcome::Done(r),
+    /// The reason to give the user: the base list cannot be opened, or no
+    /// process could be started or reached.
+    pub fn start(
+        pool: &mut Pool,
+        uid: u32,
+        retried: bool,
+        reap: &mut Vec<Pid>,
+    ) -> Result<Resolver, String> {
+        let base = open_list(Path::new(BASE_LIST))
+            .map_err(|e| format!("cannot read the base list {BASE_LIST}: {e}"))?;
+        let mut pair = pool
+            .take(uid, reap)
+            .map_err(|e| format!("cannot start the list resolver: {e}"))?;
+        if pair.iter().any(|w| w.send(base.as_ref()).is_err()) {
+            pair.into_iter().for_each(|w| w.kill(reap));
+            pair = pool
+                .take(uid, reap)
+                .map_err(|e| format!("cannot start the list resolver: {e}"))?;
+            for w in &pair {
+                if let Err(e) = w.send(base.as_ref()) {
+                    let why = format!("cannot reach the list resolver: {e}");
+                    pair.into_iter().for_each(|w| w.kill(reap));
+                    return Err(why);
                 }
             }
-            Ok(status) => Outcome::Failed(format!("list resolver failed ({status:?})")),
-            Err(e) => Outcome::Failed(format!("list resolver lost: {e}")),
+        }
+        Ok(Resolver {
+            uid,
+            deadline: Instant::now() + DEADLINE,
+            retried,
+            parts: pair.map(|worker| Part {
+                worker,
+                out: Vec::new(),
+                state: State::Reading,
+            }),
+        })
+    }
+
+    /// The sockets still to be read, to poll for input.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p.state, State::Reading))
+            .map(|p| p.worker.sock.as_fd())
+    }
+
+    /// Whether `pid` is one of its processes.
+    pub fn holds(&self, pid: i32) -> bool {
+        self.parts.iter().any(|p| p.worker.pid.as_raw() == pid)
+    }
+
+    /// Reads what is available; true once no answer is awaited any more
+    /// (both in, or one broken).
+    pub fn pump(&mut self) -> bool {
+        for p in &mut self.parts {
+            p.pump();
+        }
+        self.parts
+            .iter()
+            .all(|p| !matches!(p.state, State::Reading))
+            || self
+                .parts
+                .iter()
+                .any(|p| matches!(p.state, State::Broken { .. }))
+    }
+
+    /// Kills both processes (a resolution past its deadline, a daemon that
+    /// stops); their pids go to `reap`.
+    pub fn kill(self, reap: &mut Vec<Pid>) {
+        self.parts.into_iter().for_each(|p| p.worker.kill(reap));
+    }
+
+    /// After [`Resolver::pump`] returned true: the findings, with the
+    /// processes back in `pool`; or the failure, with them killed.
+    pub fn finish(self, pool: &mut Pool, reap: &mut Vec<Pid>) -> Outcome {
+        let broken = self.parts.iter().find_map(|p| match &p.state {
+            State::Broken { why, retry } => Some((why.clone(), *retry)),
+            _ => None,
+        });
+        if let Some((why, retry)) = broken {
+            let retried = self.retried;
+            self.kill(reap);
+            return if retry && !retried {
+                Outcome::Retry(why)
+            } else {
+                Outcome::Failed(why)
+            };
+        }
+        let r = parse_output(&[self.parts[0].records(), self.parts[1].records()]);
+        pool.put(self.uid, self.parts.map(|p| p.worker), reap);
+        match r.fatal.clone() {
+            Some(f) => Outcome::Failed(f),
+            None => Outcome::Done(r),
         }
     }
 }
 
-/// Reaps those of the killed resolvers `pids` that have exited, without
+/// Reaps those of the ended resolvers `pids` that have exited, without
 /// blocking; keeps the others. Only these pids are waited for, never "any
-/// child", so a resolver still being read is not reaped behind its back.
+/// child", so a resolver still in use is not reaped behind its back.
 pub fn reap(pids: &mut Vec<Pid>) {
     pids.retain(|&pid| {
         matches!(
@@ -287,39 +571,189 @@ pub fn reap(pids: &mut Vec<Pid>) {
     });
 }
 
-/// The child's body; returns its exit code.
-fn child(uid: u32, write: OwnedFd) -> i32 {
-    // Keep only the pipe (as fd 3) and stdio: no BPF map or request-directory
-    // descriptor reaches code running as the user.
-    let raw = write.as_raw_fd();
-    // SAFETY: dup2 onto fd 3; the original is closed by close_range below or
-    // is fd 3 itself.
-    if raw != 3 && unsafe { libc::dup2(raw, 3) } < 0 {
-        return 70;
+/// Entry point of a resolver process (`agent-sandbox-exec-resolver base` or
+/// `agent-sandbox-exec-resolver user UID`), started by the daemon as root
+/// with its request socket as stdin. Serves requests until the socket
+/// closes. Exit status: 0 when the daemon closed the socket, 64 for a bad
+/// command line or a start by anyone but root, 71 when the socket broke,
+/// 75 when stale (see [`EXIT_STALE`]).
+pub fn worker_main(args: &[OsString]) -> ExitCode {
+    let role = match args {
+        [b] if b == "base" => Some(Role::Base),
+        [u, uid] if u == "user" => uid.to_str().and_then(|s| s.parse().ok()).map(Role::User),
+        _ => None,
+    };
+    let (Some(role), true) = (role, nix::unistd::getuid().is_root()) else {
+        eprintln!("{WORKER_NAME}: internal to agent-sandbox-execd, which starts it as root");
+        return ExitCode::from(64);
+    };
+    // SAFETY: fd 0 is the socket the daemon passed (checked below).
+    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
+    if sock.local_addr().is_err() {
+        eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
+        return ExitCode::from(64);
     }
-    std::mem::forget(write);
-    // SAFETY: closes descriptors >= 4; nothing else in this process uses them.
+    // SAFETY: plain prctl calls.
     unsafe {
-        libc::close_range(4, u32::MAX, 0);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     }
-    let _ = std::env::set_current_dir("/");
-    // SAFETY: fd 3 is ours now.
-    let out = fs::File::from(unsafe { OwnedFd::from_raw_fd(3) });
-    let mut out = io::BufWriter::new(out);
-    let mut sink = Sink { out: &mut out };
-    let code = match resolve_for(uid, &mut sink) {
-        Ok(()) => 0,
-        Err(fatal) => {
-            sink.record(b'F', &fatal);
-            0
-        }
+    ExitCode::from(serve(role, &sock) as u8)
+}
+
+/// The resource limits of this process, to notice a change made from outside
+/// (a process of the same uid may lower them with prlimit(2)).
+fn limits() -> Vec<(libc::rlim_t, libc::rlim_t)> {
+    // RLIM_NLIMITS: 16 resources since Linux 2.6.25
+    // (include/uapi/asm-generic/resource.h).
+    (0..16)
+        .map(|r| {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes into the local struct.
+            unsafe { libc::getrlimit(r as _, &mut l) };
+            (l.rlim_cur, l.rlim_max)
+        })
+        .collect()
+}
+
+/// Whether this process still has the groups a fresh resolver for `user`
+/// would get.
+fn groups_current(user: &User) -> bool {
+    let Ok(name) = std::ffi::CString::new(user.name.as_bytes()) else {
+        return false;
     };
-    if out.flush().is_err() {
-        return 71;
+    let want = nix::unistd::getgrouplist(&name, user.gid);
+    let have = nix::unistd::getgroups();
+    match (want, have) {
+        (Ok(mut w), Ok(mut h)) => {
+            w.sort_unstable_by_key(|g| g.as_raw());
+            w.dedup();
+            h.sort_unstable_by_key(|g| g.as_raw());
+            h.dedup();
+            w == h && nix::unistd::getgid() == user.gid
+        }
+        _ => false,
     }
-    code
+}
+
+fn serve(role: Role, sock: &UnixStream) -> i32 {
+    let setup: Result<Option<User>, String> = match role {
+        Role::Base => Ok(None),
+        Role::User(uid) => User::from_uid(Uid::from_raw(uid))
+            .map_err(|e| format!("cannot look up uid {uid}: {e}"))
+            .and_then(|u| {
+                u.ok_or_else(|| {
+                    format!("uid {uid} has no passwd entry, so its home list cannot be found")
+                })
+            })
+            .and_then(|u| drop_privileges(&u).map(|()| Some(u))),
+    };
+    let spawned_limits = limits();
+    let mut served = 0u64;
+    loop {
+        let base = match receive(sock) {
+            Ok(Some(b)) => b,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("{WORKER_NAME}: {e}");
+                return 71;
+            }
+        };
+        // Stale: a fresh process would have other groups (or home) or
+        // limits. Never on the first request, which a fresh process serves.
+        let user = match (&setup, role) {
+            (Ok(Some(_)), Role::User(uid)) if served > 0 => {
+                match User::from_uid(Uid::from_raw(uid)) {
+                    Ok(Some(now)) if groups_current(&now) => Some(now),
+                    _ => return EXIT_STALE,
+                }
+            }
+            (Ok(Some(u)), _) => Some(u.clone()),
+            _ => None,
+        };
+        if served > 0 && limits() != spawned_limits {
+            return EXIT_STALE;
+        }
+        served += 1;
+        let mut records = Vec::new();
+        let result = match (&setup, base) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), Err(e)) => Err(e),
+            (Ok(_), Ok(base)) => {
+                let mut sink = Sink { out: &mut records };
+                match &user {
+                    None => resolve_base(base.as_ref(), &mut sink),
+                    Some(u) => resolve_user(u, base.as_ref(), &mut sink),
+                }
+            }
+        };
+        if let Err(fatal) = result {
+            Sink { out: &mut records }.record(b'F', &fatal);
+        }
+        let mut answer = Vec::with_capacity(8 + records.len());
+        answer.extend_from_slice(&(records.len() as u64).to_ne_bytes());
+        answer.extend_from_slice(&records);
+        if (&*sock).write_all(&answer).is_err() {
+            return 71;
+        }
+        if setup.is_err() {
+            // Nothing this process can fix; the next request gets a new one.
+            return 0;
+        }
+    }
+}
+
+/// Receives one request: Ok(None) when the daemon closed the socket;
+/// Ok(Ok(file)) with the base list's descriptor, if any; Ok(Err(why)) when
+/// the request says a descriptor was attached but none arrived (fatal: the
+/// base list would otherwise be skipped).
+#[allow(clippy::type_complexity)]
+fn receive(sock: &UnixStream) -> io::Result<Option<Result<Option<fs::File>, String>>> {
+    let mut tag = [0u8; 1];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    loop {
+        let mut iov = [io::IoSliceMut::new(&mut tag)];
+        let msg = match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if msg.bytes == 0 {
+            return Ok(None);
+        }
+        let mut files: Vec<fs::File> = Vec::new();
+        let truncated = match msg.cmsgs() {
+            Ok(cmsgs) => {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmRights(fds) = c {
+                        // SAFETY: descriptors just received are ours.
+                        files.extend(
+                            fds.into_iter()
+                                .map(|fd| fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })),
+                        );
+                    }
+                }
+                false
+            }
+            Err(_) => true,
+        };
+        return Ok(Some(match (tag[0], files.len(), truncated) {
+            (b'N', 0, false) => Ok(None),
+            (b'B', 1, false) => Ok(files.pop()),
+            (b'B', _, _) => {
+                Err("the base list's descriptor did not arrive (too many open files?)".to_string())
+            }
+            (t, ..) => Err(format!("bad request {:?} from the daemon", char::from(t))),
+        }));
+    }
 }
 
 struct Sink<'a, W: Write> {
@@ -360,70 +794,92 @@ enum Source {
     Home,
 }
 
-fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String> {
-    let mut keys =
-        KeyContext::new().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let base_path = Path::new(BASE_LIST);
-    let base = match read_list(base_path) {
-        Ok(Some(b)) => denylist::parse(&b),
-        Ok(None) => {
-            sink.record(
-                b'A',
-                &format!("{BASE_LIST}: missing; only users' lists apply"),
-            );
-            denylist::Parsed::default()
-        }
-        Err(e) => return Err(format!("cannot read the base list: {e}")),
+/// Resolves the base list's absolute entries (as root, following a
+/// symlink in the last component), with its warnings for the log.
+fn resolve_base<W: Write>(base: Option<&fs::File>, sink: &mut Sink<'_, W>) -> Result<(), String> {
+    let Some(base) = parse_base(base)? else {
+        sink.record(
+            b'A',
+            &format!("{BASE_LIST}: missing; only users' lists apply"),
+        );
+        return Ok(());
     };
     for w in &base.warnings {
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
+    let mut keys = None;
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
         let path = Path::new(OsStr::from_bytes(&e.path));
         emit(
             sink,
             Source::Base,
-            base_path,
+            Path::new(BASE_LIST),
             e.line,
             path,
             LastComponent::Follow,
-            &mut keys,
+            context(&mut keys)?,
         )?;
     }
+    Ok(())
+}
 
-    let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|e| format!("cannot look up uid {uid}: {e}"))?
-        .ok_or_else(|| {
-            format!("uid {uid} has no passwd entry, so its home list cannot be found")
-        })?;
-    drop_privileges(&user)?;
-    // Directories opened as root must not be reused as the user.
-    keys.forget_dirs();
+/// The base list, parsed; None when there is none.
+fn parse_base(base: Option<&fs::File>) -> Result<Option<denylist::Parsed>, String> {
+    base.map(|f| {
+        read_all(f)
+            .map(|b| denylist::parse(&b))
+            .map_err(|e| format!("cannot read the base list: {e}"))
+    })
+    .transpose()
+}
+
+/// The key context, made on first use (reading the mount table is the
+/// largest fixed cost of a resolution, and a list may have no entry of a
+/// kind).
+fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, String> {
+    if keys.is_none() {
+        *keys =
+            Some(KeyContext::new().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?);
+    }
+    Ok(keys.as_mut().expect("just set"))
+}
+
+/// Resolves, as `user` (this process already is), the base list's `~/`
+/// entries and the home list, with the warnings about the home list for the
+/// user.
+fn resolve_user<W: Write>(
+    user: &User,
+    base: Option<&fs::File>,
+    sink: &mut Sink<'_, W>,
+) -> Result<(), String> {
     let home = user.dir.as_os_str().as_bytes().to_vec();
-
+    let mut keys = None;
     // The base list's `~/` entries are the administrator's: resolved as the
     // user (root may not reach a home), but following a symlink in the last
     // component, so that an agent replacing the file by a symlink to a renamed
-    // copy does not take it off the list.
-    for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
-        let joined = denylist::join_home(&home, &e.path);
-        let path = Path::new(OsStr::from_bytes(&joined));
-        emit(
-            sink,
-            Source::Base,
-            base_path,
-            e.line,
-            path,
-            LastComponent::Follow,
-            &mut keys,
-        )?;
+    // copy does not take it off the list. Its warnings are the base-list
+    // process's to report.
+    if let Some(base) = parse_base(base)? {
+        for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
+            let joined = denylist::join_home(&home, &e.path);
+            let path = Path::new(OsStr::from_bytes(&joined));
+            emit(
+                sink,
+                Source::Base,
+                Path::new(BASE_LIST),
+                e.line,
+                path,
+                LastComponent::Follow,
+                context(&mut keys)?,
+            )?;
+        }
     }
 
     let list_path = PathBuf::from(OsStr::from_bytes(&denylist::join_home(
         &home,
         HOME_LIST.as_bytes(),
     )));
-    let own = match read_list(&list_path) {
+    let own = match open_list(&list_path).and_then(|f| f.as_ref().map(read_all).transpose()) {
         Ok(Some(b)) => denylist::parse(&b),
         Ok(None) => return Ok(()),
         Err(e) => {
@@ -452,7 +908,7 @@ fn resolve_for<W: Write>(uid: u32, sink: &mut Sink<'_, W>) -> Result<(), String>
             e.line,
             path,
             LastComponent::NoFollow,
-            &mut keys,
+            context(&mut keys)?,
         )?;
     }
     Ok(())
@@ -510,10 +966,13 @@ fn emit<W: Write>(
     Ok(())
 }
 
-/// Reads a list file: Ok(None) when it does not exist. Opened without
-/// blocking (a FIFO cannot hang us), and must be a regular file of at most
+/// Opens a list file: Ok(None) when it does not exist. Opened without
+/// blocking (a FIFO cannot hang us); must be a regular file of at most
 /// [`MAX_LIST_BYTES`]. A symlink as the list file itself is followed.
-fn read_list(path: &Path) -> io::Result<Option<Vec<u8>>> {
+///
+/// # Errors
+/// The open or fstat error, or `InvalidInput` for another file type or size.
+pub fn open_list(path: &Path) -> io::Result<Option<fs::File>> {
     let file = match fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -538,19 +997,40 @@ fn read_list(path: &Path) -> io::Result<Option<Vec<u8>>> {
             format!("{} bytes, more than the {MAX_LIST_BYTES} allowed", md.len()),
         ));
     }
-    let mut buf = Vec::with_capacity(md.len() as usize);
-    file.take(MAX_LIST_BYTES + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_LIST_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "grew past the size limit",
-        ));
+    Ok(Some(file))
+}
+
+/// Reads a list file opened by [`open_list`] from its start, with pread(2):
+/// the base list's open file is shared by two processes, so its offset is
+/// not used.
+fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::with_capacity(file.metadata()?.len() as usize);
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = match file.read_at(&mut chunk, buf.len() as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() as u64 > MAX_LIST_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "grew past the size limit",
+            ));
+        }
     }
-    Ok(Some(buf))
 }
 
 /// Becomes `user` for good: supplementary groups, then gid, then uid (real,
-/// effective and saved), and checks root cannot be regained.
+/// effective and saved), and checks root cannot be regained. The process is
+/// then not dumpable (the kernel makes it so on the uid change unless
+/// `fs.suid_dumpable` is 1; set here whatever it is): the user it now runs as
+/// cannot ptrace it or open its /proc files.
 fn drop_privileges(user: &User) -> Result<(), String> {
     let name = std::ffi::CString::new(user.name.as_bytes())
         .map_err(|_| "user name has a NUL".to_string())?;
@@ -561,6 +1041,10 @@ fn drop_privileges(user: &User) -> Result<(), String> {
     nix::unistd::setresuid(user.uid, user.uid, user.uid).map_err(|e| format!("setresuid: {e}"))?;
     if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
         return Err("could regain root after dropping privileges".into());
+    }
+    // SAFETY: a plain prctl call.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(format!("PR_SET_DUMPABLE: {}", io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -586,7 +1070,7 @@ mod tests {
             sink.key(k(8388609, 99, 256));
             sink.name(&n);
         }
-        let r = parse_output(&buf);
+        let r = parse_output(&[&buf]);
         assert_eq!(r.fatal, None);
         assert_eq!(r.deny.files(), &[k(45, 12, 0), k(8388609, 99, 256)][..]);
         assert_eq!(r.deny.names(), &[n.clone()][..]);
@@ -598,7 +1082,7 @@ mod tests {
         // 1 + 4 + 8, a key, then the name record of 1 + 20 + 1 + 5)
         assert_eq!(buf.len(), 114);
         for end in 1..buf.len() {
-            let r = parse_output(&buf[..end]);
+            let r = parse_output(&[&buf[..end]]);
             let whole = [21, 42, 53, 66, 87].contains(&end);
             assert_eq!(r.fatal.is_none(), whole, "cut at {end}");
         }
@@ -607,57 +1091,158 @@ mod tests {
             dir: k(1, 2, 0),
             name: b"a/b".to_vec(),
         });
-        assert!(parse_output(&slash).fatal.is_some(), "a slash in a name");
+        assert!(parse_output(&[&slash]).fatal.is_some(), "a slash in a name");
         let mut empty = Sink::<Vec<u8>>::key_bytes(k(1, 2, 0), b'N').to_vec();
         empty.push(0);
-        assert!(parse_output(&empty).fatal.is_some(), "an empty name");
-        assert!(parse_output(b"Z what").fatal.is_some());
+        assert!(parse_output(&[&empty]).fatal.is_some(), "an empty name");
+        assert!(parse_output(&[b"Z what"]).fatal.is_some());
         // Repeats are parsed up to twice the per-user limit, then refused.
         let one = Sink::<Vec<u8>>::key_bytes(k(1, 2, 0), b'K');
         let many = one.repeat(2 * MAX_KEYS_PER_UID);
-        let r = parse_output(&many);
+        let r = parse_output(&[&many]);
         assert_eq!((r.fatal, r.deny.len()), (None, 1));
-        let r = parse_output(&one.repeat(2 * MAX_KEYS_PER_UID + 2));
+        let r = parse_output(&[&one.repeat(2 * MAX_KEYS_PER_UID + 2)]);
         assert!(r.fatal.is_some_and(|f| f.contains("allowed per user")));
         let mut fatal = Vec::new();
         Sink { out: &mut fatal }.record(b'F', "nope");
-        assert_eq!(parse_output(&fatal).fatal.as_deref(), Some("nope"));
+        assert_eq!(parse_output(&[&fatal]).fatal.as_deref(), Some("nope"));
     }
 
     #[test]
-    fn pump_reads_until_eof_without_blocking() {
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK).unwrap();
-        let mut r = Resolver {
-            uid: 0,
-            pid: Pid::from_raw(0),
-            deadline: Instant::now(),
-            pipe: fs::File::from(read),
-            out: Vec::new(),
-            overflow: false,
+    fn answers_parse_together() {
+        let k = |ino| FileKey {
+            dev: 1,
+            ino,
+            subvol: 0,
         };
-        let mut w = fs::File::from(write);
-        assert!(!r.pump(), "nothing yet, writer open");
-        w.write_all(b"abc").unwrap();
-        assert!(!r.pump(), "data, writer still open");
-        w.write_all(b"def").unwrap();
-        drop(w);
-        assert!(r.pump(), "writer closed");
-        assert_eq!(r.out, b"abcdef");
-        assert!(!r.overflow);
+        let one = Sink::<Vec<u8>>::key_bytes(k(7), b'K');
+        let two = Sink::<Vec<u8>>::key_bytes(k(8), b'K');
+        let r = parse_output(&[&one, &two]);
+        assert_eq!((r.fatal, r.deny.files()), (None, &[k(7), k(8)][..]));
+        // A record cut at the end of one answer does not continue into the next.
+        let r = parse_output(&[&one[..10], &two]);
+        assert!(r.fatal.is_some());
+        assert!(r.deny.is_empty(), "nothing after the malformed record");
+        // The parse cap counts both answers.
+        let half = one.repeat(MAX_KEYS_PER_UID + 1);
+        let r = parse_output(&[&half, &half]);
+        assert!(r.fatal.is_some_and(|f| f.contains("allowed per user")));
+    }
+
+    fn part() -> (Part, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let part = Part {
+            worker: Worker {
+                pid: Pid::from_raw(0),
+                sock: ours,
+            },
+            out: Vec::new(),
+            state: State::Reading,
+        };
+        (part, theirs)
     }
 
     #[test]
-    fn read_list_limits() {
+    fn answer_read_without_blocking() {
+        let (mut p, mut w) = part();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "nothing yet");
+        w.write_all(&5u64.to_ne_bytes()[..3]).unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "half a length");
+        w.write_all(&5u64.to_ne_bytes()[3..]).unwrap();
+        w.write_all(b"abc").unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "3 of 5 bytes");
+        // The answer's end is not read past: what follows stays unread.
+        w.write_all(b"deXYZ").unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Done));
+        assert_eq!(p.records(), b"abcde");
+
+        // Closed before the end: a dead process, worth a retry.
+        let (mut p, mut w) = part();
+        w.write_all(&5u64.to_ne_bytes()).unwrap();
+        w.write_all(b"ab").unwrap();
+        drop(w);
+        p.pump();
+        assert!(matches!(p.state, State::Broken { retry: true, .. }));
+
+        // Too long an answer is refused before it is read, without a retry.
+        let (mut p, mut w) = part();
+        w.write_all(&(MAX_OUTPUT_BYTES as u64 + 1).to_ne_bytes())
+            .unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Broken { retry: false, .. }));
+    }
+
+    #[test]
+    fn request_carries_the_base_list() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let w = Worker {
+            pid: Pid::from_raw(0),
+            sock: ours,
+        };
+        let dir = std::env::temp_dir().join(format!("asx-rq-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("base"), b"/a\n").unwrap();
+        let base = open_list(&dir.join("base")).unwrap().unwrap();
+        w.send(Some(&base)).unwrap();
+        w.send(None).unwrap();
+        let got = receive(&theirs).unwrap().unwrap().unwrap().unwrap();
+        assert_eq!(read_all(&got).unwrap(), b"/a\n");
+        // Both processes read the shared open file from its start.
+        assert_eq!(read_all(&got).unwrap(), b"/a\n");
+        assert!(receive(&theirs).unwrap().unwrap().unwrap().is_none());
+        // "B" without a descriptor is fatal, not "no base list".
+        (&w.sock).write_all(b"B").unwrap();
+        assert!(receive(&theirs).unwrap().unwrap().is_err());
+        drop(w);
+        assert!(receive(&theirs).unwrap().is_none(), "closed: serve ends");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn base_process_resolves_absolute_entries() {
+        let dir = std::env::temp_dir().join(format!("asx-rb-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        fs::write(&secret, b"x").unwrap();
+        let list = format!("{}\n~/.home-entry\nrelative\n", secret.display());
+        fs::write(dir.join("base"), list).unwrap();
+        let base = open_list(&dir.join("base")).unwrap().unwrap();
+        let mut out = Vec::new();
+        resolve_base(Some(&base), &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&secret).unwrap());
+        assert_eq!(r.deny.files().len(), 1, "the absolute entry only");
+        assert_eq!(r.deny.files()[0].ino, ino);
+        assert_eq!(r.deny.names()[0].name, b"secret");
+        assert_eq!(r.admin_warnings.len(), 1, "the relative line: {r:?}");
+        assert!(r.user_warnings.is_empty());
+
+        let mut out = Vec::new();
+        resolve_base(None, &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        assert!(r.deny.is_empty());
+        assert!(r.admin_warnings[0].contains("missing"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn list_file_limits() {
         let dir = std::env::temp_dir().join(format!("asx-rl-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        assert!(read_list(&dir.join("absent")).unwrap().is_none());
+        assert!(open_list(&dir.join("absent")).unwrap().is_none());
         fs::write(dir.join("l"), b"/a\n").unwrap();
-        assert_eq!(read_list(&dir.join("l")).unwrap().unwrap(), b"/a\n");
-        assert!(read_list(&dir).is_err(), "a directory is not a list");
+        let l = open_list(&dir.join("l")).unwrap().unwrap();
+        assert_eq!(read_all(&l).unwrap(), b"/a\n");
+        assert!(open_list(&dir).is_err(), "a directory is not a list");
         let fifo = dir.join("fifo");
         let _ = fs::remove_file(&fifo);
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert!(read_list(&fifo).is_err(), "a FIFO must not block or pass");
+        assert!(open_list(&fifo).is_err(), "a FIFO must not block or pass");
         fs::remove_dir_all(&dir).unwrap();
     }
 }
