@@ -37,7 +37,7 @@ readonly DAEMON=agent-sandbox-execd
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 readonly RUN_DIR=/run/agent-sandbox-exec
 readonly BPF_DIR=/sys/fs/bpf/agent-sandbox-exec
-readonly ALICE=asx-alice BOB=asx-bob GROUP=asx-grp
+readonly ALICE=asx-alice BOB=asx-bob GROUP=asx-grp GROUP2=asx-grp2
 readonly GECOS="agent-sandbox-exec test user"
 readonly SUDOERS_FILE=/etc/sudoers.d/asx-test
 readonly MARKER=/tmp/asx-marker
@@ -57,7 +57,7 @@ CHECKS=(
 	list_reload cross_uid
 	ssh_keygen curl_netrc
 	bad_list_lines list_not_read_as_root list_fifo
-	nested_launch nested_cannot_lift
+	nested_launch nested_cannot_lift resolvers
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
 	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
@@ -1136,6 +1136,109 @@ with open(sys.argv[2], "rb") as f:
 	stop_bg "$bg"
 }
 
+# resolver_pid ROLE...: pid of the daemon's resolver process with these
+# arguments ("base", or "user UID"); empty if there is none
+resolver_pid() {
+	pgrep -P "$(main_pid)" -x -f "agent-sandbox-exec-resolver $*" | head -n 1
+}
+
+# uids_of PID: "real effective saved fs" uids of PID
+uids_of() { awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$1/status" 2>/dev/null; }
+
+# The daemon's list resolvers live on between launches (a base-list one as
+# root, a user one as the user). The user can kill, prlimit or stop the one
+# that runs as them: that costs at most the launch in flight, never a listed
+# file. A group added to the user is picked up by the next launch. A
+# resolver's pid is not accepted as a launcher's.
+check_resolvers() {
+	local up bp up2 what g2dir="$SRV/grp2"
+	run_in "$ALICE" true
+	up=$(resolver_pid user "$ALICE_UID") bp=$(resolver_pid base)
+	ok "after a launch, $ALICE's resolver process stays, running as $ALICE" \
+		"pid '$up', uids '$(uids_of "${up:-0}")'" \
+		eval '[ -n "$up" ] && [ "$(uids_of "$up")" = "$ALICE_UID $ALICE_UID $ALICE_UID $ALICE_UID" ]'
+	ok "after a launch, a base-list resolver process stays, running as root" \
+		"pid '$bp', uids '$(uids_of "${bp:-0}")'" \
+		eval '[ -n "$bp" ] && [ "$(uids_of "$bp")" = "0 0 0 0" ]'
+	[ -n "$up" ] || return
+	run_as "$ALICE" cat "/proc/$up/environ"
+	ok "$ALICE cannot read her resolver's /proc/PID/environ (not dumpable)" "$(why)" test "$RC" -ne 0
+	run_in "$ALICE" cat "$S"
+	expect_denied "a relaunch denies the secret" "$SECRET"
+	ok "a relaunch reuses the resolver process" "now '$(resolver_pid user "$ALICE_UID")', was $up" \
+		test "$(resolver_pid user "$ALICE_UID")" = "$up"
+
+	# A request naming the resolver (it runs this binary as the user).
+	run_as "$ALICE" python3 -c 'import os, sys, time
+d = "/run/agent-sandbox-exec/req"
+tok = os.urandom(16).hex()
+fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, ("version=1\npid=%s\n" % sys.argv[1]).encode())
+os.close(fd)
+os.rename(d + "/.req." + tok, d + "/req." + tok)
+for _ in range(400):
+    try:
+        with open(d + "/rep." + tok) as f:
+            print(f.read())
+        os.unlink(d + "/rep." + tok)
+        break
+    except FileNotFoundError:
+        time.sleep(0.05)
+else:
+    print("no reply")' "$up"
+	ok "a request naming $ALICE's resolver process is refused" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "list resolver" "$OUT"'
+	ok "the resolver process stays out of the sandbox" "$(cat "/proc/$up/cgroup" 2>&1)" \
+		eval '! in_sandbox_cgroup "/proc/$up/cgroup" "$ALICE_UID"'
+
+	what="after $ALICE SIGKILLs her resolver"
+	run_as "$ALICE" kill -KILL "$up"
+	ok "$what: kill succeeds (same uid)" "$(why)" test "$RC" -eq 0
+	run_in "$ALICE" cat "$S"
+	expect_denied "$what: the next launch works and denies the secret" "$SECRET"
+	up2=$(resolver_pid user "$ALICE_UID")
+	ok "$what: a new one serves" "now '$up2', was $up" eval '[ -n "$up2" ] && [ "$up2" != "$up" ]'
+	up=$up2
+
+	what="after $ALICE lowers her resolver's open-file limit (prlimit)"
+	run_as "$ALICE" prlimit --pid "$up" --nofile=4:4
+	ok "$what: prlimit succeeds (same uid)" "$(why)" test "$RC" -eq 0
+	run_in "$ALICE" cat "$S"
+	expect_denied "$what: the next launch works and denies the secret" "$SECRET"
+	up2=$(resolver_pid user "$ALICE_UID")
+	ok "$what: a fresh one replaced it" "now '$up2', was $up" eval '[ -n "$up2" ] && [ "$up2" != "$up" ]'
+	up=$up2
+
+	what="after $ALICE stops her resolver (SIGSTOP)"
+	run_as "$ALICE" kill -STOP "$up"
+	run_in "$ALICE" true
+	ok "$what: the launch is refused (exit 2) after the deadline" "$(why)" \
+		eval '[ "$RC" -eq 2 ] && has "took longer than" "$ERR"'
+	run_in "$ALICE" cat "$S"
+	expect_denied "$what: the launch after it works and denies the secret" "$SECRET"
+
+	# A directory only group $GROUP2 may enter, with a listed file in it.
+	what="after $ALICE joins a group"
+	if ! { groupadd "$GROUP2" && install -d -m 0750 -o root -g "$GROUP2" "$g2dir" &&
+		put root "$g2dir/secret2" 0644 "grp2-$SECRET"; }; then
+		fail "$what: setup" "groupadd/install failed"
+		return
+	fi
+	alice_list_plus "$g2dir/secret2"
+	run_in "$ALICE" true
+	ok "$what: before, a listed file she cannot check refuses the launch" "$(why)" \
+		eval '[ "$RC" -eq 2 ] && has "Permission denied" "$ERR"'
+	usermod -aG "$GROUP2" "$ALICE"
+	run_in "$ALICE" cat "$g2dir/secret2"
+	expect_denied "$what: the next launch resolves the file with the new group and denies it" "grp2-$SECRET"
+	run_as "$ALICE" cat "$g2dir/secret2"
+	expect_read "$what: outside, $ALICE reads it" "grp2-$SECRET"
+	alice_list_default
+	gpasswd -d "$ALICE" "$GROUP2" >/dev/null 2>&1
+	groupdel "$GROUP2"
+	rm -rf "$g2dir"
+}
+
 # 7. Daemon restart: a running sandbox stays enforced throughout; new launches work
 check_daemon_restart() {
 	local old new ppid
@@ -1410,6 +1513,7 @@ cleanup() {
 	remove_test_user "$ALICE"
 	remove_test_user "$BOB"
 	groupdel "$GROUP" 2>/dev/null
+	groupdel "$GROUP2" 2>/dev/null
 	[ -n "$SRV" ] && rm -rf "$SRV"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0

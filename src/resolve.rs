@@ -178,7 +178,7 @@ fn take_text(b: &[u8]) -> Option<(String, &[u8])> {
 /// argv[0] of a resolver process; [`worker_main`] serves it.
 pub const WORKER_NAME: &str = "agent-sandbox-exec-resolver";
 /// How long a uid's resolver processes stay alive without a request.
-pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
+pub const IDLE_LIMIT: Duration = Duration::from_secs(60);
 /// Most uids whose idle resolvers are kept; past it, the longest idle go.
 pub const MAX_IDLE_UIDS: usize = 32;
 /// Exit status of a resolver whose credentials or resource limits no longer
