@@ -40,6 +40,9 @@
 #                     launch, then a new file with the same inode number at the listed path:
 #                     the next launch writes the key again, so another name of it is denied
 #   missing_parent    a listed path whose directory does not exist: the launch works
+#   mount_reuse       between two launches a mount is replaced by one of another device
+#                     at the same place (the freed mount id is usually reused): the user's
+#                     long-lived resolver must key the file with the new device
 #
 # A running sandbox here is one launch of a small command server (a shell loop
 # reading job names from a FIFO) that runs the checks as jobs: a launch from
@@ -78,6 +81,7 @@ CHECKS=(
 	root_disk ext4_big_minor xfs_big_minor tmpfs
 	btrfs bind_second_mount overlay_samefs overlay_crossfs
 	replace_running link_rename agent_tricks freed_inodes drop_rewrite missing_parent
+	mount_reuse
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -997,6 +1001,29 @@ check_missing_parent() {
 	okl "a listed path whose directory does not exist: the launch works (exit 0)" '$(why)' test "$RC" -eq 0
 	note "launch stderr for $p:"
 	while IFS= read -r l; do note "  $l"; done <"$ERR"
+}
+
+check_mount_reuse() {
+	local m=$W/mnt/reuse id1 id2 dev1 dev2 img
+	fresh_ext4 reuse1 "$m" mount_reuse || return
+	pair "$m/d" reuse1 || { fail "mount_reuse: setup" "files"; return; }
+	set_list "$m/d/secret"
+	q_denied "$m/d/secret" "$(sec reuse1)" "mount_reuse: the first file system"
+	q_run new
+	id1=$(findmnt -n -o ID -M "$m") dev1=$(majmin "$m")
+	# The same place, another file system (mount() directly: $m is already
+	# in MOUNTS); a mount id is freed an RCU grace period after the unmount.
+	if ! { umount "$m" && sleep 1 && img=$(image reuse2 16M) && loop_any "$img" &&
+		mkfs.ext4 -q -F "$LOOPDEV" >/dev/null 2>&1 && mount "$LOOPDEV" "$m" &&
+		pair "$m/d" reuse2; }; then
+		fail "mount_reuse: the second file system" "see stderr"
+		return
+	fi
+	id2=$(findmnt -n -o ID -M "$m") dev2=$(majmin "$m")
+	note "mount_reuse: mount id $id1 -> $id2, device $dev1 -> $dev2"
+	ok "mount_reuse: the new mount has another device" "$dev1 -> $dev2" test "$dev1" != "$dev2"
+	q_denied "$m/d/secret" "$(sec reuse2)" "mount_reuse: the second file system, same path"
+	q_run new
 }
 
 # ================================================================ setup and cleanup

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr};
 use std::fmt;
+use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -190,9 +191,19 @@ impl MountTable {
     /// # Errors
     /// The read error of /proc/self/mountinfo.
     pub fn read() -> io::Result<MountTable> {
-        Ok(MountTable::parse(&crate::process::read_pseudo(
-            "/proc/self/mountinfo",
-        )?))
+        MountTable::read_from(&mut fs::File::open("/proc/self/mountinfo")?)
+    }
+
+    /// Reads an open mountinfo file again from its start.
+    ///
+    /// # Errors
+    /// The seek or read error.
+    pub fn read_from(file: &mut fs::File) -> io::Result<MountTable> {
+        use std::io::{Read, Seek};
+        file.rewind()?;
+        let mut buf = Vec::with_capacity(16 << 10);
+        file.read_to_end(&mut buf)?;
+        Ok(MountTable::parse(&buf))
     }
 
     /// Parses mountinfo text; lines that do not parse are ignored.
@@ -344,9 +355,13 @@ struct Dir {
 
 /// Turns listed paths into [`Listing`]s with the caller's credentials, in the
 /// caller's mount namespace. Holds the mount table and a small cache of open
-/// directories (lists tend to name several files per directory).
+/// directories (lists tend to name several files per directory). A
+/// long-lived resolver keeps one across resolutions and calls
+/// [`KeyContext::renew`] before each.
 pub struct KeyContext {
     mounts: MountTable,
+    /// /proc/self/mountinfo, kept open to learn of mount changes by poll(2).
+    mountinfo: fs::File,
     /// Open directories by path, most recently opened last (lists name
     /// their files directory by directory, so a hit is usually the last one).
     dirs: Vec<(Vec<u8>, Dir)>,
@@ -361,10 +376,40 @@ impl KeyContext {
     /// # Errors
     /// The read error of /proc/self/mountinfo.
     pub fn new() -> io::Result<KeyContext> {
+        let mut mountinfo = fs::File::open("/proc/self/mountinfo")?;
         Ok(KeyContext {
-            mounts: MountTable::read()?,
+            mounts: MountTable::read_from(&mut mountinfo)?,
+            mountinfo,
             dirs: Vec::new(),
         })
+    }
+
+    /// Prepares a new resolution: forgets the cached directories (a name may
+    /// now be another directory) and re-reads the mount table if a mount or
+    /// unmount happened in this mount namespace since it was read. The kernel
+    /// reports one as POLLERR|POLLPRI on an open mountinfo file, once per
+    /// change of the namespace's event count (fs/proc_namespace.c,
+    /// `mounts_poll`; proc(5), /proc/pid/mounts). Mount ids are reused after
+    /// an unmount, so a table kept across a change could map a new mount to
+    /// an old device.
+    ///
+    /// # Errors
+    /// The poll or read error of /proc/self/mountinfo.
+    pub fn renew(&mut self) -> io::Result<()> {
+        self.dirs.clear();
+        let mut fds = [libc::pollfd {
+            fd: self.mountinfo.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        }];
+        // SAFETY: polls one descriptor we own, without waiting.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if fds[0].revents & (libc::POLLPRI | libc::POLLERR) != 0 {
+            self.mounts = MountTable::read_from(&mut self.mountinfo)?;
+        }
+        Ok(())
     }
 
     /// Resolves one listed path: the directory part is followed through
@@ -743,6 +788,21 @@ mod tests {
             cx.listing(&dir.join("nodir/x"), LastComponent::Follow),
             Err(KeyError::Missing)
         ));
+
+        // A directory replaced between two resolutions: renew() forgets the
+        // cached one, so the next resolution sees the new directory.
+        let old_dir_ino = l.names[0].dir.ino;
+        std::fs::rename(&dir, dir.with_extension("old")).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&file, b"y").unwrap();
+        cx.renew().unwrap();
+        let again = cx.listing(&file, LastComponent::NoFollow).unwrap();
+        assert_ne!(again.names[0].dir.ino, old_dir_ino);
+        assert_eq!(
+            again.file.unwrap().ino,
+            std::fs::metadata(&file).unwrap().ino()
+        );
         std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir.with_extension("old")).unwrap();
     }
 }

@@ -653,6 +653,9 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
     };
     let spawned_limits = limits();
     let mut served = 0u64;
+    // Kept across requests: the mount table is read again only after a
+    // mount change (see KeyContext::renew).
+    let mut keys: Option<KeyContext> = None;
     loop {
         let base = match receive(sock) {
             Ok(Some(b)) => b,
@@ -678,6 +681,11 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
             return EXIT_STALE;
         }
         served += 1;
+        if let Some(k) = keys.as_mut()
+            && k.renew().is_err()
+        {
+            keys = None; // made anew on first use, which reports the error
+        }
         let mut records = Vec::new();
         let result = match (&setup, base) {
             (Err(e), _) => Err(e.clone()),
@@ -685,8 +693,8 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
             (Ok(_), Ok(base)) => {
                 let mut sink = Sink { out: &mut records };
                 match &user {
-                    None => resolve_base(base.as_ref(), &mut sink),
-                    Some(u) => resolve_user(u, base.as_ref(), &mut sink),
+                    None => resolve_base(base.as_ref(), &mut keys, &mut sink),
+                    Some(u) => resolve_user(u, base.as_ref(), &mut keys, &mut sink),
                 }
             }
         };
@@ -796,7 +804,11 @@ enum Source {
 
 /// Resolves the base list's absolute entries (as root, following a
 /// symlink in the last component), with its warnings for the log.
-fn resolve_base<W: Write>(base: Option<&fs::File>, sink: &mut Sink<'_, W>) -> Result<(), String> {
+fn resolve_base<W: Write>(
+    base: Option<&fs::File>,
+    keys: &mut Option<KeyContext>,
+    sink: &mut Sink<'_, W>,
+) -> Result<(), String> {
     let Some(base) = parse_base(base)? else {
         sink.record(
             b'A',
@@ -807,7 +819,6 @@ fn resolve_base<W: Write>(base: Option<&fs::File>, sink: &mut Sink<'_, W>) -> Re
     for w in &base.warnings {
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
-    let mut keys = None;
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
         let path = Path::new(OsStr::from_bytes(&e.path));
         emit(
@@ -817,7 +828,7 @@ fn resolve_base<W: Write>(base: Option<&fs::File>, sink: &mut Sink<'_, W>) -> Re
             e.line,
             path,
             LastComponent::Follow,
-            context(&mut keys)?,
+            context(keys)?,
         )?;
     }
     Ok(())
@@ -850,10 +861,10 @@ fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, String> {
 fn resolve_user<W: Write>(
     user: &User,
     base: Option<&fs::File>,
+    keys: &mut Option<KeyContext>,
     sink: &mut Sink<'_, W>,
 ) -> Result<(), String> {
     let home = user.dir.as_os_str().as_bytes().to_vec();
-    let mut keys = None;
     // The base list's `~/` entries are the administrator's: resolved as the
     // user (root may not reach a home), but following a symlink in the last
     // component, so that an agent replacing the file by a symlink to a renamed
@@ -870,7 +881,7 @@ fn resolve_user<W: Write>(
                 e.line,
                 path,
                 LastComponent::Follow,
-                context(&mut keys)?,
+                context(keys)?,
             )?;
         }
     }
@@ -908,7 +919,7 @@ fn resolve_user<W: Write>(
             e.line,
             path,
             LastComponent::NoFollow,
-            context(&mut keys)?,
+            context(keys)?,
         )?;
     }
     Ok(())
@@ -1213,7 +1224,7 @@ mod tests {
         fs::write(dir.join("base"), list).unwrap();
         let base = open_list(&dir.join("base")).unwrap().unwrap();
         let mut out = Vec::new();
-        resolve_base(Some(&base), &mut Sink { out: &mut out }).unwrap();
+        resolve_base(Some(&base), &mut None, &mut Sink { out: &mut out }).unwrap();
         let r = parse_output(&[&out]);
         let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&secret).unwrap());
         assert_eq!(r.deny.files().len(), 1, "the absolute entry only");
@@ -1223,7 +1234,7 @@ mod tests {
         assert!(r.user_warnings.is_empty());
 
         let mut out = Vec::new();
-        resolve_base(None, &mut Sink { out: &mut out }).unwrap();
+        resolve_base(None, &mut None, &mut Sink { out: &mut out }).unwrap();
         let r = parse_output(&[&out]);
         assert!(r.deny.is_empty());
         assert!(r.admin_warnings[0].contains("missing"));
