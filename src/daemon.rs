@@ -24,7 +24,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::process::ExitCode;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -83,7 +83,7 @@ fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
 }
 
 /// Entry point of the daemon mode; `args` excludes argv[0].
-pub fn main(args: &[OsString]) -> ExitCode {
+pub fn main(args: &[OsString]) -> u8 {
     match args.first().map(|a| a.to_str().unwrap_or("\u{fffd}")) {
         None => {}
         Some("--help" | "-h") => {
@@ -100,16 +100,16 @@ pub fn main(args: &[OsString]) -> ExitCode {
                  \x20   turns enforcement back on.\n\
                  See agent-sandbox-execd(8)."
             );
-            return ExitCode::SUCCESS;
+            return 0;
         }
         Some("--version" | "-V") => {
             println!("agent-sandbox-execd {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
+            return 0;
         }
         Some("--disable") if args.len() == 1 => return disable(),
         Some(other) => {
             eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
-            return ExitCode::from(64);
+            return 64;
         }
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
@@ -117,17 +117,17 @@ pub fn main(args: &[OsString]) -> ExitCode {
         .format_target(false)
         .init();
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             if matches!(e, DaemonError::Bpf(BpfError::Unsupported(_))) {
                 log::error!(
                     "enforcement unavailable, launches will be refused: {}",
                     crate::error_chain(&e)
                 );
-                ExitCode::from(EXIT_UNSUPPORTED)
+                EXIT_UNSUPPORTED
             } else {
                 log::error!("{}", crate::error_chain(&e));
-                ExitCode::FAILURE
+                1
             }
         }
     }
@@ -136,10 +136,10 @@ pub fn main(args: &[OsString]) -> ExitCode {
 /// `agent-sandbox-execd --disable`: unpins every program link and map under
 /// [`maps::PIN_ROOT`], which detaches the programs. Refuses while a daemon
 /// serves (it would keep answering launches with nothing enforced).
-fn disable() -> ExitCode {
+fn disable() -> u8 {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("agent-sandbox-execd: --disable must run as root");
-        return ExitCode::FAILURE;
+        return 1;
     }
     match lock_instance() {
         Ok(Some(_lock)) => {}
@@ -147,11 +147,11 @@ fn disable() -> ExitCode {
             eprintln!(
                 "agent-sandbox-execd: a daemon is running ({LOCK_FILE} is locked); stop it first: systemctl stop agent-sandbox-execd"
             );
-            return ExitCode::FAILURE;
+            return 1;
         }
         Err(e) => {
             eprintln!("agent-sandbox-execd: --disable: {e}");
-            return ExitCode::FAILURE;
+            return 1;
         }
     }
     match maps::unpin_all() {
@@ -160,7 +160,7 @@ fn disable() -> ExitCode {
                 "agent-sandbox-execd: nothing pinned under {}; enforcement was already off",
                 maps::PIN_ROOT
             );
-            ExitCode::SUCCESS
+            0
         }
         Ok(removed) => {
             for r in &removed {
@@ -170,11 +170,11 @@ fn disable() -> ExitCode {
                 "agent-sandbox-execd: enforcement is OFF: the LSM programs are detached and running sandboxes \
                  are no longer enforced; `systemctl start agent-sandbox-execd` turns it back on"
             );
-            ExitCode::SUCCESS
+            0
         }
         Err(e) => {
             eprintln!("agent-sandbox-execd: --disable: {e}");
-            ExitCode::FAILURE
+            1
         }
     }
 }

@@ -16,7 +16,7 @@ use std::fs;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::process::ExitCode;
+
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
@@ -90,7 +90,7 @@ fn parse_cli(args: &[OsString]) -> Cli<'_> {
 }
 
 /// Entry point of the launcher mode; `args` excludes argv[0].
-pub fn main(args: &[OsString]) -> ExitCode {
+pub fn main(args: &[OsString]) -> u8 {
     let (program, rest) = match parse_cli(args) {
         Cli::Help => {
             println!(
@@ -103,21 +103,21 @@ pub fn main(args: &[OsString]) -> ExitCode {
                 crate::resolve::BASE_LIST,
                 crate::resolve::HOME_LIST
             );
-            return ExitCode::SUCCESS;
+            return 0;
         }
         Cli::Version => {
             println!("agent-sandbox-exec {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
+            return 0;
         }
         Cli::Usage(why) => {
             eprintln!("agent-sandbox-exec: {why}");
-            return ExitCode::from(EXIT_REFUSED);
+            return EXIT_REFUSED;
         }
         Cli::Run(program, rest) => (program, rest),
     };
     if let Err(e) = enter_sandbox() {
         eprintln!("agent-sandbox-exec: {e}");
-        return ExitCode::from(EXIT_REFUSED);
+        return EXIT_REFUSED;
     }
     let err = std::process::Command::new(program).args(rest).exec();
     eprintln!(
@@ -125,11 +125,11 @@ pub fn main(args: &[OsString]) -> ExitCode {
         program.to_string_lossy()
     );
     // Like a shell: 127 when not found, 126 when found but not runnable.
-    ExitCode::from(if err.kind() == io::ErrorKind::NotFound {
+    if err.kind() == io::ErrorKind::NotFound {
         127
     } else {
         126
-    })
+    }
 }
 
 /// Asks the daemon to move this process into its sandbox and checks that it

@@ -12,6 +12,8 @@
 //! Follow one launch: [`launcher`] → [`request`] → [`daemon`] → ([`resolve`]:
 //! [`denylist`] → [`keys`]) → [`maps`] → [`cgroup`] → [`request`] reply → exec.
 
+#![cfg_attr(not(test), no_main)]
+
 mod cgroup;
 mod daemon;
 mod denylist;
@@ -24,7 +26,6 @@ mod resolve;
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
-use std::process::ExitCode;
 
 /// What the binary does, chosen from argv[0].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +60,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn main() -> ExitCode {
+/// Runs the mode argv[0] names; returns the exit status.
+#[cfg_attr(test, allow(dead_code))]
+fn run() -> u8 {
     let args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args.first().cloned().unwrap_or_default();
     match mode_for(&argv0) {
@@ -71,9 +74,31 @@ fn main() -> ExitCode {
                 "{}: run this binary as agent-sandbox-exec (launcher) or agent-sandbox-execd (daemon)",
                 argv0.to_string_lossy()
             );
-            ExitCode::from(64)
+            64
         }
     }
+}
+
+/// The C entry point (`#![no_main]`): the Rust runtime's start-up is skipped
+/// because it looks up the main thread's stack guard with glibc's
+/// `pthread_getattr_np`, which reads and parses /proc/self/maps on every
+/// start — a fifth of the launcher's user-space instructions, paid by every
+/// agent launch (BENCHMARKS.md). What this binary needs of that start-up is
+/// done here: SIGPIPE is ignored (a closed pipe is a write error, not death;
+/// `exec` restores the default for the program), a panic exits 101, and
+/// stdout is flushed at the end. `std::env::args_os` works as before: glibc
+/// hands argv to std's `.init_array` hook.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+pub extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    // SAFETY: sets a signal disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let code = std::panic::catch_unwind(run).unwrap_or(101);
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::ffi::c_int::from(code)
 }
 
 #[cfg(test)]

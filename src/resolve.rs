@@ -48,7 +48,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -577,7 +577,7 @@ pub fn reap(pids: &mut Vec<Pid>) {
 /// closes. Exit status: 0 when the daemon closed the socket, 64 for a bad
 /// command line or a start by anyone but root, 71 when the socket broke,
 /// 75 when stale (see [`EXIT_STALE`]).
-pub fn worker_main(args: &[OsString]) -> ExitCode {
+pub fn worker_main(args: &[OsString]) -> u8 {
     let role = match args {
         [b] if b == "base" => Some(Role::Base),
         [u, uid] if u == "user" => uid.to_str().and_then(|s| s.parse().ok()).map(Role::User),
@@ -585,20 +585,20 @@ pub fn worker_main(args: &[OsString]) -> ExitCode {
     };
     let (Some(role), true) = (role, nix::unistd::getuid().is_root()) else {
         eprintln!("{WORKER_NAME}: internal to agent-sandbox-execd, which starts it as root");
-        return ExitCode::from(64);
+        return 64;
     };
     // SAFETY: fd 0 is the socket the daemon passed (checked below).
     let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
     if sock.local_addr().is_err() {
         eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
-        return ExitCode::from(64);
+        return 64;
     }
     // SAFETY: plain prctl calls.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     }
-    ExitCode::from(serve(role, &sock) as u8)
+    serve(role, &sock) as u8
 }
 
 /// The resource limits of this process, to notice a change made from outside
