@@ -1011,9 +1011,14 @@ check_mount_reuse() {
 	q_denied "$m/d/secret" "$(sec reuse1)" "mount_reuse: the first file system"
 	q_run new
 	id1=$(findmnt -n -o ID -M "$m") dev1=$(majmin "$m")
+	# The user's resolver waits for its next launch: it must hold nothing open there.
+	umount "$m" 2>"$T/umount.err"
+	ok "mount_reuse: the file system unmounts right after a launch" "$(snip "$T/umount.err")" \
+		eval '! mountpoint -q "$m"'
+	mountpoint -q "$m" && return
 	# The same place, another file system (mount() directly: $m is already
 	# in MOUNTS); a mount id is freed an RCU grace period after the unmount.
-	if ! { umount "$m" && sleep 1 && img=$(image reuse2 16M) && loop_any "$img" &&
+	if ! { sleep 1 && img=$(image reuse2 16M) && loop_any "$img" &&
 		mkfs.ext4 -q -F "$LOOPDEV" >/dev/null 2>&1 && mount "$LOOPDEV" "$m" &&
 		pair "$m/d" reuse2; }; then
 		fail "mount_reuse: the second file system" "see stderr"

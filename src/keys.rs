@@ -384,6 +384,13 @@ impl KeyContext {
         })
     }
 
+    /// Closes the cached directories. Call when a resolution ends: an open
+    /// directory, even O_PATH, keeps its mount busy (umount fails with
+    /// EBUSY) for as long as a long-lived resolver waits for its next request.
+    pub fn forget_dirs(&mut self) {
+        self.dirs.clear();
+    }
+
     /// Prepares a new resolution: forgets the cached directories (a name may
     /// now be another directory) and re-reads the mount table if a mount or
     /// unmount happened in this mount namespace since it was read. The kernel

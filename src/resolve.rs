@@ -698,6 +698,9 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
                 }
             }
         };
+        if let Some(k) = keys.as_mut() {
+            k.forget_dirs(); // hold no mount busy while idle
+        }
         if let Err(fatal) = result {
             Sink { out: &mut records }.record(b'F', &fatal);
         }
