@@ -42,6 +42,7 @@ else
 fi
 readonly ITERS RUNS LAUNCH_RUNS FIRST_RUNS STAT_RUNS MAP_RUNS BIG LOAD_TOTAL LOAD_PAR
 readonly LOAD_BOUND_S=5    # the stated bound for every launch of the load test
+readonly RESOLVER_IDLE=60  # src/resolve.rs IDLE_LIMIT, seconds
 readonly SIZES=(10 1000 10000)    # list sizes of the launch table
 readonly APPLY_SIZES=(1000 10000 "$BIG")
 readonly USERS=(asx-bench1 asx-bench2 asx-bench3 asx-bench4)
@@ -136,6 +137,18 @@ daemon_rss() {
 	awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { print r, h }' "/proc/$(daemon_pid)/status"
 }
 
+# The daemon's resolver processes: "count total-VmRSS largest-VmRSS" (KiB).
+resolver_rss() {
+	local p n=0 sum=0 max=0 r
+	for p in $(pgrep -P "$(daemon_pid)" -f agent-sandbox-exec-resolver); do
+		r=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
+		[ -n "$r" ] || continue
+		n=$((n + 1)) sum=$((sum + r))
+		[ "$r" -le "$max" ] || max=$r
+	done
+	echo "$n $sum $max"
+}
+
 # memlock of a map (bytes) as bpftool shows it.
 map_memlock() {
 	bpftool map show name "$1" 2>/dev/null | awk '{ for (i = 1; i < NF; i++) if ($i == "memlock") { sub(/B$/, "", $(i + 1)); print $(i + 1); exit } }'
@@ -189,6 +202,7 @@ hook_suite() {
 	fi
 	# Memory with $BIG entries applied (user $U's list).
 	R[mem.rss_big]=$(daemon_rss)
+	R[mem.resolvers]=$(resolver_rss)
 	R[mem.kernel_after]=$(kernel_kib)
 	R[mem.deny_memlock]=$(map_memlock deny_map)
 	R[mem.cgid_memlock]=$(map_memlock agent_cgid_set)
@@ -299,7 +313,7 @@ verdict() { # CONDITION (awk expression): met / NOT MET
 
 report() {
 	local n row none empty ll btr bbw r_out r_in0 r_in1k r_inbig tr bw bw_over over floor first rel
-	local kdelta rss_idle rss_big load_ok load_fail load_med load_p95 load_max
+	local kdelta rss_idle rss_big res_n res_sum res_max load_ok load_fail load_med load_p95 load_max
 	local unit="ns"
 	[ "$mode" != icount ] || unit="ns (icount: 1 ns = 1 guest instruction)"
 
@@ -415,6 +429,8 @@ report() {
 	echo "4. memory"
 	echo "  daemon VmRSS idle (after start, no launch yet): $rss_idle KiB ($(calc '%.2f' "$rss_idle / 1024") MiB) -> <= 8 MiB: $(verdict "$rss_idle <= 8192")"
 	echo "  daemon VmRSS with $BIG entries applied: $rss_big KiB ($(calc '%.2f' "$rss_big / 1024") MiB); peak (VmHWM) $(echo "${R[mem.rss_big]}" | awk '{ print $2 }') KiB"
+	read -r res_n res_sum res_max <<<"${R[mem.resolvers]}"
+	echo "  resolver processes then (kept $RESOLVER_IDLE s after a launch): $res_n, VmRSS $res_sum KiB in all, $res_max KiB the largest"
 	echo "  deny_map: ${R[mem.keys]:-?} keys; memlock (bpftool map show) $(calc '%.2f' "${R[mem.deny_memlock]:-0} / 1048576") MiB" \
 		"(idle: $(calc '%.2f' "${R[mem.deny_memlock_idle]:-0} / 1048576") MiB; on 6.1 the kernel derives it from max_entries)"
 	echo "  agent_cgid_set: memlock $(calc '%.2f' "${R[mem.cgid_memlock]:-0} / 1024") KiB"
