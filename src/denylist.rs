@@ -27,9 +27,9 @@ pub enum Anchor {
     Home,
 }
 
-/// One accepted line of a list.
+/// One accepted line of a list, borrowing its path from the list's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct Entry<'a> {
     /// 1-based line number in the list file.
     pub line: usize,
     /// How `path` is anchored.
@@ -37,7 +37,7 @@ pub struct Entry {
     /// For [`Anchor::Root`] the absolute path (starts with `/`); for
     /// [`Anchor::Home`] the part after `~/` (may be empty only if the line was `~/`,
     /// which is rejected).
-    pub path: Vec<u8>,
+    pub path: &'a [u8],
 }
 
 /// A line that was skipped, and why.
@@ -79,11 +79,11 @@ impl fmt::Display for LineProblem {
     }
 }
 
-/// The result of parsing one list file.
+/// The result of parsing one list file (its entries borrow from the bytes).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Parsed {
+pub struct Parsed<'a> {
     /// Accepted entries, in file order (duplicates kept; the key set dedups).
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Entry<'a>>,
     /// Skipped lines, in file order.
     pub warnings: Vec<LineWarning>,
 }
@@ -109,7 +109,7 @@ fn trim(mut line: &[u8]) -> &[u8] {
 }
 
 /// Parses a whole list file. Never fails: each bad line becomes a [`LineWarning`].
-pub fn parse(contents: &[u8]) -> Parsed {
+pub fn parse(contents: &[u8]) -> Parsed<'_> {
     let mut parsed = Parsed::default();
     for (index, raw) in contents.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
@@ -118,11 +118,7 @@ pub fn parse(contents: &[u8]) -> Parsed {
             continue;
         }
         match parse_line(text) {
-            Ok((anchor, path)) => parsed.entries.push(Entry {
-                line,
-                anchor,
-                path: path.to_vec(),
-            }),
+            Ok((anchor, path)) => parsed.entries.push(Entry { line, anchor, path }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
     }
@@ -162,7 +158,15 @@ fn trim_leading_slashes(mut s: &[u8]) -> &[u8] {
 /// `home` is the passwd entry's home directory (bytes); the result is
 /// `home/rest` with exactly one `/` between them.
 pub fn join_home(home: &[u8], rest: &[u8]) -> Vec<u8> {
-    let mut out = home.to_vec();
+    let mut out = Vec::new();
+    join_home_into(&mut out, home, rest);
+    out
+}
+
+/// [`join_home`] into `out` (cleared first), reusing its allocation.
+pub fn join_home_into(out: &mut Vec<u8>, home: &[u8], rest: &[u8]) {
+    out.clear();
+    out.extend_from_slice(home);
     while out.len() > 1 && out.last() == Some(&b'/') {
         out.pop();
     }
@@ -170,7 +174,6 @@ pub fn join_home(home: &[u8], rest: &[u8]) -> Vec<u8> {
         out.push(b'/');
     }
     out.extend_from_slice(rest);
-    out
 }
 
 #[cfg(test)]
@@ -180,7 +183,7 @@ mod tests {
     fn paths(p: &Parsed) -> Vec<(usize, Anchor, Vec<u8>)> {
         p.entries
             .iter()
-            .map(|e| (e.line, e.anchor.clone(), e.path.clone()))
+            .map(|e| (e.line, e.anchor.clone(), e.path.to_vec()))
             .collect()
     }
 

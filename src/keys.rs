@@ -285,6 +285,7 @@ pub enum LastComponent {
     NoFollow,
 }
 
+#[cfg(test)]
 /// What one listed path turned into.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Listing {
@@ -295,6 +296,28 @@ pub struct Listing {
     pub names: Vec<NameKey>,
     /// Why a name could not be watched, if so (for a warning).
     pub unwatched: Option<String>,
+}
+
+/// Receives what [`KeyContext::resolve`] finds for one listed path, as it
+/// finds it (no allocation per path).
+pub trait ListingSink {
+    /// The key of the file there now.
+    fn file(&mut self, key: FileKey);
+    /// A directory and a name in it (1 to [`NAME_MAX`] bytes) to watch.
+    fn name(&mut self, dir: FileKey, name: &[u8]);
+}
+
+#[cfg(test)]
+impl ListingSink for Listing {
+    fn file(&mut self, key: FileKey) {
+        self.file = Some(key);
+    }
+    fn name(&mut self, dir: FileKey, name: &[u8]) {
+        self.names.push(NameKey {
+            dir,
+            name: name.to_vec(),
+        });
+    }
 }
 
 /// Why no key could be made for a path.
@@ -430,7 +453,26 @@ impl KeyContext {
     /// # Errors
     /// [`KeyError`]: the directory is missing, the path is not a regular file,
     /// or a system call failed.
+    #[cfg(test)]
     pub fn listing(&mut self, path: &Path, last: LastComponent) -> Result<Listing, KeyError> {
+        let mut listing = Listing::default();
+        listing.unwatched = self.resolve(path, last, &mut listing)?;
+        Ok(listing)
+    }
+
+    /// [`KeyContext::listing`] without collecting: the file key and the names
+    /// go to `sink` as they are found. Returns why a name could not be
+    /// watched, if so. On an error, `sink` may already hold some of the
+    /// path's findings: the caller discards them.
+    ///
+    /// # Errors
+    /// As [`KeyContext::listing`].
+    pub fn resolve(
+        &mut self,
+        path: &Path,
+        last: LastComponent,
+        sink: &mut impl ListingSink,
+    ) -> Result<Option<String>, KeyError> {
         let bytes = path.as_os_str().as_bytes();
         let (dir_part, name) = match bytes.iter().rposition(|&b| b == b'/') {
             Some(0) => (&b"/"[..], &bytes[1..]),
@@ -446,20 +488,19 @@ impl KeyContext {
             )));
         }
         let at = self.dir(dir_part)?;
-        let mut listing = Listing::default();
         let dir = &self.dirs[at].1;
-        match &dir.watchable {
-            Ok(()) => listing.names.push(NameKey {
-                dir: dir.key,
-                name: name.to_vec(),
-            }),
-            Err(why) => listing.unwatched = Some(why.clone()),
-        }
+        let unwatched = match &dir.watchable {
+            Ok(()) => {
+                sink.name(dir.key, name);
+                None
+            }
+            Err(why) => Some(why.clone()),
+        };
         let dir_fd = dir.fd.as_raw_fd();
         let (dir_key, dir_mnt) = (dir.key, dir.mnt_id);
         let stx = match statx_at(dir_fd, name, libc::AT_SYMLINK_NOFOLLOW) {
             Ok(s) => s,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(listing),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(unwatched),
             Err(e) => return Err(KeyError::Stat(e)),
         };
         let mode = u32::from(stx.stx_mode) & libc::S_IFMT;
@@ -486,27 +527,24 @@ impl KeyContext {
                 } else {
                     self.device(&stx)
                 };
-                listing.file = Some(FileKey {
+                sink.file(FileKey {
                     dev,
                     ino: stx.stx_ino,
                     subvol,
                 });
-                Ok(listing)
+                Ok(unwatched)
             }
             libc::S_IFLNK if last == LastComponent::Follow => {
                 let fd = match open_at(dir_fd, name, libc::O_PATH) {
                     Ok(fd) => fd,
                     // Dangling: the listed name is watched; the target is not known.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(listing),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(unwatched),
                     Err(e) => return Err(KeyError::Stat(e)),
                 };
                 let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
                     .map_err(KeyError::Stat)?;
-                let t = self.listing(&target, LastComponent::NoFollow)?;
-                listing.file = t.file;
-                listing.names.extend(t.names);
-                listing.unwatched = listing.unwatched.or(t.unwatched);
-                Ok(listing)
+                let t = self.resolve(&target, LastComponent::NoFollow, sink)?;
+                Ok(unwatched.or(t))
             }
             _ => Err(KeyError::NotRegular(kind_of(mode))),
         }

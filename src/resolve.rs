@@ -57,7 +57,9 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, Uid, User};
 
 use crate::denylist::{self, Anchor};
-use crate::keys::{DenySet, FileKey, KeyContext, KeyError, LastComponent, NAME_MAX, NameKey};
+use crate::keys::{
+    DenySet, FileKey, KeyContext, KeyError, LastComponent, ListingSink, NAME_MAX, NameKey,
+};
 
 /// The administrator's base list, applied to every user.
 pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
@@ -686,7 +688,8 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
         {
             keys = None; // made anew on first use, which reports the error
         }
-        let mut records = Vec::new();
+        // The answer: its length (filled in below), then the records.
+        let mut records = vec![0u8; 8];
         let result = match (&setup, base) {
             (Err(e), _) => Err(e.clone()),
             (Ok(_), Err(e)) => Err(e),
@@ -704,10 +707,9 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
         if let Err(fatal) = result {
             Sink { out: &mut records }.record(b'F', &fatal);
         }
-        let mut answer = Vec::with_capacity(8 + records.len());
-        answer.extend_from_slice(&(records.len() as u64).to_ne_bytes());
-        answer.extend_from_slice(&records);
-        if (&*sock).write_all(&answer).is_err() {
+        let len = (records.len() - 8) as u64;
+        records[..8].copy_from_slice(&len.to_ne_bytes());
+        if (&*sock).write_all(&records).is_err() {
             return 71;
         }
         if setup.is_err() {
@@ -767,17 +769,18 @@ fn receive(sock: &UnixStream) -> io::Result<Option<Result<Option<fs::File>, Stri
     }
 }
 
-struct Sink<'a, W: Write> {
-    out: &'a mut W,
+/// Resolver records, appended to a buffer (see the wire format above).
+struct Sink<'a> {
+    out: &'a mut Vec<u8>,
 }
 
-impl<W: Write> Sink<'_, W> {
+impl Sink<'_> {
     fn record(&mut self, tag: u8, text: &str) {
         let line = crate::request::one_line(text);
         let len = u32::try_from(line.len()).unwrap_or(u32::MAX);
-        let _ = self.out.write_all(&[tag]);
-        let _ = self.out.write_all(&len.to_ne_bytes());
-        let _ = self.out.write_all(&line.as_bytes()[..len as usize]);
+        self.out.push(tag);
+        self.out.extend_from_slice(&len.to_ne_bytes());
+        self.out.extend_from_slice(&line.as_bytes()[..len as usize]);
     }
     fn key_bytes(k: FileKey, tag: u8) -> [u8; 1 + KEY_BYTES] {
         let mut b = [tag; 1 + KEY_BYTES];
@@ -786,15 +789,18 @@ impl<W: Write> Sink<'_, W> {
         b[17..21].copy_from_slice(&k.dev.to_ne_bytes());
         b
     }
-    fn key(&mut self, k: FileKey) {
-        let _ = self.out.write_all(&Self::key_bytes(k, b'K'));
+}
+
+impl ListingSink for Sink<'_> {
+    fn file(&mut self, k: FileKey) {
+        self.out.extend_from_slice(&Self::key_bytes(k, b'K'));
     }
-    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] returns).
-    fn name(&mut self, n: &NameKey) {
-        let len = n.name.len().min(NAME_MAX);
-        let _ = self.out.write_all(&Self::key_bytes(n.dir, b'N'));
-        let _ = self.out.write_all(&[len as u8]);
-        let _ = self.out.write_all(&n.name[..len]);
+    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] gives).
+    fn name(&mut self, dir: FileKey, name: &[u8]) {
+        let len = name.len().min(NAME_MAX);
+        self.out.extend_from_slice(&Self::key_bytes(dir, b'N'));
+        self.out.push(len as u8);
+        self.out.extend_from_slice(&name[..len]);
     }
 }
 
@@ -807,23 +813,24 @@ enum Source {
 
 /// Resolves the base list's absolute entries (as root, following a
 /// symlink in the last component), with its warnings for the log.
-fn resolve_base<W: Write>(
+fn resolve_base(
     base: Option<&fs::File>,
     keys: &mut Option<KeyContext>,
-    sink: &mut Sink<'_, W>,
+    sink: &mut Sink<'_>,
 ) -> Result<(), String> {
-    let Some(base) = parse_base(base)? else {
+    let Some(bytes) = read_base(base)? else {
         sink.record(
             b'A',
             &format!("{BASE_LIST}: missing; only users' lists apply"),
         );
         return Ok(());
     };
+    let base = denylist::parse(&bytes);
     for w in &base.warnings {
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
-        let path = Path::new(OsStr::from_bytes(&e.path));
+        let path = Path::new(OsStr::from_bytes(e.path));
         emit(
             sink,
             Source::Base,
@@ -837,14 +844,10 @@ fn resolve_base<W: Write>(
     Ok(())
 }
 
-/// The base list, parsed; None when there is none.
-fn parse_base(base: Option<&fs::File>) -> Result<Option<denylist::Parsed>, String> {
-    base.map(|f| {
-        read_all(f)
-            .map(|b| denylist::parse(&b))
-            .map_err(|e| format!("cannot read the base list: {e}"))
-    })
-    .transpose()
+/// The base list's bytes; None when there is none.
+fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, String> {
+    base.map(|f| read_all(f).map_err(|e| format!("cannot read the base list: {e}")))
+        .transpose()
 }
 
 /// The key context, made on first use (reading the mount table is the
@@ -861,21 +864,23 @@ fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, String> {
 /// Resolves, as `user` (this process already is), the base list's `~/`
 /// entries and the home list, with the warnings about the home list for the
 /// user.
-fn resolve_user<W: Write>(
+fn resolve_user(
     user: &User,
     base: Option<&fs::File>,
     keys: &mut Option<KeyContext>,
-    sink: &mut Sink<'_, W>,
+    sink: &mut Sink<'_>,
 ) -> Result<(), String> {
     let home = user.dir.as_os_str().as_bytes().to_vec();
+    let mut joined = Vec::new();
     // The base list's `~/` entries are the administrator's: resolved as the
     // user (root may not reach a home), but following a symlink in the last
     // component, so that an agent replacing the file by a symlink to a renamed
     // copy does not take it off the list. Its warnings are the base-list
     // process's to report.
-    if let Some(base) = parse_base(base)? {
+    if let Some(bytes) = read_base(base)? {
+        let base = denylist::parse(&bytes);
         for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
-            let joined = denylist::join_home(&home, &e.path);
+            denylist::join_home_into(&mut joined, &home, e.path);
             let path = Path::new(OsStr::from_bytes(&joined));
             emit(
                 sink,
@@ -893,8 +898,8 @@ fn resolve_user<W: Write>(
         &home,
         HOME_LIST.as_bytes(),
     )));
-    let own = match open_list(&list_path).and_then(|f| f.as_ref().map(read_all).transpose()) {
-        Ok(Some(b)) => denylist::parse(&b),
+    let bytes = match open_list(&list_path).and_then(|f| f.as_ref().map(read_all).transpose()) {
+        Ok(Some(b)) => b,
         Ok(None) => return Ok(()),
         Err(e) => {
             return Err(format!(
@@ -903,6 +908,7 @@ fn resolve_user<W: Write>(
             ));
         }
     };
+    let own = denylist::parse(&bytes);
     for w in &own.warnings {
         sink.record(
             b'U',
@@ -910,11 +916,14 @@ fn resolve_user<W: Write>(
         );
     }
     for e in &own.entries {
-        let joined = match e.anchor {
-            Anchor::Root => e.path.clone(),
-            Anchor::Home => denylist::join_home(&home, &e.path),
+        let path = match e.anchor {
+            Anchor::Root => e.path,
+            Anchor::Home => {
+                denylist::join_home_into(&mut joined, &home, e.path);
+                &joined
+            }
         };
-        let path = Path::new(OsStr::from_bytes(&joined));
+        let path = Path::new(OsStr::from_bytes(path));
         emit(
             sink,
             Source::Home,
@@ -928,8 +937,10 @@ fn resolve_user<W: Write>(
     Ok(())
 }
 
-fn emit<W: Write>(
-    sink: &mut Sink<'_, W>,
+/// Resolves one entry into `sink`: its records, or a warning and none of
+/// them (a record written before a problem showed is taken back).
+fn emit(
+    sink: &mut Sink<'_>,
     source: Source,
     list: &Path,
     line: usize,
@@ -938,15 +949,14 @@ fn emit<W: Write>(
     keys: &mut KeyContext,
 ) -> Result<(), String> {
     let tag = if source == Source::Home { b'U' } else { b'A' };
-    let problem = match keys.listing(path, last) {
-        Ok(l) => {
-            if let Some(k) = l.file {
-                sink.key(k);
-            }
-            for n in &l.names {
-                sink.name(n);
-            }
-            if let Some(why) = l.unwatched {
+    let mark = sink.out.len();
+    let found = keys.resolve(path, last, sink);
+    if found.is_err() {
+        sink.out.truncate(mark);
+    }
+    let problem = match found {
+        Ok(unwatched) => {
+            if let Some(why) = unwatched {
                 sink.record(tag, &format!("{}:{line}: {why}", list.display()));
             }
             return Ok(());
@@ -1077,12 +1087,12 @@ mod tests {
         let mut buf = Vec::new();
         {
             let mut sink = Sink { out: &mut buf };
-            sink.key(k(45, 12, 0));
-            sink.key(k(45, 12, 0));
+            sink.file(k(45, 12, 0));
+            sink.file(k(45, 12, 0));
             sink.record(b'U', "a:1: w");
             sink.record(b'A', "b:2: x\ny");
-            sink.key(k(8388609, 99, 256));
-            sink.name(&n);
+            sink.file(k(8388609, 99, 256));
+            sink.name(n.dir, &n.name);
         }
         let r = parse_output(&[&buf]);
         assert_eq!(r.fatal, None);
@@ -1101,17 +1111,14 @@ mod tests {
             assert_eq!(r.fatal.is_none(), whole, "cut at {end}");
         }
         let mut slash = Vec::new();
-        Sink { out: &mut slash }.name(&NameKey {
-            dir: k(1, 2, 0),
-            name: b"a/b".to_vec(),
-        });
+        Sink { out: &mut slash }.name(k(1, 2, 0), b"a/b");
         assert!(parse_output(&[&slash]).fatal.is_some(), "a slash in a name");
-        let mut empty = Sink::<Vec<u8>>::key_bytes(k(1, 2, 0), b'N').to_vec();
+        let mut empty = Sink::key_bytes(k(1, 2, 0), b'N').to_vec();
         empty.push(0);
         assert!(parse_output(&[&empty]).fatal.is_some(), "an empty name");
         assert!(parse_output(&[b"Z what"]).fatal.is_some());
         // Repeats are parsed up to twice the per-user limit, then refused.
-        let one = Sink::<Vec<u8>>::key_bytes(k(1, 2, 0), b'K');
+        let one = Sink::key_bytes(k(1, 2, 0), b'K');
         let many = one.repeat(2 * MAX_KEYS_PER_UID);
         let r = parse_output(&[&many]);
         assert_eq!((r.fatal, r.deny.len()), (None, 1));
@@ -1129,8 +1136,8 @@ mod tests {
             ino,
             subvol: 0,
         };
-        let one = Sink::<Vec<u8>>::key_bytes(k(7), b'K');
-        let two = Sink::<Vec<u8>>::key_bytes(k(8), b'K');
+        let one = Sink::key_bytes(k(7), b'K');
+        let two = Sink::key_bytes(k(8), b'K');
         let r = parse_output(&[&one, &two]);
         assert_eq!((r.fatal, r.deny.files()), (None, &[k(7), k(8)][..]));
         // A record cut at the end of one answer does not continue into the next.
