@@ -56,7 +56,7 @@ CHECKS=(
 	unchanged_limits unchanged_fds unchanged_cwd
 	list_reload cross_uid
 	ssh_keygen curl_netrc
-	bad_list_lines list_not_read_as_root list_fifo
+	bad_list_lines list_not_read_as_root list_links_listed_file list_fifo
 	nested_launch nested_cannot_lift resolvers
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
@@ -719,6 +719,22 @@ check_curl_netrc() {
 	stop_bg "$HTTP_PID"
 }
 
+# The home list replaced, from inside, by a symlink to a listed file whose
+# lines look like paths: the warnings must not echo them (the list is read
+# outside the sandbox).
+check_list_links_listed_file() {
+	local home_list=$AH/$HOME_LIST_REL leak="/asx-leak-$TOK/not-there"
+	put "$ALICE" "$AH/paths-secret.txt" 0600 "$leak"
+	alice_list_plus "$AH/paths-secret.txt"
+	run_in "$ALICE" sh -c 'ln -sfn "$1" "$2" && agent-sandbox-exec cat "$1"' sh \
+		"$AH/paths-secret.txt" "$home_list"
+	ok "a home list linked to a listed file: its lines are not echoed" "$(snip "$ERR")" \
+		eval '! has "asx-leak-$TOK" "$OUT" "$ERR"'
+	expect_denied "a home list linked to a listed file: the file stays denied" "$leak"
+	rm -f "$home_list" "$AH/paths-secret.txt"
+	alice_list_default
+}
+
 # 11. Bad lines in a home list: warnings naming file:line, launch still works,
 # valid lines still enforced; a symlink entry is skipped
 check_bad_list_lines() {
@@ -1208,6 +1224,24 @@ else:
 	up2=$(resolver_pid user "$ALICE_UID")
 	ok "$what: a fresh one replaced it" "now '$up2', was $up" eval '[ -n "$up2" ] && [ "$up2" != "$up" ]'
 	up=$up2
+
+	# From inside, as an agent would: take the secret off the list, stop the
+	# resolver, launch, kill that launcher while the daemon waits, go on.
+	# The dead launcher must not count as a launch from outside.
+	what="a launch from inside whose launcher dies before the answer"
+	run_in "$ALICE" sh -c 'list=$1 s=$2
+u=$(pgrep -u "$(id -u)" -f "^agent-sandbox-exec-resolver user" | head -n 1)
+[ -n "$u" ] || { echo "no resolver" >&2; exit 3; }
+grep -vF "secret.txt" "$list" >"$list.new" && mv "$list.new" "$list"
+kill -STOP "$u"
+agent-sandbox-exec true & l=$!
+sleep 1
+kill -KILL "$l"; wait "$l" 2>/dev/null
+kill -CONT "$u"
+sleep 2
+cat "$s"' sh "$AH/$HOME_LIST_REL" "$S"
+	expect_denied "$what: the secret stays denied" "$SECRET"
+	alice_list_default
 
 	what="after $ALICE stops her resolver (SIGSTOP)"
 	run_as "$ALICE" kill -STOP "$up"

@@ -44,8 +44,12 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
 const STALE_AFTER: i64 = 120;
 /// Requests one uid may have waiting at once.
 const MAX_QUEUED_PER_UID: usize = 64;
-/// Resolver children running at once (one per uid at most).
+/// Resolutions running at once (one per uid at most).
 const MAX_RESOLVERS: usize = 16;
+/// Killed, still unreaped resolver processes one uid may have before its
+/// launches are refused (each may sit in the daemon's cgroup for good,
+/// counted against its task limit).
+const MAX_STUCK_PER_UID: usize = 2;
 /// Warnings about a user's list carried in one reply.
 const MAX_WARNINGS: usize = 50;
 /// Applies that parse or remove at least this many entries are followed by
@@ -234,6 +238,9 @@ fn run() -> Result<(), DaemonError> {
         reapply: VecDeque::new(),
         killed: Vec::new(),
         pool: resolve::Pool::default(),
+        stuck: HashMap::new(),
+        own_cgroup: process::read_v2_cgroup(std::process::id() as i32)
+            .map_err(setup("read /proc/self/cgroup"))?,
         last_expire: Instant::now(),
         reapply_failures: 0,
     };
@@ -260,6 +267,7 @@ fn run() -> Result<(), DaemonError> {
     for r in d.running.drain(..) {
         r.resolver.kill(&mut d.killed);
     }
+    d.killed.extend(d.stuck.drain().flat_map(|(_, pids)| pids));
     d.pool.clear(&mut d.killed);
     resolve::reap(&mut d.killed);
     log::info!(
@@ -386,6 +394,11 @@ struct Daemon {
     killed: Vec<nix::unistd::Pid>,
     /// Idle resolver processes, kept for the next launch of their uid.
     pool: resolve::Pool,
+    /// Resolver processes killed at the deadline and not reaped yet, per
+    /// uid: one stuck on a stalled FUSE or NFS request may never die.
+    stuck: HashMap<u32, Vec<nix::unistd::Pid>>,
+    /// The daemon's own cgroup v2 path (its resolvers run there too).
+    own_cgroup: String,
     /// When the pool was last checked for idle and dead processes.
     last_expire: Instant,
     /// Re-applies (without a launch) that failed since start-up.
@@ -535,6 +548,10 @@ impl Daemon {
                 self.pool.expire(&mut self.killed);
             }
             resolve::reap(&mut self.killed);
+            self.stuck.retain(|_, pids| {
+                resolve::reap(pids);
+                !pids.is_empty()
+            });
         }
         Ok(())
     }
@@ -613,11 +630,26 @@ impl Daemon {
             Err(why) => return refuse(self, why),
         };
         // A resolver process runs this binary as the user too; moving one in
-        // would pass its request off as a launch from outside.
-        if self.pool.holds(req.pid) || self.running.iter().any(|r| r.resolver.holds(req.pid)) {
+        // would pass its request off as a launch from outside. Any process in
+        // the daemon's own cgroup is one of ours (users cannot move processes
+        // there), including a killed resolver still stuck in the kernel.
+        // (A daemon in the root cgroup, outside systemd, shares it with
+        // anything; there only the pids it knows count.)
+        let in_service = self.own_cgroup != "/"
+            && process::read_v2_cgroup(req.pid).is_ok_and(|c| c == self.own_cgroup);
+        let ours = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == req.pid);
+        if in_service
+            || self.pool.holds(req.pid)
+            || self.running.iter().any(|r| r.resolver.holds(req.pid))
+            || ours(&self.killed)
+            || self.stuck.values().any(|pids| ours(pids))
+        {
             return refuse(
                 self,
-                format!("process {} is a list resolver, not a launcher", req.pid),
+                format!(
+                    "process {} is one of the daemon's list resolvers, not a launcher",
+                    req.pid
+                ),
             );
         }
         if self.queue.get(&uid).map_or(0, Vec::len) >= MAX_QUEUED_PER_UID {
@@ -658,6 +690,19 @@ impl Daemon {
             }
             let batch = self.queue.remove(&uid).unwrap_or_default();
             self.reapply.retain(|u| *u != uid);
+            let stuck = self.stuck.get(&uid).map_or(0, Vec::len);
+            if stuck >= MAX_STUCK_PER_UID {
+                let why = format!(
+                    "{stuck} earlier list resolvers of uid {uid} are still stuck after being killed \
+                     (a listed path on a stalled FUSE or NFS mount?); fix or unmount it"
+                );
+                log::warn!("{why}");
+                if batch.is_empty() {
+                    self.reapply_failures += 1;
+                }
+                self.refuse_all(batch, &why);
+                continue;
+            }
             match Resolver::start(&mut self.pool, uid, false, &mut self.killed) {
                 Ok(resolver) => self.running.push(Running { resolver, batch }),
                 Err(why) => {
@@ -717,7 +762,7 @@ impl Daemon {
             } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
-                run.resolver.kill(&mut self.killed);
+                run.resolver.kill(self.stuck.entry(uid).or_default());
                 let why = format!(
                     "reading the denylists of uid {uid} took longer than {} s (a listed path on a stalled mount?)",
                     resolve::DEADLINE.as_secs()
@@ -764,12 +809,15 @@ impl Daemon {
         };
         // A launch from inside a sandbox, or a re-apply without any launch,
         // only adds keys: the agent may have edited the user's list, and its
-        // edit must not free what the running sandbox denies.
+        // edit must not free what the running sandbox denies. A requester
+        // counts as outside only if it is seen outside and is still alive
+        // after that read: a launcher that died meanwhile (its cgroup can no
+        // longer be read) may have been an agent's.
         let sandboxed = cgroup::sandbox_path_for(uid);
-        let from_inside = batch.is_empty()
-            || batch
-                .iter()
-                .any(|p| process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c == sandboxed));
+        let outside = |p: &Pending| {
+            process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c != sandboxed) && p.pidfd.alive()
+        };
+        let from_inside = batch.is_empty() || !batch.iter().all(outside);
         let mode = if from_inside {
             ApplyMode::AddOnly
         } else {

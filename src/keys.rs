@@ -23,7 +23,7 @@
 //!   cannot be watched and only the file's own key applies (with a warning).
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::fs;
 use std::io;
@@ -580,12 +580,12 @@ impl KeyContext {
         let watchable = if fs_type == OVERLAYFS_SUPER_MAGIC
             && kernel_dev(stx.stx_dev_major, stx.stx_dev_minor) != dev
         {
-            Err(format!(
-                "{} is on an overlayfs whose layers are on different filesystems without \
-                 xino, where directory inode numbers are not stable: a file that replaces \
-                 the listed one is not denied until the next launch",
-                Path::new(OsStr::from_bytes(path)).display()
-            ))
+            Err(
+                "its directory is on an overlayfs whose layers are on different filesystems \
+                 without xino, where directory inode numbers are not stable: a file that \
+                 replaces the listed one is not denied until the next launch"
+                    .to_string(),
+            )
         } else {
             Ok(())
         };

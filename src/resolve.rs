@@ -315,26 +315,30 @@ impl Pool {
 
     /// Ends the processes idle for longer than [`IDLE_LIMIT`] and the pairs
     /// of which one process has exited (a user may kill the resolver that
-    /// runs as them); their pids go to `reap`.
+    /// runs as them; that one is reaped here, the other killed). The pids of
+    /// killed processes go to `reap`.
     pub fn expire(&mut self, reap: &mut Vec<Pid>) {
         let now = Instant::now();
-        let doomed: Vec<u32> = self
-            .idle
-            .iter()
-            .filter(|(_, (pair, since))| {
-                now.duration_since(*since) > IDLE_LIMIT
-                    || pair.iter().any(|w| {
-                        !matches!(
-                            waitpid(w.pid, Some(WaitPidFlag::WNOHANG)),
-                            Ok(WaitStatus::StillAlive)
-                        )
-                    })
-            })
-            .map(|(u, _)| *u)
-            .collect();
-        for uid in doomed {
-            if let Some((pair, _)) = self.idle.remove(&uid) {
-                pair.into_iter().for_each(|w| w.kill(reap));
+        let uids: Vec<u32> = self.idle.keys().copied().collect();
+        for uid in uids {
+            let (pair, since) = &self.idle[&uid];
+            let exited: Vec<bool> = pair
+                .iter()
+                .map(|w| {
+                    !matches!(
+                        waitpid(w.pid, Some(WaitPidFlag::WNOHANG)),
+                        Ok(WaitStatus::StillAlive)
+                    )
+                })
+                .collect();
+            if now.duration_since(*since) <= IDLE_LIMIT && !exited.contains(&true) {
+                continue;
+            }
+            let (pair, _) = self.idle.remove(&uid).expect("listed above");
+            for (w, gone) in pair.into_iter().zip(exited) {
+                if !gone {
+                    w.kill(reap);
+                }
             }
         }
     }
@@ -595,12 +599,22 @@ pub fn worker_main(args: &[OsString]) -> u8 {
         eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
         return 64;
     }
-    // SAFETY: plain prctl calls.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    let daemon = nix::unistd::getppid();
+    // SAFETY: a plain prctl call.
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    if !die_with(daemon) {
+        return 0;
     }
-    serve(role, &sock) as u8
+    serve(role, &sock, daemon) as u8
+}
+
+/// Sets SIGKILL as this process's parent-death signal (again: a change of
+/// credentials clears it, prctl(2)) and checks the parent is still `daemon`
+/// (it may have died before). False if it is not.
+fn die_with(daemon: Pid) -> bool {
+    // SAFETY: a plain prctl call.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    nix::unistd::getppid() == daemon
 }
 
 /// The resource limits of this process, to notice a change made from outside
@@ -641,7 +655,7 @@ fn groups_current(user: &User) -> bool {
     }
 }
 
-fn serve(role: Role, sock: &UnixStream) -> i32 {
+fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
     let setup: Result<Option<User>, String> = match role {
         Role::Base => Ok(None),
         Role::User(uid) => User::from_uid(Uid::from_raw(uid))
@@ -653,6 +667,9 @@ fn serve(role: Role, sock: &UnixStream) -> i32 {
             })
             .and_then(|u| drop_privileges(&u).map(|()| Some(u))),
     };
+    if !die_with(daemon) {
+        return 0;
+    }
     let spawned_limits = limits();
     let mut served = 0u64;
     // Kept across requests: the mount table is read again only after a
@@ -949,6 +966,13 @@ fn emit(
     keys: &mut KeyContext,
 ) -> Result<(), String> {
     let tag = if source == Source::Home { b'U' } else { b'A' };
+    // The user's list names paths by line number only: it is read outside
+    // the sandbox, and were it a link to a listed file, an echoed line would
+    // be that file's bytes. The base list is the administrator's.
+    let at = match source {
+        Source::Home => format!("{}:{line}", list.display()),
+        Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
+    };
     let mark = sink.out.len();
     let found = keys.resolve(path, last, sink);
     if found.is_err() {
@@ -957,7 +981,7 @@ fn emit(
     let problem = match found {
         Ok(unwatched) => {
             if let Some(why) = unwatched {
-                sink.record(tag, &format!("{}:{line}: {why}", list.display()));
+                sink.record(tag, &format!("{at}: {why}"));
             }
             return Ok(());
         }
@@ -972,21 +996,12 @@ fn emit(
             // checked (EACCES on a directory, ELOOP, EIO, ...). Skipping it would
             // let anyone who can chmod a directory take a file off the list.
             return Err(format!(
-                "{}:{line}: cannot check {}: {e}; fix the path's permissions or the list",
-                list.display(),
-                path.display()
+                "{at}: cannot check the path: {e}; fix the path's permissions or the list"
             ));
         }
-        Err(e) => e.to_string(),
+        Err(e) => format!("the path {e}"),
     };
-    sink.record(
-        tag,
-        &format!(
-            "{}:{line}: {}: {problem}; skipped",
-            list.display(),
-            path.display()
-        ),
-    );
+    sink.record(tag, &format!("{at}: {problem}; skipped"));
     Ok(())
 }
 
