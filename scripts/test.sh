@@ -1100,21 +1100,9 @@ check_cgroup_escape() {
 	expect_hidden "inside: after the escape attempt the secret is still denied" "$SECRET"
 }
 
-# A request written by hand from inside the sandbox that names one of the
-# user's processes OUTSIDE the sandbox (not a launcher) is refused: the process
-# stays outside, and nothing of the list is re-applied (an emptied home list
-# does not free the secret).
-check_forged_request() {
-	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
-	if ! start_holder "$d" 'echo "$$" > "$1/pid"; exec sleep 50'; then
-		fail "forged request: an outside process of the user starts" "no pid"
-		return
-	fi
-	bg=$HOLDER_BG pid=$HOLDER_PID
-	cp -p "$list" "$d/list.saved"
-	# Inside the sandbox, as an agent would: empty the list, then forge.
-	run_in "$ALICE" python3 -c 'import os, sys, time
-open(sys.argv[3], "w").close()
+# Python that writes a request naming pid argv[1] by hand, as an agent could,
+# and prints the daemon's reply.
+readonly FORGE_PY='import os, sys, time
 d = "/run/agent-sandbox-exec/req"
 tok = os.urandom(16).hex()
 fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -1130,9 +1118,22 @@ for _ in range(400):
     except FileNotFoundError:
         time.sleep(0.05)
 else:
-    print("no reply")
-with open(sys.argv[2], "rb") as f:
-    print("SECRET-READ", f.read().decode(errors="replace"))' "$pid" "$S" "$list"
+    print("no reply")'
+
+# A request written by hand from inside the sandbox that names one of the
+# user's processes OUTSIDE the sandbox (not a launcher) is refused: the process
+# stays outside, and nothing of the list is re-applied (an emptied home list
+# does not free the secret).
+check_forged_request() {
+	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
+	if ! start_holder "$d" 'echo "$$" > "$1/pid"; exec sleep 50'; then
+		fail "forged request: an outside process of the user starts" "no pid"
+		return
+	fi
+	bg=$HOLDER_BG pid=$HOLDER_PID
+	cp -p "$list" "$d/list.saved"
+	# Inside the sandbox, as an agent would: empty the list, then forge.
+	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" "$1"; cat "$2"' sh "$pid" "$S" "$list" "$FORGE_PY"
 	if has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
 		pass "forged request naming an outside non-launcher process is refused"
 	else
@@ -1161,13 +1162,27 @@ resolver_pid() {
 # uids_of PID: "real effective saved fs" uids of PID
 uids_of() { awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$1/status" 2>/dev/null; }
 
+# resolver_replaced WHAT PID CMD...: CMD, run as alice against her resolver
+# PID, succeeds (same uid); the next launch still denies the secret, and
+# another resolver process serves it
+resolver_replaced() {
+	local what=$1 pid=$2 now
+	shift 2
+	run_as "$ALICE" "$@"
+	ok "$what: $1 succeeds (same uid)" "$(why)" test "$RC" -eq 0
+	run_in "$ALICE" cat "$S"
+	expect_denied "$what: the next launch works and denies the secret" "$SECRET"
+	now=$(resolver_pid user "$ALICE_UID")
+	ok "$what: another process serves it" "now '$now', was $pid" eval '[ -n "$now" ] && [ "$now" != "$pid" ]'
+}
+
 # The daemon's list resolvers live on between launches (a base-list one as
 # root, a user one as the user). The user can kill, prlimit or stop the one
 # that runs as them: that costs at most the launch in flight, never a listed
 # file. A group added to the user is picked up by the next launch. A
 # resolver's pid is not accepted as a launcher's.
 check_resolvers() {
-	local up bp up2 what g2dir="$SRV/grp2"
+	local up bp what g2dir="$SRV/grp2"
 	run_in "$ALICE" true
 	up=$(resolver_pid user "$ALICE_UID") bp=$(resolver_pid base)
 	ok "after a launch, $ALICE's resolver process stays, running as $ALICE" \
@@ -1185,45 +1200,17 @@ check_resolvers() {
 		test "$(resolver_pid user "$ALICE_UID")" = "$up"
 
 	# A request naming the resolver (it runs this binary as the user).
-	run_as "$ALICE" python3 -c 'import os, sys, time
-d = "/run/agent-sandbox-exec/req"
-tok = os.urandom(16).hex()
-fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-os.write(fd, ("version=1\npid=%s\n" % sys.argv[1]).encode())
-os.close(fd)
-os.rename(d + "/.req." + tok, d + "/req." + tok)
-for _ in range(400):
-    try:
-        with open(d + "/rep." + tok) as f:
-            print(f.read())
-        os.unlink(d + "/rep." + tok)
-        break
-    except FileNotFoundError:
-        time.sleep(0.05)
-else:
-    print("no reply")' "$up"
+	run_as "$ALICE" python3 -c "$FORGE_PY" "$up"
 	ok "a request naming $ALICE's resolver process is refused" "$(snip "$OUT")" \
 		eval 'has "status=refused" "$OUT" && has "list resolver" "$OUT"'
 	ok "the resolver process stays out of the sandbox" "$(cat "/proc/$up/cgroup" 2>&1)" \
 		eval '! in_sandbox_cgroup "/proc/$up/cgroup" "$ALICE_UID"'
 
-	what="after $ALICE SIGKILLs her resolver"
-	run_as "$ALICE" kill -KILL "$up"
-	ok "$what: kill succeeds (same uid)" "$(why)" test "$RC" -eq 0
-	run_in "$ALICE" cat "$S"
-	expect_denied "$what: the next launch works and denies the secret" "$SECRET"
-	up2=$(resolver_pid user "$ALICE_UID")
-	ok "$what: a new one serves" "now '$up2', was $up" eval '[ -n "$up2" ] && [ "$up2" != "$up" ]'
-	up=$up2
-
-	what="after $ALICE lowers her resolver's open-file limit (prlimit)"
-	run_as "$ALICE" prlimit --pid "$up" --nofile=4:4
-	ok "$what: prlimit succeeds (same uid)" "$(why)" test "$RC" -eq 0
-	run_in "$ALICE" cat "$S"
-	expect_denied "$what: the next launch works and denies the secret" "$SECRET"
-	up2=$(resolver_pid user "$ALICE_UID")
-	ok "$what: a fresh one replaced it" "now '$up2', was $up" eval '[ -n "$up2" ] && [ "$up2" != "$up" ]'
-	up=$up2
+	resolver_replaced "after $ALICE SIGKILLs her resolver" "$up" kill -KILL "$up"
+	up=$(resolver_pid user "$ALICE_UID")
+	resolver_replaced "after $ALICE lowers her resolver's open-file limit" "$up" \
+		prlimit --pid "$up" --nofile=4:4
+	up=$(resolver_pid user "$ALICE_UID")
 
 	# From inside, as an agent would: take the secret off the list, stop the
 	# resolver, launch, kill that launcher while the daemon waits, go on.

@@ -847,18 +847,30 @@ fn resolve_base(
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
-        let path = Path::new(OsStr::from_bytes(e.path));
-        emit(
-            sink,
-            Source::Base,
-            Path::new(BASE_LIST),
-            e.line,
-            path,
-            LastComponent::Follow,
-            context(keys)?,
-        )?;
+        emit_base(sink, e.line, e.path, keys)?;
     }
     Ok(())
+}
+
+/// Resolves a base-list entry: the administrator's, so a symlink in its last
+/// component is followed.
+fn emit_base(
+    sink: &mut Sink<'_>,
+    line: usize,
+    path: &[u8],
+    keys: &mut Option<KeyContext>,
+) -> Result<(), String> {
+    let path = Path::new(OsStr::from_bytes(path));
+    let list = Path::new(BASE_LIST);
+    emit(
+        sink,
+        Source::Base,
+        list,
+        line,
+        path,
+        LastComponent::Follow,
+        context(keys)?,
+    )
 }
 
 /// The base list's bytes; None when there is none.
@@ -898,16 +910,7 @@ fn resolve_user(
         let base = denylist::parse(&bytes);
         for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
             denylist::join_home_into(&mut joined, &home, e.path);
-            let path = Path::new(OsStr::from_bytes(&joined));
-            emit(
-                sink,
-                Source::Base,
-                Path::new(BASE_LIST),
-                e.line,
-                path,
-                LastComponent::Follow,
-                context(keys)?,
-            )?;
+            emit_base(sink, e.line, &joined, keys)?;
         }
     }
 
