@@ -46,10 +46,12 @@ const STALE_AFTER: i64 = 120;
 const MAX_QUEUED_PER_UID: usize = 64;
 /// Resolutions running at once (one per uid at most).
 const MAX_RESOLVERS: usize = 16;
-/// Killed, still unreaped resolver processes one uid may have before its
-/// launches are refused (each may sit in the daemon's cgroup for good,
-/// counted against its task limit).
-const MAX_STUCK_PER_UID: usize = 2;
+/// Resolver processes killed while they owed an answer and not reaped yet
+/// that one uid may have before its launches are refused: each may sit in
+/// the daemon's cgroup for good (a request to a FUSE server that never
+/// answers), counted against its task limit. A pair just killed for a
+/// retry counts too, so this leaves room for one.
+const MAX_STUCK_PER_UID: usize = 4;
 /// Warnings about a user's list carried in one reply.
 const MAX_WARNINGS: usize = 50;
 /// Applies that parse or remove at least this many entries are followed by
@@ -690,20 +692,7 @@ impl Daemon {
             }
             let batch = self.queue.remove(&uid).unwrap_or_default();
             self.reapply.retain(|u| *u != uid);
-            let stuck = self.stuck.get(&uid).map_or(0, Vec::len);
-            if stuck >= MAX_STUCK_PER_UID {
-                let why = format!(
-                    "{stuck} earlier list resolvers of uid {uid} are still stuck after being killed \
-                     (a listed path on a stalled FUSE or NFS mount?); fix or unmount it"
-                );
-                log::warn!("{why}");
-                if batch.is_empty() {
-                    self.reapply_failures += 1;
-                }
-                self.refuse_all(batch, &why);
-                continue;
-            }
-            match Resolver::start(&mut self.pool, uid, false, &mut self.killed) {
+            match self.start_resolver(uid, false) {
                 Ok(resolver) => self.running.push(Running { resolver, batch }),
                 Err(why) => {
                     log::error!("uid {uid}: {why}");
@@ -714,6 +703,22 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Starts a resolution for `uid`, unless it has [`MAX_STUCK_PER_UID`]
+    /// killed resolver processes that have not exited.
+    fn start_resolver(&mut self, uid: u32, retried: bool) -> Result<Resolver, String> {
+        if let Some(pids) = self.stuck.get_mut(&uid) {
+            resolve::reap(pids);
+            if pids.len() >= MAX_STUCK_PER_UID {
+                return Err(format!(
+                    "{} list resolver processes of uid {uid} were killed and have not exited \
+                     (a listed path on a stalled FUSE or NFS mount?); fix or unmount it",
+                    pids.len()
+                ));
+            }
+        }
+        Resolver::start(&mut self.pool, uid, retried, &mut self.killed)
     }
 
     /// Reads from the resolvers whose pipes polled readable (`readable[i]`
@@ -727,11 +732,14 @@ impl Daemon {
             if has_input && self.running[i].resolver.pump() {
                 let run = self.running.swap_remove(i);
                 let uid = run.resolver.uid;
-                let outcome = run.resolver.finish(&mut self.pool, &mut self.killed);
+                // A process that died or broke while it owed an answer may
+                // be stuck in the kernel: it counts against the uid's cap.
+                let stuck = self.stuck.entry(uid).or_default();
+                let outcome = run.resolver.finish(&mut self.pool, stuck);
                 let outcome = match outcome {
                     Outcome::Retry(why) => {
                         log::info!("uid {uid}: {why}; starting new list resolvers");
-                        match Resolver::start(&mut self.pool, uid, true, &mut self.killed) {
+                        match self.start_resolver(uid, true) {
                             Ok(resolver) => {
                                 self.running.push(Running {
                                     resolver,

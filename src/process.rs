@@ -82,16 +82,47 @@ impl Pidfd {
 pub type Uids = [u32; 4];
 
 /// Whether process `pid` executes the same file as this process: the
-/// (st_dev, st_ino) of /proc/<pid>/exe and /proc/self/exe agree. Reading
-/// another user's exe link needs CAP_SYS_PTRACE (ptrace_may_access, proc(5)).
+/// device and inode number of /proc/<pid>/exe and /proc/self/exe agree.
+/// Reading another user's exe link needs CAP_SYS_PTRACE (ptrace_may_access,
+/// proc(5)).
+///
+/// The executable is stat'ed with `AT_STATX_DONT_SYNC` (statx(2)): from the
+/// inode the kernel holds, without asking its file system. A plain stat of
+/// a program run from a FUSE file system (e.g. through an overlay in a user
+/// namespace, whose lower-layer stat runs with the mounter's credentials)
+/// sends the user's FUSE server a request it may never answer, and the
+/// daemon would wait in the kernel, unkillable, for every user.
 ///
 /// # Errors
-/// The stat error (ENOENT: exited; EACCES: no CAP_SYS_PTRACE).
+/// The statx error (ENOENT: exited; EACCES: no CAP_SYS_PTRACE).
 pub fn runs_same_executable(pid: i32) -> io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let theirs = fs::metadata(format!("/proc/{pid}/exe"))?;
-    let ours = fs::metadata("/proc/self/exe")?;
-    Ok(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
+    let theirs = exe_identity(&format!("/proc/{pid}/exe"))?;
+    let ours = exe_identity("/proc/self/exe")?;
+    Ok(theirs == ours)
+}
+
+/// (major, minor, inode) of the file a path names, from the kernel's cached
+/// inode (`AT_STATX_DONT_SYNC`).
+fn exe_identity(path: &str) -> io::Result<(u32, u32, u64)> {
+    let c =
+        std::ffi::CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: c is NUL-terminated; statx writes into the zeroed buffer.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_STATX_DONT_SYNC,
+            libc::STATX_INO,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded and filled the buffer.
+    let stx = unsafe { stx.assume_init() };
+    Ok((stx.stx_dev_major, stx.stx_dev_minor, stx.stx_ino))
 }
 
 /// Reads a /proc file (or another file whose size stat reports as 0) in
