@@ -972,7 +972,8 @@ fn emit(
     // The user's list names paths by line number only: it is read outside
     // the sandbox, and were it a link to a listed file, an echoed line would
     // be that file's bytes. The base list is the administrator's.
-    let at = match source {
+    // Formatted only for a message: most entries have none.
+    let at = || match source {
         Source::Home => format!("{}:{line}", list.display()),
         Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
     };
@@ -984,7 +985,7 @@ fn emit(
     let problem = match found {
         Ok(unwatched) => {
             if let Some(why) = unwatched {
-                sink.record(tag, &format!("{at}: {why}"));
+                sink.record(tag, &format!("{}: {why}", at()));
             }
             return Ok(());
         }
@@ -999,12 +1000,13 @@ fn emit(
             // checked (EACCES on a directory, ELOOP, EIO, ...). Skipping it would
             // let anyone who can chmod a directory take a file off the list.
             return Err(format!(
-                "{at}: cannot check the path: {e}; fix the path's permissions or the list"
+                "{}: cannot check the path: {e}; fix the path's permissions or the list",
+                at()
             ));
         }
         Err(e) => format!("the path {e}"),
     };
-    sink.record(tag, &format!("{at}: {problem}; skipped"));
+    sink.record(tag, &format!("{}: {problem}; skipped", at()));
     Ok(())
 }
 
