@@ -632,20 +632,8 @@ impl Daemon {
             Err(why) => return refuse(self, why),
         };
         // A resolver process runs this binary as the user too; moving one in
-        // would pass its request off as a launch from outside. Any process in
-        // the daemon's own cgroup is one of ours (users cannot move processes
-        // there), including a killed resolver still stuck in the kernel.
-        // (A daemon in the root cgroup, outside systemd, shares it with
-        // anything; there only the pids it knows count.)
-        let in_service = self.own_cgroup != "/"
-            && process::read_v2_cgroup(req.pid).is_ok_and(|c| c == self.own_cgroup);
-        let ours = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == req.pid);
-        if in_service
-            || self.pool.holds(req.pid)
-            || self.running.iter().any(|r| r.resolver.holds(req.pid))
-            || ours(&self.killed)
-            || self.stuck.values().any(|pids| ours(pids))
-        {
+        // would pass its request off as a launch from outside.
+        if self.is_resolver(req.pid) {
             return refuse(
                 self,
                 format!(
@@ -703,6 +691,22 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Whether `pid` is one of this daemon's resolver processes. Any process
+    /// in the daemon's own cgroup is (users cannot move processes there),
+    /// including a killed resolver still stuck in the kernel; a daemon in the
+    /// root cgroup, outside systemd, shares it with anything, so the pids it
+    /// knows are checked too.
+    fn is_resolver(&self, pid: i32) -> bool {
+        let in_service = self.own_cgroup != "/"
+            && process::read_v2_cgroup(pid).is_ok_and(|c| c == self.own_cgroup);
+        let known = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == pid);
+        in_service
+            || self.pool.holds(pid)
+            || self.running.iter().any(|r| r.resolver.holds(pid))
+            || known(&self.killed)
+            || self.stuck.values().any(|pids| known(pids))
     }
 
     /// Starts a resolution for `uid`, unless it has [`MAX_STUCK_PER_UID`]

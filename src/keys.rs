@@ -186,24 +186,15 @@ pub struct MountTable {
 }
 
 impl MountTable {
-    /// Reads /proc/self/mountinfo of the calling process's mount namespace.
-    ///
-    /// # Errors
-    /// The read error of /proc/self/mountinfo.
-    pub fn read() -> io::Result<MountTable> {
-        MountTable::read_from(&mut fs::File::open("/proc/self/mountinfo")?)
-    }
-
-    /// Reads an open mountinfo file again from its start.
+    /// Reads an open /proc/self/mountinfo (of the calling process's mount
+    /// namespace) again from its start.
     ///
     /// # Errors
     /// The seek or read error.
     pub fn read_from(file: &mut fs::File) -> io::Result<MountTable> {
-        use std::io::{Read, Seek};
+        use std::io::Seek;
         file.rewind()?;
-        let mut buf = Vec::with_capacity(16 << 10);
-        file.read_to_end(&mut buf)?;
-        Ok(MountTable::parse(&buf))
+        Ok(MountTable::parse(&crate::process::read_pseudo_from(file)?))
     }
 
     /// Parses mountinfo text; lines that do not parse are ignored.
@@ -608,7 +599,7 @@ impl KeyContext {
     /// The superblock's s_dev for a statx result (see the module docs).
     fn device(&mut self, stx: &libc::statx) -> u32 {
         if stx.stx_mask & libc::STATX_MNT_ID != 0 {
-            device_of_mount(stx.stx_mnt_id, &mut self.mounts)
+            device_of_mount(stx.stx_mnt_id, &mut self.mounts, &mut self.mountinfo)
                 .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
         } else {
             kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
@@ -682,10 +673,11 @@ fn subvol_of(fd: &OwnedFd, flags: i32) -> io::Result<u64> {
     Ok(args.treeid)
 }
 
-/// Looks `mnt_id` up, re-reading the table once if the mount is newer than it.
-fn device_of_mount(mnt_id: u64, mounts: &mut MountTable) -> Option<u32> {
+/// Looks `mnt_id` up, re-reading the table once (from the open `mountinfo`)
+/// if the mount is newer than it.
+fn device_of_mount(mnt_id: u64, mounts: &mut MountTable, mountinfo: &mut fs::File) -> Option<u32> {
     if mounts.device(mnt_id).is_none()
-        && let Ok(fresh) = MountTable::read()
+        && let Ok(fresh) = MountTable::read_from(mountinfo)
     {
         *mounts = fresh;
     }

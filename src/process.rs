@@ -133,9 +133,17 @@ fn exe_identity(path: &str) -> io::Result<(u32, u32, u64)> {
 /// # Errors
 /// The open or read error.
 pub fn read_pseudo(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
+    read_pseudo_from(&mut fs::File::open(path)?)
+}
+
+/// [`read_pseudo`] of a file already open, from its current offset.
+///
+/// # Errors
+/// The read error.
+pub fn read_pseudo_from(file: &mut fs::File) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let mut buf = Vec::with_capacity(16 << 10);
-    fs::File::open(path)?.read_to_end(&mut buf)?;
+    file.read_to_end(&mut buf)?;
     Ok(buf)
 }
 

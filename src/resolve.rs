@@ -478,22 +478,24 @@ impl Resolver {
     ) -> Result<Resolver, String> {
         let base = open_list(Path::new(BASE_LIST))
             .map_err(|e| format!("cannot read the base list {BASE_LIST}: {e}"))?;
-        let mut pair = pool
-            .take(uid, reap)
-            .map_err(|e| format!("cannot start the list resolver: {e}"))?;
-        if pair.iter().any(|w| w.send(base.as_ref()).is_err()) {
-            pair.into_iter().for_each(|w| w.kill(reap));
-            pair = pool
+        // Idle processes may have died since their last request: one fresh
+        // pair is tried after them.
+        let mut tries = 2;
+        let pair = loop {
+            let pair = pool
                 .take(uid, reap)
                 .map_err(|e| format!("cannot start the list resolver: {e}"))?;
-            for w in &pair {
-                if let Err(e) = w.send(base.as_ref()) {
-                    let why = format!("cannot reach the list resolver: {e}");
+            match pair.iter().try_for_each(|w| w.send(base.as_ref())) {
+                Ok(()) => break pair,
+                Err(e) => {
                     pair.into_iter().for_each(|w| w.kill(reap));
-                    return Err(why);
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(format!("cannot reach the list resolver: {e}"));
+                    }
                 }
             }
-        }
+        };
         Ok(Resolver {
             uid,
             deadline: Instant::now() + DEADLINE,
