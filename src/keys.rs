@@ -32,6 +32,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::watch::Watches;
+
 /// What the hook reads from an inode (`struct file_key` in
 /// src/bpf/agent_sandbox.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -379,6 +381,9 @@ pub struct KeyContext {
     /// Open directories by path, most recently opened last (lists name
     /// their files directory by directory, so a hit is usually the last one).
     dirs: Vec<(Vec<u8>, Dir)>,
+    /// Watches on every directory the current resolution read; None when
+    /// inotify is not available (then nothing is ever known unchanged).
+    watches: Option<Watches>,
 }
 
 /// How many directories [`KeyContext`] keeps open at most.
@@ -395,6 +400,7 @@ impl KeyContext {
             mounts: MountTable::read_from(&mut mountinfo)?,
             mountinfo,
             dirs: Vec::new(),
+            watches: Watches::new().ok(),
         })
     }
 
@@ -403,6 +409,9 @@ impl KeyContext {
     /// EBUSY) for as long as a long-lived resolver waits for its next request.
     pub fn forget_dirs(&mut self) {
         self.dirs.clear();
+        if let Some(w) = self.watches.as_mut() {
+            w.forget_dirs();
+        }
     }
 
     /// Prepares a new resolution: forgets the cached directories (a name may
@@ -414,9 +423,14 @@ impl KeyContext {
     /// an unmount, so a table kept across a change could map a new mount to
     /// an old device.
     ///
+    /// Returns whether everything the previous resolution read is known
+    /// unchanged: no mount change, and its watches intact
+    /// ([`crate::watch`]). Then resolving the same paths again would find
+    /// the same keys.
+    ///
     /// # Errors
     /// The poll or read error of /proc/self/mountinfo.
-    pub fn renew(&mut self) -> io::Result<()> {
+    pub fn renew(&mut self) -> io::Result<bool> {
         self.dirs.clear();
         let mut fds = [libc::pollfd {
             fd: self.mountinfo.as_raw_fd(),
@@ -429,8 +443,26 @@ impl KeyContext {
         }
         if fds[0].revents & (libc::POLLPRI | libc::POLLERR) != 0 {
             self.mounts = MountTable::read_from(&mut self.mountinfo)?;
+            return Ok(false);
         }
-        Ok(())
+        Ok(self.settled())
+    }
+
+    /// Starts watching anew, for a resolution of every path: the watches of
+    /// the previous one are removed. Without inotify (or when removing
+    /// fails), nothing is watched and [`KeyContext::settled`] stays false.
+    pub fn watch_anew(&mut self) {
+        if let Some(w) = self.watches.as_mut()
+            && w.restart().is_err()
+        {
+            self.watches = None;
+        }
+    }
+
+    /// Whether every directory read since [`KeyContext::watch_anew`] (or
+    /// since this context was made) is watched and none changed.
+    pub fn settled(&self) -> bool {
+        self.watches.as_ref().is_some_and(Watches::intact)
     }
 
     /// Resolves one listed path: the directory part is followed through
@@ -526,6 +558,11 @@ impl KeyContext {
                 Ok(unwatched)
             }
             libc::S_IFLNK if last == LastComponent::Follow => {
+                if let Some(w) = self.watches.as_mut() {
+                    // The directories of the symlinks it goes through,
+                    // watched before the kernel follows them below.
+                    w.walk(bytes);
+                }
                 let fd = match open_at(dir_fd, name, libc::O_PATH) {
                     Ok(fd) => fd,
                     // Dangling: the listed name is watched; the target is not known.
@@ -550,6 +587,8 @@ impl KeyContext {
         if self.dirs.len() >= DIR_CACHE {
             self.dirs.remove(0);
         }
+        // Watched before the lookup below reads them (see crate::watch).
+        let walked = self.watches.as_mut().map(|w| w.walk(path));
         let fd =
             open_at(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| match e
                 .raw_os_error()
@@ -558,6 +597,12 @@ impl KeyContext {
                 _ => KeyError::Stat(e),
             })?;
         let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(KeyError::Stat)?;
+        if let (Some(w), Some(end)) = (self.watches.as_mut(), walked)
+            && end != Some((stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor))
+        {
+            // The walk and this lookup disagree: trust neither to be watched.
+            w.give_up();
+        }
         let fs_type = fs_type(&fd).map_err(KeyError::Stat)?;
         if let Some(name) = unstable_inode_numbers(fs_type) {
             return Err(KeyError::Unsupported(name));
@@ -832,7 +877,7 @@ mod tests {
         std::fs::rename(&dir, dir.with_extension("old")).unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&file, b"y").unwrap();
-        cx.renew().unwrap();
+        assert!(!cx.renew().unwrap(), "the directory's rename was watched");
         let again = cx.listing(&file, LastComponent::NoFollow).unwrap();
         assert_ne!(again.names[0].dir.ino, old_dir_ino);
         assert_eq!(

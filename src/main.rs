@@ -23,6 +23,7 @@ mod maps;
 mod process;
 mod request;
 mod resolve;
+mod watch;
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;

@@ -675,8 +675,10 @@ fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
     let spawned_limits = limits();
     let mut served = 0u64;
     // Kept across requests: the mount table is read again only after a
-    // mount change (see KeyContext::renew).
+    // mount change (see KeyContext::renew), and the watches of the last
+    // resolution tell whether its answer still holds.
     let mut keys: Option<KeyContext> = None;
+    let mut last: Option<Answer> = None;
     loop {
         let base = match receive(sock) {
             Ok(Some(b)) => b,
@@ -702,33 +704,65 @@ fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
             return EXIT_STALE;
         }
         served += 1;
-        if let Some(k) = keys.as_mut()
-            && k.renew().is_err()
-        {
-            keys = None; // made anew on first use, which reports the error
-        }
-        // The answer: its length (filled in below), then the records.
-        let mut records = vec![0u8; 8];
-        let result = match (&setup, base) {
-            (Err(e), _) => Err(e.clone()),
-            (Ok(_), Err(e)) => Err(e),
-            (Ok(_), Ok(base)) => {
-                let mut sink = Sink { out: &mut records };
-                match &user {
-                    None => resolve_base(base.as_ref(), &mut keys, &mut sink),
-                    Some(u) => resolve_user(u, base.as_ref(), &mut keys, &mut sink),
-                }
+        // With no context yet, no path was resolved: the answer rests on
+        // the lists alone.
+        let unchanged = match keys.as_mut().map(KeyContext::renew) {
+            None => true,
+            Some(Ok(unchanged)) => unchanged,
+            Some(Err(_)) => {
+                keys = None; // made anew on first use, which reports the error
+                false
             }
         };
-        if let Some(k) = keys.as_mut() {
-            k.forget_dirs(); // hold no mount busy while idle
+        let inputs = match (&setup, base) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), Err(e)) => Err(e),
+            (Ok(_), Ok(base)) => Inputs::read(user.as_ref(), base.as_ref()),
+        };
+        let hit = match (&inputs, &last) {
+            (
+                Ok(now),
+                Some(Answer {
+                    inputs: Some(then), ..
+                }),
+            ) => unchanged && now == then,
+            _ => false,
+        };
+        if !hit {
+            if let Some(k) = keys.as_mut() {
+                k.watch_anew();
+            }
+            // Its length (filled in below), then the records.
+            let mut records = vec![0u8; 8];
+            let mut sink = Sink { out: &mut records };
+            let result = inputs.and_then(|inputs| {
+                match &user {
+                    None => resolve_base(inputs.base.as_deref(), &mut keys, &mut sink),
+                    Some(u) => resolve_user(u, &inputs, &mut keys, &mut sink),
+                }
+                .map(|()| inputs)
+            });
+            if let Some(k) = keys.as_mut() {
+                k.forget_dirs(); // hold no mount busy while idle
+            }
+            let inputs = match result {
+                // Reusable only if every directory read is watched and
+                // none changed while it was read.
+                Ok(inputs) => keys
+                    .as_ref()
+                    .is_none_or(KeyContext::settled)
+                    .then_some(inputs),
+                Err(fatal) => {
+                    Sink { out: &mut records }.record(b'F', &fatal);
+                    None
+                }
+            };
+            let len = (records.len() - 8) as u64;
+            records[..8].copy_from_slice(&len.to_ne_bytes());
+            last = Some(Answer { inputs, records });
         }
-        if let Err(fatal) = result {
-            Sink { out: &mut records }.record(b'F', &fatal);
-        }
-        let len = (records.len() - 8) as u64;
-        records[..8].copy_from_slice(&len.to_ne_bytes());
-        if (&*sock).write_all(&records).is_err() {
+        let answer = last.as_ref().map(|a| &a.records[..]).unwrap_or_default();
+        if (&*sock).write_all(answer).is_err() {
             return 71;
         }
         if setup.is_err() {
@@ -830,21 +864,77 @@ enum Source {
     Home,
 }
 
+/// What a resolution reads besides the filesystem: the lists' bytes and,
+/// for a user process, the home directory. Two resolutions of equal inputs
+/// find the same keys if nothing they looked at changed ([`crate::watch`]).
+#[derive(PartialEq, Eq)]
+struct Inputs {
+    /// The base list; None when there is none.
+    base: Option<Vec<u8>>,
+    /// The user's home directory (a user process's only).
+    home: Vec<u8>,
+    /// The home list; None when there is none (or for the base process).
+    own: Option<Vec<u8>>,
+}
+
+impl Inputs {
+    /// Reads the base list from the daemon's descriptor and, for `user`, the
+    /// home list. Errors are fatal to the launch: a list that cannot be read
+    /// is not skipped.
+    fn read(user: Option<&User>, base: Option<&fs::File>) -> Result<Inputs, String> {
+        let base = read_base(base)?;
+        let Some(user) = user else {
+            return Ok(Inputs {
+                base,
+                home: Vec::new(),
+                own: None,
+            });
+        };
+        let home = user.dir.as_os_str().as_bytes().to_vec();
+        let list_path = home_list(&home);
+        let own = open_list(&list_path)
+            .and_then(|f| f.as_ref().map(read_all).transpose())
+            .map_err(|e| {
+                format!(
+                    "cannot read your list {}: {e} (fix or remove it)",
+                    list_path.display()
+                )
+            })?;
+        Ok(Inputs { base, home, own })
+    }
+}
+
+/// A resolver's last answer, as sent (u64 length, records), with its inputs
+/// when it may be sent again: every directory it read was watched and none
+/// changed while it was read.
+struct Answer {
+    inputs: Option<Inputs>,
+    records: Vec<u8>,
+}
+
+/// The home list of a user whose home is `home`.
+fn home_list(home: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(&denylist::join_home(
+        home,
+        HOME_LIST.as_bytes(),
+    )))
+}
+
 /// Resolves the base list's absolute entries (as root, following a
 /// symlink in the last component), with its warnings for the log.
 fn resolve_base(
-    base: Option<&fs::File>,
+    base: Option<&[u8]>,
     keys: &mut Option<KeyContext>,
     sink: &mut Sink<'_>,
 ) -> Result<(), String> {
-    let Some(bytes) = read_base(base)? else {
+    let Some(bytes) = base else {
         sink.record(
             b'A',
             &format!("{BASE_LIST}: missing; only users' lists apply"),
         );
         return Ok(());
     };
-    let base = denylist::parse(&bytes);
+    let base = denylist::parse(bytes);
     for w in &base.warnings {
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
@@ -897,40 +987,29 @@ fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, String> {
 /// user.
 fn resolve_user(
     user: &User,
-    base: Option<&fs::File>,
+    inputs: &Inputs,
     keys: &mut Option<KeyContext>,
     sink: &mut Sink<'_>,
 ) -> Result<(), String> {
-    let home = user.dir.as_os_str().as_bytes().to_vec();
+    let home = user.dir.as_os_str().as_bytes();
     let mut joined = Vec::new();
     // The base list's `~/` entries are the administrator's: resolved as the
     // user (root may not reach a home), but following a symlink in the last
     // component, so that an agent replacing the file by a symlink to a renamed
     // copy does not take it off the list. Its warnings are the base-list
     // process's to report.
-    if let Some(bytes) = read_base(base)? {
-        let base = denylist::parse(&bytes);
+    if let Some(bytes) = &inputs.base {
+        let base = denylist::parse(bytes);
         for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
-            denylist::join_home_into(&mut joined, &home, e.path);
+            denylist::join_home_into(&mut joined, home, e.path);
             emit_base(sink, e.line, &joined, keys)?;
         }
     }
-
-    let list_path = PathBuf::from(OsStr::from_bytes(&denylist::join_home(
-        &home,
-        HOME_LIST.as_bytes(),
-    )));
-    let bytes = match open_list(&list_path).and_then(|f| f.as_ref().map(read_all).transpose()) {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            return Err(format!(
-                "cannot read your list {}: {e} (fix or remove it)",
-                list_path.display()
-            ));
-        }
+    let Some(bytes) = &inputs.own else {
+        return Ok(());
     };
-    let own = denylist::parse(&bytes);
+    let list_path = home_list(home);
+    let own = denylist::parse(bytes);
     for w in &own.warnings {
         sink.record(
             b'U',
@@ -941,7 +1020,7 @@ fn resolve_user(
         let path = match e.anchor {
             Anchor::Root => e.path,
             Anchor::Home => {
-                denylist::join_home_into(&mut joined, &home, e.path);
+                denylist::join_home_into(&mut joined, home, e.path);
                 &joined
             }
         };
@@ -1246,6 +1325,58 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Asks a base-list process in a thread of this test, as the daemon
+    /// does, and returns its records.
+    fn ask(w: &Worker, base: &fs::File) -> Vec<u8> {
+        w.send(Some(base)).unwrap();
+        let mut len = [0u8; 8];
+        (&w.sock).read_exact(&mut len).unwrap();
+        let mut out = vec![0u8; u64::from_ne_bytes(len) as usize];
+        (&w.sock).read_exact(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_answer_is_reused_only_while_nothing_it_read_changed() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let w = Worker {
+            pid: Pid::from_raw(0),
+            sock: ours,
+        };
+        let daemon = nix::unistd::getppid();
+        let server = std::thread::spawn(move || serve(Role::Base, &theirs, daemon));
+        let dir = std::env::temp_dir().join(format!("asx-reuse-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("d")).unwrap();
+        let secret = dir.join("d/secret");
+        fs::write(&secret, b"x").unwrap();
+        fs::write(dir.join("base"), format!("{}\n", secret.display())).unwrap();
+        let base = open_list(&dir.join("base")).unwrap().unwrap();
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let file_key = |out: &[u8]| parse_output(&[out]).deny.files()[0].ino;
+
+        let first = ask(&w, &base);
+        assert_eq!(file_key(&first), ino(&secret));
+        assert_eq!(ask(&w, &base), first, "nothing changed");
+        // The listed file's directory replaced: the new file is found.
+        fs::rename(dir.join("d"), dir.join("d.old")).unwrap();
+        fs::create_dir(dir.join("d")).unwrap();
+        fs::write(&secret, b"y").unwrap();
+        let second = ask(&w, &base);
+        assert_eq!(file_key(&second), ino(&secret));
+        assert_ne!(second, first);
+        // The list changed: read again.
+        fs::write(
+            dir.join("base"),
+            format!("{}\n", dir.join("d.old/secret").display()),
+        )
+        .unwrap();
+        assert_eq!(file_key(&ask(&w, &base)), ino(&dir.join("d.old/secret")));
+        drop(w);
+        assert_eq!(server.join().unwrap(), 0);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn base_process_resolves_absolute_entries() {
         let dir = std::env::temp_dir().join(format!("asx-rb-{}", std::process::id()));
@@ -1254,7 +1385,7 @@ mod tests {
         fs::write(&secret, b"x").unwrap();
         let list = format!("{}\n~/.home-entry\nrelative\n", secret.display());
         fs::write(dir.join("base"), list).unwrap();
-        let base = open_list(&dir.join("base")).unwrap().unwrap();
+        let base = read_all(&open_list(&dir.join("base")).unwrap().unwrap()).unwrap();
         let mut out = Vec::new();
         resolve_base(Some(&base), &mut None, &mut Sink { out: &mut out }).unwrap();
         let r = parse_output(&[&out]);

@@ -1,0 +1,478 @@
+//! Knowing, without looking again, that the directories a resolution read are
+//! as they were: inotify watches on every directory that a lookup of a listed
+//! path reads.
+//!
+//! A resolver answers a launch with nothing changed by sending its previous
+//! answer again, instead of resolving every listed path anew, when (1) the
+//! lists and the home directory are byte for byte the same, (2) no mount or
+//! unmount happened in its mount namespace ([`crate::keys::KeyContext::renew`])
+//! and (3) [`Watches::intact`]: no event arrived on any watch set during the
+//! last full resolution, and every directory that resolution read got one.
+//!
+//! What a lookup of a path depends on is the entries of the directories it
+//! reads, their permissions and the mounts on the way. [`Watches::walk`]
+//! repeats the lookup one component at a time — following symlinks, `..` and
+//! mounts as the kernel does (path_resolution(7)) — and watches each directory
+//! *before* it reads a name in it, so a change made after the read raises an
+//! event, and one made before it is seen by the walk and by the resolution
+//! that follows. The watch mask is every change of a directory's entries
+//! (`IN_CREATE`, `IN_DELETE`, `IN_MOVED_FROM`, `IN_MOVED_TO`), of the
+//! directory itself (`IN_DELETE_SELF`, `IN_MOVE_SELF`) and of attributes,
+//! permissions included, of it or a child (`IN_ATTRIB`); the kernel adds
+//! `IN_UNMOUNT`, `IN_IGNORED` (a watch gone) and `IN_Q_OVERFLOW` (events
+//! lost) on its own (inotify(7)). Any event at all makes the watches not
+//! intact: no event is interpreted, so none can be misread.
+//!
+//! inotify sees only changes made through this kernel's VFS. A directory on a
+//! filesystem where other machines or a FUSE server change entries, or an
+//! overlayfs whose layers may change underneath it, is never trusted: a
+//! directory not on one of [`LOCAL_FILESYSTEMS`], or one that cannot be
+//! watched (no read permission, the user's inotify limits reached), leaves
+//! the walk incomplete, and the next launch resolves every path again.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::rc::Rc;
+
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+
+/// statfs `f_type` of the filesystems whose directory changes all pass
+/// through this kernel's VFS, and so raise inotify events
+/// (include/uapi/linux/magic.h): ext2/3/4, XFS, btrfs, tmpfs, F2FS.
+pub const LOCAL_FILESYSTEMS: [i64; 5] =
+    [0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994, 0xf2f5_2010];
+
+/// Symlinks followed in one walk before it gives up, as the kernel's
+/// `MAXSYMLINKS` (include/linux/namei.h).
+const MAX_SYMLINKS: usize = 40;
+
+/// The directory a walk ended in: inode number and the `st_dev` statx
+/// reports for it (major, minor), to compare with what the kernel's own
+/// lookup found.
+pub type WalkEnd = (u64, u32, u32);
+
+/// One inotify instance and the watches of the current resolution.
+pub struct Watches {
+    inotify: Inotify,
+    /// The watches set since [`Watches::restart`].
+    set: Vec<WatchDescriptor>,
+    /// Directories (device, inode) watched since then.
+    watched: HashSet<(u32, u32, u64)>,
+    /// Devices (major, minor) found on [`LOCAL_FILESYSTEMS`] since then.
+    local_devs: Vec<(u32, u32)>,
+    /// Paths walked since then, with where each walk ended.
+    walked: HashMap<Vec<u8>, Option<WalkEnd>>,
+    /// The last walk of an absolute path: for each of its leading names,
+    /// the directory its lookup found. Open only while a resolution runs
+    /// (see [`Watches::forget_dirs`]).
+    prefix: Vec<(Vec<u8>, Rc<OwnedFd>, WalkEnd)>,
+    /// False once a directory could not be watched since then.
+    complete: bool,
+}
+
+impl Watches {
+    /// A new inotify instance, without watches.
+    ///
+    /// # Errors
+    /// inotify_init1(2)'s: `EMFILE` when the user's `max_user_instances` is
+    /// reached, among others.
+    pub fn new() -> io::Result<Watches> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        Ok(Watches {
+            inotify,
+            set: Vec::new(),
+            watched: HashSet::new(),
+            local_devs: Vec::new(),
+            walked: HashMap::new(),
+            prefix: Vec::new(),
+            complete: true,
+        })
+    }
+
+    /// Whether every directory walked since [`Watches::restart`] got a watch
+    /// and no event arrived since. Does not consume the events.
+    pub fn intact(&self) -> bool {
+        if !self.complete {
+            return false;
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.inotify.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: polls one descriptor we own, without waiting.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+        n == 0
+    }
+
+    /// Removes every watch and discards the events queued so far, for a new
+    /// resolution. Watches are removed one by one rather than by closing the
+    /// instance: closing waits for an SRCU grace period
+    /// (fs/notify/group.c, `fsnotify_destroy_group`).
+    ///
+    /// # Errors
+    /// The read error of the inotify descriptor, other than `EAGAIN`.
+    pub fn restart(&mut self) -> io::Result<()> {
+        for wd in self.set.drain(..) {
+            // EINVAL: already gone (its directory was deleted or unmounted).
+            let _ = self.inotify.rm_watch(wd);
+        }
+        loop {
+            match self.inotify.read_events() {
+                Ok(_) => {}
+                Err(Errno::EAGAIN) => break,
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.watched.clear();
+        self.local_devs.clear();
+        self.walked.clear();
+        self.prefix.clear();
+        self.complete = true;
+        Ok(())
+    }
+
+    /// Closes the directories kept from the last walk: an open directory,
+    /// even O_PATH, keeps its mount busy. The watches stay.
+    pub fn forget_dirs(&mut self) {
+        self.prefix.clear();
+    }
+
+    /// Marks the current resolution as not fully watched (for what the walk
+    /// cannot see on its own: a lookup that ended elsewhere than the walk).
+    pub fn give_up(&mut self) {
+        self.complete = false;
+    }
+
+    /// Looks `path` up one component at a time from `/` (or the working
+    /// directory, for a relative path), following every symlink, the last
+    /// component's too, and watching every directory before reading a name
+    /// in it. A missing component ends the walk (its directory is watched,
+    /// so its creation is seen). Returns the directory the walk ended in,
+    /// for the caller to compare with its own lookup: None if the path does
+    /// not lead to one. On any directory that cannot be watched (see the
+    /// module docs), the resolution is marked incomplete and None is
+    /// returned. A path walked before in this resolution is not walked
+    /// again.
+    pub fn walk(&mut self, path: &[u8]) -> Option<WalkEnd> {
+        if !self.complete {
+            return None;
+        }
+        if let Some(end) = self.walked.get(path) {
+            return *end;
+        }
+        let end = match self.walk_anew(path) {
+            Ok(end) => end,
+            Err(_) => {
+                self.complete = false;
+                None
+            }
+        };
+        self.walked.insert(path.to_vec(), end);
+        end
+    }
+
+    fn walk_anew(&mut self, path: &[u8]) -> io::Result<Option<WalkEnd>> {
+        let relative = path.first() != Some(&b'/');
+        let names: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        // Lists name their files directory by directory: start where the
+        // previous walk's lookup of the same leading names ended.
+        let mut depth = 0;
+        if !relative {
+            while depth < names.len().min(self.prefix.len()) && self.prefix[depth].0 == names[depth]
+            {
+                depth += 1;
+            }
+        }
+        self.prefix.truncate(depth);
+        let (mut cur, mut end) = match self.prefix.last() {
+            Some((_, fd, end)) => (Rc::clone(fd), *end),
+            None => {
+                let start: &[u8] = if relative { b"." } else { b"/" };
+                let fd = open_at(libc::AT_FDCWD, start, libc::O_PATH | libc::O_DIRECTORY)?;
+                let end = self.watch(&fd)?;
+                (Rc::new(fd), end)
+            }
+        };
+        let mut links = 0;
+        for name in &names[depth..] {
+            // This name's lookup, with the names of the symlinks it goes
+            // through; the next one last.
+            let mut todo: Vec<Vec<u8>> = vec![name.to_vec()];
+            while let Some(name) = todo.pop() {
+                if name.is_empty() || name == b"." {
+                    continue;
+                }
+                let next = match open_at(cur.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW) {
+                    Ok(fd) => fd,
+                    // The kernel's lookup ends here as well; creating the
+                    // name raises an event on the watched directory.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e),
+                };
+                match self.examine(&next)? {
+                    Found::Directory(e) => {
+                        end = e;
+                        cur = Rc::new(next);
+                    }
+                    Found::Symlink => {
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                        }
+                        let target = nix::fcntl::readlinkat(&next, "")?;
+                        let target = target.as_bytes();
+                        if target.first() == Some(&b'/') {
+                            let fd =
+                                open_at(libc::AT_FDCWD, b"/", libc::O_PATH | libc::O_DIRECTORY)?;
+                            end = self.watch(&fd)?;
+                            cur = Rc::new(fd);
+                        }
+                        todo.extend(target.split(|&b| b == b'/').rev().map(<[u8]>::to_vec));
+                    }
+                    // Not a directory: the end, or a lookup through it
+                    // fails here too.
+                    Found::Other => return Ok(None),
+                }
+            }
+            if !relative {
+                self.prefix.push((name.to_vec(), Rc::clone(&cur), end));
+            }
+        }
+        Ok(Some(end))
+    }
+
+    /// What the walk found: a directory is watched.
+    fn examine(&mut self, fd: &OwnedFd) -> io::Result<Found> {
+        let stx = statx_fd(fd.as_raw_fd())?;
+        Ok(match u32::from(stx.stx_mode) & libc::S_IFMT {
+            libc::S_IFDIR => Found::Directory(self.watch_examined(fd, &stx)?),
+            libc::S_IFLNK => Found::Symlink,
+            _ => Found::Other,
+        })
+    }
+
+    fn watch(&mut self, fd: &OwnedFd) -> io::Result<WalkEnd> {
+        let stx = statx_fd(fd.as_raw_fd())?;
+        self.watch_examined(fd, &stx)
+    }
+
+    /// Watches directory `fd` (once per resolution), after checking its
+    /// filesystem is one where inotify sees every change.
+    fn watch_examined(&mut self, fd: &OwnedFd, stx: &libc::statx) -> io::Result<WalkEnd> {
+        let id = (stx.stx_dev_major, stx.stx_dev_minor, stx.stx_ino);
+        let end = (stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor);
+        if self.watched.contains(&id) {
+            return Ok(end);
+        }
+        // One device number is one filesystem while no mount changes.
+        let dev = (stx.stx_dev_major, stx.stx_dev_minor);
+        if !self.local_devs.contains(&dev) {
+            let mut st = MaybeUninit::<libc::statfs>::zeroed();
+            // SAFETY: fd is open (fstatfs accepts O_PATH descriptors); st is
+            // a valid out-buffer.
+            if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: fstatfs() returned 0, so it filled the buffer.
+            let f_type = unsafe { st.assume_init() }.f_type;
+            if !LOCAL_FILESYSTEMS.contains(&f_type) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("filesystem type {f_type:#x} may change without inotify events"),
+                ));
+            }
+            self.local_devs.push(dev);
+        }
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_DELETE_SELF
+            | AddWatchFlags::IN_MOVE_SELF
+            | AddWatchFlags::IN_ATTRIB
+            | AddWatchFlags::IN_ONLYDIR;
+        let wd = self
+            .inotify
+            .add_watch(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mask)?;
+        self.set.push(wd);
+        self.watched.insert(id);
+        Ok(end)
+    }
+}
+
+/// What a name turned out to be, in a walk.
+enum Found {
+    Directory(WalkEnd),
+    Symlink,
+    Other,
+}
+
+fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is NUL-terminated; the returned descriptor is owned below.
+    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat() returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn statx_fd(fd: RawFd) -> io::Result<libc::statx> {
+    let mut stx = MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: an empty path with AT_EMPTY_PATH; stx is a valid out-buffer.
+    let rc = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_TYPE | libc::STATX_INO,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statx() returned 0, so it filled the buffer.
+    Ok(unsafe { stx.assume_init() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::path::{Path, PathBuf};
+
+    fn tree(tag: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("asx-watch-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        root
+    }
+
+    fn end_of(p: &Path) -> WalkEnd {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(p).unwrap();
+        let dev = md.dev();
+        (md.ino(), libc::major(dev), libc::minor(dev))
+    }
+
+    fn bytes(p: &Path) -> &[u8] {
+        p.as_os_str().as_bytes()
+    }
+
+    fn on_local_fs(p: &Path) -> bool {
+        let c = CString::new(bytes(p)).unwrap();
+        let mut st = MaybeUninit::<libc::statfs>::zeroed();
+        // SAFETY: c is NUL-terminated; st is a valid out-buffer.
+        assert_eq!(unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) }, 0);
+        // SAFETY: statfs() returned 0.
+        LOCAL_FILESYSTEMS.contains(&unsafe { st.assume_init() }.f_type)
+    }
+
+    #[test]
+    fn a_change_in_a_walked_directory_is_seen() {
+        let root = tree("change");
+        if !on_local_fs(&root) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            return;
+        }
+        let mut w = Watches::new().unwrap();
+        let dir = root.join("a/b");
+        assert_eq!(w.walk(bytes(&dir)), Some(end_of(&dir)));
+        assert!(w.intact());
+        // Reading is not a change; a walk of the same path again is free.
+        std::fs::read_dir(root.join("a")).unwrap().for_each(drop);
+        assert_eq!(w.walk(bytes(&dir)), Some(end_of(&dir)));
+        assert!(w.intact());
+        // An unrelated name created in a walked directory: not interpreted,
+        // so seen as a change.
+        std::fs::write(root.join("a/other"), b"").unwrap();
+        assert!(!w.intact());
+        w.restart().unwrap();
+        assert!(w.intact());
+        w.walk(bytes(&dir));
+        // The directory replaced: a rename in its parent.
+        std::fs::rename(root.join("a/b"), root.join("a/b.old")).unwrap();
+        assert!(!w.intact());
+        w.restart().unwrap();
+        w.walk(bytes(&dir));
+        // Permissions of a walked directory.
+        std::fs::set_permissions(
+            root.join("a"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        assert!(!w.intact());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn symlinks_on_the_way_are_followed_and_their_directories_watched() {
+        let root = tree("links");
+        if !on_local_fs(&root) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            return;
+        }
+        // root/l1 -> m/l2 (relative), root/m/l2 -> root/a (absolute).
+        std::fs::create_dir_all(root.join("m")).unwrap();
+        symlink(root.join("a"), root.join("m/l2")).unwrap();
+        symlink("m/l2", root.join("l1")).unwrap();
+        let mut w = Watches::new().unwrap();
+        let listed_dir = root.join("l1/b");
+        assert_eq!(w.walk(bytes(&listed_dir)), Some(end_of(&root.join("a/b"))));
+        assert!(w.intact());
+        // The middle link lives in a directory the listed path never names.
+        std::fs::remove_file(root.join("m/l2")).unwrap();
+        assert!(!w.intact());
+        symlink(root.join("a/b"), root.join("m/l2")).unwrap();
+        w.restart().unwrap();
+        // `..` is looked up like any name.
+        let up = root.join("a/b/../b");
+        assert_eq!(w.walk(bytes(&up)), Some(end_of(&root.join("a/b"))));
+        // A followed last component: its own chain is watched too.
+        std::fs::write(root.join("a/b/f"), b"").unwrap();
+        symlink(root.join("a/b/f"), root.join("m/lf")).unwrap();
+        symlink("m/lf", root.join("last")).unwrap();
+        w.restart().unwrap();
+        assert_eq!(w.walk(bytes(&root.join("last"))), None);
+        assert!(w.intact());
+        std::fs::remove_file(root.join("m/lf")).unwrap();
+        assert!(!w.intact());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn missing_components_and_untrusted_filesystems() {
+        let root = tree("missing");
+        if !on_local_fs(&root) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            return;
+        }
+        let mut w = Watches::new().unwrap();
+        // A missing directory ends the walk where it would be created.
+        assert_eq!(w.walk(bytes(&root.join("a/nodir"))), None);
+        assert!(w.intact());
+        std::fs::create_dir(root.join("a/nodir")).unwrap();
+        assert!(!w.intact());
+        // /proc changes without events: never trusted.
+        w.restart().unwrap();
+        assert_eq!(w.walk(b"/proc/self"), None);
+        assert!(!w.intact());
+        w.restart().unwrap();
+        assert!(w.intact());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
