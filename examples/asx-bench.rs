@@ -8,9 +8,11 @@
 //!
 //! ```text
 //! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
-//! asx-bench time [--cold] RUNS -- CMD...
+//! asx-bench time [--cold] [--touch DIR] RUNS -- CMD...
 //!                                      run CMD RUNS times (must exit 0; stdout discarded; each
-//!                                      after 100 ms idle; after one untimed run unless --cold):
+//!                                      after 100 ms idle; after one untimed run unless --cold;
+//!                                      with --touch, a file is created in DIR and removed before
+//!                                      each run's idle, so a resolver watching DIR sees a change):
 //!                                      ns per run, then a 5th field: the median busy time per run
 //!                                      (ns the CPUs ran any task from the start until 50 ms after
 //!                                      CMD's exit, from /proc/schedstat; -1 if unavailable)
@@ -209,8 +211,22 @@ const IDLE_AFTER_RUN: Duration = Duration::from_millis(50);
 
 /// Runs CMD RUNS times, each to completion; every run must exit 0.
 fn time_cmd(args: &[OsString]) -> Res<()> {
-    let cold = args.first().is_some_and(|a| a == "--cold");
-    let args = &args[usize::from(cold)..];
+    let mut cold = false;
+    let mut touch: Option<std::path::PathBuf> = None;
+    let mut args = args;
+    loop {
+        match args.first().and_then(|a| a.to_str()) {
+            Some("--cold") => {
+                cold = true;
+                args = &args[1..];
+            }
+            Some("--touch") => {
+                touch = Some(arg(args, 1, "DIR")?.into());
+                args = &args[2..];
+            }
+            _ => break,
+        }
+    }
     let runs = num(arg(args, 0, "RUNS")?)?.max(1);
     let cmd = after_dashes(&args[1..])?;
     // Each run: idle first (an agent is launched after idleness, not in a
@@ -220,6 +236,11 @@ fn time_cmd(args: &[OsString]) -> Res<()> {
     // what the run left to others (the daemon's last steps, exits, RCU
     // callbacks) is in its busy time, and not in the next run's.
     let run_once = |busy: &mut Vec<u64>| -> Res<u64> {
+        if let Some(dir) = &touch {
+            let f = dir.join(".asx-bench-touch");
+            std::fs::write(&f, b"").map_err(|e| format!("{}: {e}", f.display()))?;
+            std::fs::remove_file(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        }
         std::thread::sleep(IDLE_BEFORE_RUN);
         let b0 = busy_ns();
         let start = Instant::now();
