@@ -43,6 +43,12 @@
 #   mount_reuse       between two launches a mount is replaced by one of another device
 #                     at the same place (the freed mount id is usually reused): the user's
 #                     long-lived resolver must key the file with the new device
+#   answer_reuse      a relaunch with nothing changed reuses the resolver's last answer
+#                     (src/watch.rs); a change between two launches must reach the next one:
+#                     a symlink in the middle of the listed path, in a directory the path
+#                     does not name, pointed elsewhere from inside; the listed file's
+#                     directory renamed away and made again; a directory on the path made
+#                     unsearchable (the launch is refused, not served the last answer)
 #
 # A running sandbox here is one launch of a small command server (a shell loop
 # reading job names from a FIFO) that runs the checks as jobs: a launch from
@@ -81,7 +87,7 @@ CHECKS=(
 	root_disk ext4_big_minor xfs_big_minor tmpfs
 	btrfs bind_second_mount overlay_samefs overlay_crossfs
 	replace_running link_rename agent_tricks freed_inodes drop_rewrite missing_parent
-	mount_reuse
+	mount_reuse answer_reuse
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -1029,6 +1035,43 @@ check_mount_reuse() {
 	ok "mount_reuse: the new mount has another device" "$dev1 -> $dev2" test "$dev1" != "$dev2"
 	q_denied "$m/d/secret" "$(sec reuse2)" "mount_reuse: the second file system, same path"
 	q_run new
+}
+
+check_answer_reuse() {
+	local r=$W/reuse
+	if ! { udir "$r" "$r/m" && pair "$r/a" reuse-a && pair "$r/b" reuse-b; }; then
+		fail "answer_reuse: setup" "files"
+		return
+	fi
+	# $r/l1 -> m/l2 -> $r/a: the listed path goes through $r/m, which it does not name.
+	run_as "$USR" sh -c 'ln -s "$1/a" "$1/m/l2" && ln -s m/l2 "$1/l1"' sh "$r"
+	ok "answer_reuse: the symlinks l1 -> m/l2 -> a" "$(why)" test "$RC" -eq 0
+	set_list "$r/l1/secret"
+	run_in "$USR" true
+	run_in "$USR" cat "$r/l1/secret"
+	okl "answer_reuse: a relaunch with nothing changed denies the listed file" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-a)" "$OUT"'
+	run_in "$USR" ln -sfn "$r/b" "$r/m/l2"
+	ok "answer_reuse: inside: the middle symlink pointed at another directory" "$(why)" test "$RC" -eq 0
+	run_in "$USR" cat "$r/l1/secret"
+	okl "answer_reuse: next launch: the file the listed path now names is denied" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-b)" "$OUT"'
+	run_as "$USR" sh -c 'mv "$1/b" "$1/b.old" && mkdir "$1/b" && printf "%s\n" "$2" >"$1/b/secret"' \
+		sh "$r" "$(sec reuse-new)"
+	ok "answer_reuse: the listed file's directory renamed away and made again, a new file in it" \
+		"$(why)" test "$RC" -eq 0
+	run_in "$USR" cat "$r/b/secret"
+	okl "answer_reuse: next launch: the new file is denied" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-new)" "$OUT"'
+	run_in "$USR" cat "$r/a/ctl"
+	ok "answer_reuse: the control file is readable" "$(why)" has "$(ctl reuse-a)" "$OUT"
+	chmod 0600 "$r/m"
+	run_in "$USR" true
+	okl "answer_reuse: a directory on the path made unsearchable: the launch is refused" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "cannot check the path" "$ERR"'
+	chmod 0755 "$r/m"
+	run_in "$USR" true
+	ok "answer_reuse: searchable again: the launch works" "$(why)" test "$RC" -eq 0
 }
 
 # ================================================================ setup and cleanup
