@@ -245,6 +245,7 @@ fn run() -> Result<(), DaemonError> {
             .map_err(setup("read /proc/self/cgroup"))?,
         last_expire: Instant::now(),
         reapply_failures: 0,
+        applied: HashMap::new(),
     };
     d.reconcile();
     // Re-apply every existing sandbox into this layout's maps before serving,
@@ -405,6 +406,27 @@ struct Daemon {
     last_expire: Instant,
     /// Re-applies (without a launch) that failed since start-up.
     reapply_failures: usize,
+    /// Per uid: the answers its last successful apply was made of, while
+    /// its resolvers are kept (see [`Applied`]).
+    applied: HashMap<u32, Applied>,
+}
+
+/// What a uid's last successful apply was made of. A resolver that finds
+/// nothing changed sends its last answer again (src/watch.rs); when both
+/// answers are byte for byte these, and the sandbox's entries are as that
+/// apply left them ([`Bpf::unchanged_since`]), applying them again would
+/// change nothing, and the daemon skips the parse and the apply.
+struct Applied {
+    answers: resolve::Answers,
+    cgid: u64,
+    /// [`Bpf::version`] of the sandbox after that apply.
+    version: u64,
+    /// Whether it was an exact apply: the sandbox holds exactly these
+    /// answers' keys (else possibly more, which a launch from outside must
+    /// remove).
+    exact: bool,
+    user_warnings: Vec<String>,
+    admin_warnings: Vec<String>,
 }
 
 impl Daemon {
@@ -548,6 +570,10 @@ impl Daemon {
             if self.last_expire.elapsed() >= TICK {
                 self.last_expire = Instant::now();
                 self.pool.expire(&mut self.killed);
+                // Without its resolvers a uid's next answers come from new
+                // processes: not worth the memory of keeping the last ones.
+                let pool = &self.pool;
+                self.applied.retain(|uid, _| pool.has_uid(*uid));
             }
             resolve::reap(&mut self.killed);
             self.stuck.retain(|_, pids| {
@@ -756,12 +782,8 @@ impl Daemon {
                     }
                     other => other,
                 };
-                let parsed = match &outcome {
-                    Outcome::Done(r) => r.deny.len(),
-                    Outcome::Failed(_) | Outcome::Retry(_) => 0,
-                };
-                let removed = self.complete(uid, run.batch, outcome);
-                if parsed.max(removed) >= TRIM_AFTER {
+                let handled = self.complete(uid, run.batch, outcome);
+                if handled >= TRIM_AFTER {
                     // A large list's parse, or a large old set, is freed now;
                     // hand the pages back, so that the daemon's RSS is that
                     // of its mirror.
@@ -785,19 +807,59 @@ impl Daemon {
     }
 
     /// Applies a resolver's outcome for `uid` and answers its batch. Returns
-    /// how many entries the apply removed from the maps (0 if it failed).
+    /// how many entries it parsed or removed from the maps, whichever is
+    /// more (0 if it failed or applied nothing new).
     fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) -> usize {
-        let res = match outcome {
+        let answers = match outcome {
             Outcome::Failed(why) | Outcome::Retry(why) => {
                 log::warn!("uid {uid}: {why}");
                 if batch.is_empty() {
                     self.reapply_failures += 1;
                 }
+                self.applied.remove(&uid);
                 self.refuse_all(batch, &why);
                 return 0;
             }
-            Outcome::Done(r) => r,
+            Outcome::Done(a) => a,
         };
+        let cgid = match self.tree.ensure(uid) {
+            Ok(id) => id,
+            Err(e) => {
+                log::error!("uid {uid}: {e}");
+                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
+                return 0;
+            }
+        };
+        let mode = self.mode_for(uid, &batch);
+        let repeat = self.applied.get(&uid).filter(|a| {
+            a.cgid == cgid
+                && a.answers == answers
+                && (a.exact || mode == ApplyMode::AddOnly)
+                && self.bpf.unchanged_since(cgid, a.version)
+        });
+        if let Some(a) = repeat {
+            for w in &a.admin_warnings {
+                log::warn!("{w}");
+            }
+            log::info!(
+                "uid {uid}: lists and sandbox unchanged since the last apply; {} launch(es)",
+                batch.len()
+            );
+            let (warnings, notices) = capped(&a.user_warnings);
+            self.admit(uid, batch, &warnings, &notices);
+            return 0;
+        }
+        self.applied.remove(&uid);
+        let res = answers.parse();
+        let parsed = res.deny.len();
+        if let Some(fatal) = &res.fatal {
+            log::warn!("uid {uid}: {fatal}");
+            if batch.is_empty() {
+                self.reapply_failures += 1;
+            }
+            self.refuse_all(batch, fatal);
+            return parsed;
+        }
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
@@ -809,32 +871,8 @@ impl Daemon {
             );
             log::warn!("uid {uid}: {why}");
             self.refuse_all(batch, &why);
-            return 0;
+            return parsed;
         }
-        let cgid = match self.tree.ensure(uid) {
-            Ok(id) => id,
-            Err(e) => {
-                log::error!("uid {uid}: {e}");
-                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
-                return 0;
-            }
-        };
-        // A launch from inside a sandbox, or a re-apply without any launch,
-        // only adds keys: the agent may have edited the user's list, and its
-        // edit must not free what the running sandbox denies. A requester
-        // counts as outside only if it is seen outside and is still alive
-        // after that read: a launcher that died meanwhile (its cgroup can no
-        // longer be read) may have been an agent's.
-        let sandboxed = cgroup::sandbox_path_for(uid);
-        let outside = |p: &Pending| {
-            process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c != sandboxed) && p.pidfd.alive()
-        };
-        let from_inside = batch.is_empty() || !batch.iter().all(outside);
-        let mode = if from_inside {
-            ApplyMode::AddOnly
-        } else {
-            ApplyMode::Exact
-        };
         if mode == ApplyMode::AddOnly {
             // An add-only apply keeps what the sandbox holds: the cap is on
             // the union, or launches from inside with ever new lists would
@@ -913,33 +951,65 @@ impl Daemon {
                 return 0;
             }
         };
+        if let Some(version) = self.bpf.version(cgid) {
+            self.applied.insert(
+                uid,
+                Applied {
+                    answers,
+                    cgid,
+                    version,
+                    exact: mode == ApplyMode::Exact,
+                    user_warnings: res.user_warnings.clone(),
+                    admin_warnings: res.admin_warnings.clone(),
+                },
+            );
+        }
+        self.admit(uid, batch, &warnings, &notices);
+        parsed.max(removed)
+    }
+
+    /// How an apply for `uid` requested by `batch` may change its sandbox. A
+    /// launch from inside a sandbox, or a re-apply without any launch, only
+    /// adds keys: the agent may have edited the user's list, and its edit
+    /// must not free what the running sandbox denies. A requester counts as
+    /// outside only if it is seen outside and is still alive after that
+    /// read: a launcher that died meanwhile (its cgroup can no longer be
+    /// read) may have been an agent's. Called once the lists are resolved.
+    fn mode_for(&self, uid: u32, batch: &[Pending]) -> ApplyMode {
+        let sandboxed = cgroup::sandbox_path_for(uid);
+        let outside = |p: &Pending| {
+            process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c != sandboxed) && p.pidfd.alive()
+        };
+        if batch.is_empty() || !batch.iter().all(outside) {
+            ApplyMode::AddOnly
+        } else {
+            ApplyMode::Exact
+        }
+    }
+
+    /// Moves the launchers of `batch` (their lists applied) into the sandbox
+    /// of `uid` and replies to each, unless enforcement was turned off.
+    fn admit(&self, uid: u32, batch: Vec<Pending>, warnings: &[String], notices: &[String]) {
         if !batch.is_empty() && !self.bpf.links_pinned() {
             let why = "enforcement was turned off (the program links were unpinned); \
                        restart agent-sandbox-execd to turn it back on";
             log::error!("{why}");
             self.refuse_all(batch, why);
-            return removed;
+            return;
         }
         for p in batch {
-            let reply = match self.migrate_checked(&p) {
-                Ok(()) => Reply {
-                    refusal: None,
-                    warnings: warnings.clone(),
-                    notices: notices.clone(),
-                },
-                Err(why) => {
-                    log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
-                    Reply {
-                        refusal: Some(why),
-                        warnings: warnings.clone(),
-                        notices: notices.clone(),
-                    }
-                }
+            let refusal = self.migrate_checked(&p).err();
+            if let Some(why) = &refusal {
+                log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
+            }
+            let reply = Reply {
+                refusal,
+                warnings: warnings.to_vec(),
+                notices: notices.to_vec(),
             };
             self.reply(&p.token, p.uid, &reply);
             p.pidfd.wake();
         }
-        removed
     }
 
     fn refuse_all(&self, batch: Vec<Pending>, why: &str) {

@@ -462,7 +462,14 @@ pub struct Bpf {
     /// Whether the btrfs types were in the kernel's BTF when the programs
     /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
     btrfs_loaded: bool,
+    /// Per sandbox: a number that changes whenever its entries in the maps
+    /// or the mirror do (see [`Bpf::version`]).
+    versions: HashMap<u64, u64>,
 }
+
+/// The source of [`Bpf::version`] numbers: one counter for the process, so
+/// that a number is never handed out twice, even by a `Bpf` loaded again.
+static NEXT_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Bpf {
     /// Opens the object, reuses the pinned maps (or creates and pins them),
@@ -539,6 +546,7 @@ impl Bpf {
             pin_dir,
             generation,
             mirror: HashMap::new(),
+            versions: HashMap::new(),
             sandboxes: HashSet::new(),
             slots,
             filter: Filter {
@@ -644,6 +652,32 @@ impl Bpf {
             })
     }
 
+    /// The version of sandbox `cgid`'s entries: it changes with every apply,
+    /// removal or forgetting of them (never back to an earlier number), so
+    /// a caller that saw the same version before an apply and after it knows
+    /// nothing else touched them in between.
+    pub fn version(&self, cgid: u64) -> Option<u64> {
+        self.versions.get(&cgid).copied()
+    }
+
+    /// Whether sandbox `cgid` is as it was at `version`: no apply, removal
+    /// or forgetting since, and no key of any sandbox dropped by the kernel
+    /// since its last apply wrote every key (a drop may have taken one of its
+    /// keys; see [`Bpf::apply`]). Then an apply of the set it was last
+    /// applied with would change nothing.
+    pub fn unchanged_since(&self, cgid: u64, version: u64) -> bool {
+        self.version(cgid) == Some(version)
+            && self.sandboxes.contains(&cgid)
+            && self
+                .dropped_keys()
+                .is_some_and(|d| self.drops_seen.get(&cgid) == Some(&d))
+    }
+
+    fn bump(&mut self, cgid: u64) {
+        let v = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.versions.insert(cgid, v);
+    }
+
     /// Cgroup ids that have entries in any map.
     pub fn known_sandboxes(&self) -> HashSet<u64> {
         self.sandboxes
@@ -671,6 +705,7 @@ impl Bpf {
         desired: &DenySet,
         mode: ApplyMode,
     ) -> Result<ApplyStats, BpfError> {
+        self.bump(cgid);
         let current = self.mirror.remove(&cgid).unwrap_or_default();
         let new = desired.minus(&current);
         let stale = current.minus(desired);
@@ -763,6 +798,7 @@ impl Bpf {
         if files.is_empty() && names.is_empty() {
             return;
         }
+        self.bump(cgid);
         let gone = delete(
             &self.skel.maps.deny_map,
             "deny_map",
@@ -798,6 +834,7 @@ impl Bpf {
     /// Forgets a sandbox that no longer exists: removes `cgid` from
     /// agent_cgid_set and sandbox_slots, then its entries.
     pub fn forget_sandbox(&mut self, cgid: u64) {
+        self.bump(cgid);
         self.drops_seen.remove(&cgid);
         if self.sandboxes.remove(&cgid) {
             self.write_slot((cgid as usize) & (SLOTS - 1));

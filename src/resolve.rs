@@ -350,6 +350,11 @@ impl Pool {
         }
     }
 
+    /// Whether `uid` has idle resolvers.
+    pub fn has_uid(&self, uid: u32) -> bool {
+        self.idle.contains_key(&uid)
+    }
+
     /// Whether `pid` is one of the idle resolvers.
     pub fn holds(&self, pid: i32) -> bool {
         self.idle
@@ -431,6 +436,7 @@ impl Part {
         }
     }
 
+    #[cfg(test)]
     fn records(&self) -> &[u8] {
         self.out.get(8..).unwrap_or_default()
     }
@@ -449,11 +455,27 @@ pub struct Resolver {
     parts: [Part; 2],
 }
 
+/// The two answers of one resolution, as received (length, then records):
+/// the base-list process's and the user process's. Kept as bytes so that the
+/// daemon can tell an answer it applied before without parsing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answers(pub [Vec<u8>; 2]);
+
+impl Answers {
+    /// Parses both answers into one resolution (see [`parse_output`]).
+    pub fn parse(&self) -> Resolution {
+        fn records(a: &[u8]) -> &[u8] {
+            a.get(8..).unwrap_or_default()
+        }
+        parse_output(&[records(&self.0[0]), records(&self.0[1])])
+    }
+}
+
 /// How a resolution ended.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Both answers: the findings.
-    Done(Resolution),
+    /// Both answers, not parsed yet.
+    Done(Answers),
     /// Anything else, with the reason to give the user.
     Failed(String),
     /// A process died or was stale, and this was the first try: start again
@@ -558,12 +580,9 @@ impl Resolver {
                 Outcome::Failed(why)
             };
         }
-        let r = parse_output(&[self.parts[0].records(), self.parts[1].records()]);
-        pool.put(self.uid, self.parts.map(|p| p.worker), reap);
-        match r.fatal.clone() {
-            Some(f) => Outcome::Failed(f),
-            None => Outcome::Done(r),
-        }
+        let [base, user] = self.parts;
+        pool.put(self.uid, [base.worker, user.worker], reap);
+        Outcome::Done(Answers([base.out, user.out]))
     }
 }
 
