@@ -572,8 +572,10 @@ impl Daemon {
                 self.pool.expire(&mut self.killed);
                 // Without its resolvers a uid's next answers come from new
                 // processes: not worth the memory of keeping the last ones.
-                let pool = &self.pool;
-                self.applied.retain(|uid, _| pool.has_uid(*uid));
+                let (pool, running) = (&self.pool, &self.running);
+                self.applied.retain(|uid, _| {
+                    pool.has_uid(*uid) || running.iter().any(|r| r.resolver.uid == *uid)
+                });
             }
             resolve::reap(&mut self.killed);
             self.stuck.retain(|_, pids| {
