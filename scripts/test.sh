@@ -626,6 +626,16 @@ check_list_reload() {
 	expect_read "home list removal takes effect on the next launch" "asx-second-$TOK"
 	ok "the launch that frees a file says so (agent-sandbox-exec: note: ... no longer denied)" "$(snip "$ERR")" \
 		grep -q "^agent-sandbox-exec: note: .*no longer denied" "$ERR"
+	# A removal made from inside reaches only a launch from outside, also when that launch's
+	# lists resolve to just what the launch from inside applied (the daemon skips a repeated
+	# apply only if the sandbox holds exactly those keys).
+	alice_list_plus "$f"
+	run_in "$ALICE" sh -c 'grep -vxF "$2" "$1" >"$1.new" && mv "$1.new" "$1" && exec agent-sandbox-exec cat "$2"' \
+		sh "$AH/$HOME_LIST_REL" "$f"
+	expect_denied "a removal from inside: the nested launch keeps the file denied" "asx-second-$TOK"
+	run_in "$ALICE" cat "$f"
+	expect_read "the same lists, then launched from outside: the removal takes effect" "asx-second-$TOK"
+	alice_list_default
 	ok "no daemon restart was involved" "MainPID $pid -> $(main_pid)" test "$(main_pid)" = "$pid"
 }
 
