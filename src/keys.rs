@@ -459,6 +459,14 @@ impl KeyContext {
         }
     }
 
+    /// Removes the watches of the current resolution, which will not be
+    /// reused (a fatal problem, or the lists cannot be compared).
+    pub fn drop_watches(&mut self) {
+        if let Some(w) = self.watches.as_mut() {
+            w.give_up();
+        }
+    }
+
     /// Whether every directory read since [`KeyContext::watch_anew`] (or
     /// since this context was made) is watched and none changed.
     pub fn settled(&self) -> bool {

@@ -776,6 +776,11 @@ fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                     None
                 }
             };
+            if inputs.is_none()
+                && let Some(k) = keys.as_mut()
+            {
+                k.drop_watches();
+            }
             let len = (records.len() - 8) as u64;
             records[..8].copy_from_slice(&len.to_ne_bytes());
             last = Some(Answer { inputs, records });

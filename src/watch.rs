@@ -38,7 +38,13 @@
 //! overlayfs whose layers may change underneath it, is never trusted: a
 //! directory not on one of [`LOCAL_FILESYSTEMS`], or one that cannot be
 //! watched (no read permission, the user's inotify limits reached), leaves
-//! the walk incomplete, and the next launch resolves every path again.
+//! the walk incomplete, and the next launch resolves every path again. So
+//! does an encrypted directory (fscrypt, `STATX_ATTR_ENCRYPTED`): adding or
+//! removing its key, which its owner may do, makes its names appear or
+//! vanish without an event. And so do more than [`MAX_WATCHES`] directories
+//! in one resolution: a base-list line through a directory a user can write
+//! must not let that user make the root resolver hold root's watches. The
+//! watches of a resolution that cannot be reused are removed at once.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -56,6 +62,12 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 /// (include/uapi/linux/magic.h): ext2/3/4, XFS, btrfs, tmpfs, F2FS.
 pub const LOCAL_FILESYSTEMS: [i64; 5] =
     [0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994, 0xf2f5_2010];
+
+/// Directories watched in one resolution at most; past that, the resolution
+/// is not reusable (see the module docs). inotify watches count against the
+/// resolver's user's `fs.inotify.max_user_watches` (8,192 before Linux 5.11,
+/// inotify(7)); a base-list resolver is root's, one per uid with launches.
+pub const MAX_WATCHES: usize = 1024;
 
 /// Symlinks followed in one walk before it gives up, as the kernel's
 /// `MAXSYMLINKS` (include/linux/namei.h).
@@ -155,9 +167,16 @@ impl Watches {
     }
 
     /// Marks the current resolution as not fully watched (for what the walk
-    /// cannot see on its own: a lookup that ended elsewhere than the walk).
+    /// cannot see on its own: a lookup that ended elsewhere than the walk)
+    /// and removes its watches: it will not be reused, and watches held
+    /// meanwhile would only count against the user's inotify limits.
     pub fn give_up(&mut self) {
         self.complete = false;
+        for wd in self.set.drain(..) {
+            let _ = self.inotify.rm_watch(wd);
+        }
+        self.watched.clear();
+        self.prefix.clear();
     }
 
     /// Looks `path` up one component at a time from `/` (or the working
@@ -180,8 +199,8 @@ impl Watches {
         let end = match self.walk_anew(path) {
             Ok(end) => end,
             Err(_) => {
-                self.complete = false;
-                None
+                self.give_up();
+                return None;
             }
         };
         self.walked.insert(path.to_vec(), end);
@@ -285,6 +304,18 @@ impl Watches {
         let end = (stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor);
         if self.watched.contains(&id) {
             return Ok(end);
+        }
+        if stx.stx_attributes & libc::STATX_ATTR_ENCRYPTED as u64 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "an encrypted directory: its names change with its key, without events",
+            ));
+        }
+        if self.set.len() >= MAX_WATCHES {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("more than {MAX_WATCHES} directories"),
+            ));
         }
         // One device number is one filesystem while no mount changes.
         let dev = (stx.stx_dev_major, stx.stx_dev_minor);
@@ -463,6 +494,32 @@ mod tests {
         assert!(w.intact());
         std::fs::remove_file(root.join("m/lf")).unwrap();
         assert!(!w.intact());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn too_many_directories_are_not_watched() {
+        let root = tree("many");
+        if !on_local_fs(&root) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            return;
+        }
+        let mut w = Watches::new().unwrap();
+        let mut walked = 0;
+        for i in 0..MAX_WATCHES {
+            let d = root.join(format!("a/d{i}"));
+            std::fs::create_dir(&d).unwrap();
+            if w.walk(bytes(&d)).is_some() {
+                walked += 1;
+            }
+        }
+        // The root's ancestors and a/ count too: the cap is reached, and
+        // the watches are gone at once.
+        assert!(walked < MAX_WATCHES);
+        assert!(!w.intact());
+        assert!(w.set.is_empty());
+        w.restart().unwrap();
+        assert!(w.intact());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
