@@ -660,7 +660,11 @@ impl KeyContext {
     }
 }
 
-fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
+/// openat(2) with `O_CLOEXEC` added: a new descriptor for `name` in `dir`.
+///
+/// # Errors
+/// openat's, or `InvalidInput` for a name with a NUL byte.
+pub(crate) fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: c is NUL-terminated; the returned descriptor is owned below.
     let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -671,7 +675,12 @@ fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
+/// statx(2) of `name` in `dir` (with `flags`; `AT_STATX_SYNC_AS_STAT`
+/// added) for type, inode number and mount id; the attributes come with it.
+///
+/// # Errors
+/// statx's, or `InvalidInput` for a name with a NUL byte.
+pub(crate) fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
     // A component (at most NAME_MAX bytes) becomes a C string on the stack.
     let mut buf = [0u8; NAME_MAX + 1];
     let owned;
@@ -701,7 +710,12 @@ fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
     Ok(unsafe { stx.assume_init() })
 }
 
-fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
+/// The statfs `f_type` of the filesystem holding `fd` (an O_PATH descriptor
+/// will do).
+///
+/// # Errors
+/// fstatfs's.
+pub(crate) fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
     let mut st = MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: fd is open (fstatfs accepts O_PATH descriptors); st is a valid out-buffer.
     if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {

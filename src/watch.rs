@@ -47,15 +47,15 @@
 //! watches of a resolution that cannot be reused are removed at once.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
 use std::io;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+
+use crate::keys::{fs_type, open_at, statx_at};
 
 /// statfs `f_type` of the filesystems whose directory changes all pass
 /// through this kernel's VFS, and so raise inotify events
@@ -320,14 +320,7 @@ impl Watches {
         // One device number is one filesystem while no mount changes.
         let dev = (stx.stx_dev_major, stx.stx_dev_minor);
         if !self.local_devs.contains(&dev) {
-            let mut st = MaybeUninit::<libc::statfs>::zeroed();
-            // SAFETY: fd is open (fstatfs accepts O_PATH descriptors); st is
-            // a valid out-buffer.
-            if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: fstatfs() returned 0, so it filled the buffer.
-            let f_type = unsafe { st.assume_init() }.f_type;
+            let f_type = fs_type(fd)?;
             if !LOCAL_FILESYSTEMS.contains(&f_type) {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -359,34 +352,9 @@ enum Found {
     Other,
 }
 
-fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: c is NUL-terminated; the returned descriptor is owned below.
-    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat() returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
+/// statx of the descriptor itself, not following a symlink it names.
 fn statx_fd(fd: RawFd) -> io::Result<libc::statx> {
-    let mut stx = MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: an empty path with AT_EMPTY_PATH; stx is a valid out-buffer.
-    let rc = unsafe {
-        libc::statx(
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_TYPE | libc::STATX_INO,
-            stx.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: statx() returned 0, so it filled the buffer.
-    Ok(unsafe { stx.assume_init() })
+    statx_at(fd, b"", libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
 }
 
 #[cfg(test)]
@@ -395,11 +363,19 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::path::{Path, PathBuf};
 
-    fn tree(tag: &str) -> PathBuf {
+    /// A fresh tree `a/b` under the temporary directory, or None (said on
+    /// stderr) where that is not on a filesystem whose changes inotify sees.
+    fn tree(tag: &str) -> Option<PathBuf> {
         let root = std::env::temp_dir().join(format!("asx-watch-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("a/b")).unwrap();
-        root
+        let dir = std::fs::File::open(&root).unwrap();
+        if LOCAL_FILESYSTEMS.contains(&fs_type(&OwnedFd::from(dir)).unwrap()) {
+            return Some(root);
+        }
+        eprintln!("skipped: the temporary directory is not on a local filesystem here");
+        std::fs::remove_dir_all(&root).unwrap();
+        None
     }
 
     fn end_of(p: &Path) -> WalkEnd {
@@ -413,22 +389,11 @@ mod tests {
         p.as_os_str().as_bytes()
     }
 
-    fn on_local_fs(p: &Path) -> bool {
-        let c = CString::new(bytes(p)).unwrap();
-        let mut st = MaybeUninit::<libc::statfs>::zeroed();
-        // SAFETY: c is NUL-terminated; st is a valid out-buffer.
-        assert_eq!(unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) }, 0);
-        // SAFETY: statfs() returned 0.
-        LOCAL_FILESYSTEMS.contains(&unsafe { st.assume_init() }.f_type)
-    }
-
     #[test]
     fn a_change_in_a_walked_directory_is_seen() {
-        let root = tree("change");
-        if !on_local_fs(&root) {
-            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+        let Some(root) = tree("change") else {
             return;
-        }
+        };
         let mut w = Watches::new().unwrap();
         let dir = root.join("a/b");
         assert_eq!(w.walk(bytes(&dir)), Some(end_of(&dir)));
@@ -464,11 +429,9 @@ mod tests {
 
     #[test]
     fn symlinks_on_the_way_are_followed_and_their_directories_watched() {
-        let root = tree("links");
-        if !on_local_fs(&root) {
-            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+        let Some(root) = tree("links") else {
             return;
-        }
+        };
         // root/l1 -> m/l2 (relative), root/m/l2 -> root/a (absolute).
         std::fs::create_dir_all(root.join("m")).unwrap();
         symlink(root.join("a"), root.join("m/l2")).unwrap();
@@ -499,11 +462,9 @@ mod tests {
 
     #[test]
     fn too_many_directories_are_not_watched() {
-        let root = tree("many");
-        if !on_local_fs(&root) {
-            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+        let Some(root) = tree("many") else {
             return;
-        }
+        };
         let mut w = Watches::new().unwrap();
         let mut walked = 0;
         for i in 0..MAX_WATCHES {
@@ -525,11 +486,9 @@ mod tests {
 
     #[test]
     fn missing_components_and_untrusted_filesystems() {
-        let root = tree("missing");
-        if !on_local_fs(&root) {
-            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+        let Some(root) = tree("missing") else {
             return;
-        }
+        };
         let mut w = Watches::new().unwrap();
         // A missing directory ends the walk where it would be created.
         assert_eq!(w.walk(bytes(&root.join("a/nodir"))), None);
