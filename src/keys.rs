@@ -28,7 +28,7 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -456,6 +456,46 @@ impl KeyContext {
             && w.restart().is_err()
         {
             self.watches = None;
+        }
+    }
+
+    /// Waits until `sock` is readable; if a watched directory changes
+    /// meanwhile, removes the watches and discards the events (the next
+    /// resolution will be a full one) and goes on waiting.
+    ///
+    /// # Errors
+    /// poll(2)'s, other than `EINTR`.
+    pub fn stop_watching_on_change(&mut self, sock: BorrowedFd<'_>) -> io::Result<()> {
+        loop {
+            let Some(w) = self.watches.as_mut().filter(|w| w.intact()) else {
+                return Ok(());
+            };
+            let mut fds = [
+                libc::pollfd {
+                    fd: sock.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: w.as_fd().as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: polls two descriptors we own, until one is ready.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if fds[0].revents != 0 {
+                return Ok(());
+            }
+            if fds[1].revents != 0 {
+                w.stop()?;
+            }
         }
     }
 

@@ -699,6 +699,15 @@ fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
     let mut keys: Option<KeyContext> = None;
     let mut last: Option<Answer> = None;
     loop {
+        if let Some(k) = keys.as_mut() {
+            // The first event settles it (the next resolution is a full
+            // one): stop watching then, rather than have every change in
+            // the watched directories queue an event until the next launch.
+            if let Err(e) = k.stop_watching_on_change(sock.as_fd()) {
+                eprintln!("{WORKER_NAME}: {e}");
+                return 71;
+            }
+        }
         let base = match receive(sock) {
             Ok(Some(b)) => b,
             Ok(None) => return 0,

@@ -44,11 +44,15 @@
 //! vanish without an event. And so do more than [`MAX_WATCHES`] directories
 //! in one resolution: a base-list line through a directory a user can write
 //! must not let that user make the root resolver hold root's watches. The
-//! watches of a resolution that cannot be reused are removed at once.
+//! watches of a resolution that cannot be reused are removed at once, and so
+//! are all of them at the first event ([`Watches::stop`], called by an idle
+//! resolver): from then on the next resolution is a full one anyway, and
+//! further changes in the watched directories (the home among them) should
+//! not queue events for the rest of the resolver's idle time.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
@@ -95,6 +99,13 @@ pub struct Watches {
     prefix: Vec<(Vec<u8>, Rc<OwnedFd>, WalkEnd)>,
     /// False once a directory could not be watched since then.
     complete: bool,
+}
+
+impl AsFd for Watches {
+    /// The inotify descriptor: readable when an event is queued.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inotify.as_fd()
+    }
 }
 
 impl Watches {
@@ -144,14 +155,7 @@ impl Watches {
             // EINVAL: already gone (its directory was deleted or unmounted).
             let _ = self.inotify.rm_watch(wd);
         }
-        loop {
-            match self.inotify.read_events() {
-                Ok(_) => {}
-                Err(Errno::EAGAIN) => break,
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.drain()?;
         self.watched.clear();
         self.local_devs.clear();
         self.walked.clear();
@@ -177,6 +181,27 @@ impl Watches {
         }
         self.watched.clear();
         self.prefix.clear();
+    }
+
+    /// Gives up the current resolution ([`Watches::give_up`]) and discards
+    /// the events queued so far.
+    ///
+    /// # Errors
+    /// The read error of the inotify descriptor, other than `EAGAIN`.
+    pub fn stop(&mut self) -> io::Result<()> {
+        self.give_up();
+        self.drain()
+    }
+
+    fn drain(&mut self) -> io::Result<()> {
+        loop {
+            match self.inotify.read_events() {
+                Ok(_) => {}
+                Err(Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Looks `path` up one component at a time from `/` (or the working
@@ -405,6 +430,13 @@ mod tests {
         // An unrelated name created in a walked directory: not interpreted,
         // so seen as a change.
         std::fs::write(root.join("a/other"), b"").unwrap();
+        assert!(!w.intact());
+        // Stopped at the first event: no watch left, the queue empty, and
+        // still not intact until a new resolution.
+        w.stop().unwrap();
+        assert!(w.set.is_empty());
+        std::fs::write(root.join("a/other2"), b"").unwrap();
+        assert!(matches!(w.inotify.read_events(), Err(Errno::EAGAIN)));
         assert!(!w.intact());
         w.restart().unwrap();
         assert!(w.intact());
