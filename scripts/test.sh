@@ -630,9 +630,11 @@ check_list_reload() {
 	# lists resolve to just what the launch from inside applied (the daemon skips a repeated
 	# apply only if the sandbox holds exactly those keys).
 	alice_list_plus "$f"
-	run_in "$ALICE" sh -c 'grep -vxF "$2" "$1" >"$1.new" && mv "$1.new" "$1" && exec agent-sandbox-exec cat "$2"' \
-		sh "$AH/$HOME_LIST_REL" "$f"
-	expect_denied "a removal from inside: the nested launch keeps the file denied" "asx-second-$TOK"
+	run_in "$ALICE" sh -c 'grep -vxF "$2" "$1" >"$1.new" && mv "$1.new" "$1" &&
+		agent-sandbox-exec true 2>/dev/null && exec agent-sandbox-exec cat "$2"' sh "$AH/$HOME_LIST_REL" "$f"
+	expect_denied "a removal from inside: nested launches keep the file denied" "asx-second-$TOK"
+	ok "the second nested launch, with the same lists, says so too (note: ... stay denied)" "$(snip "$ERR")" \
+		grep -q "^agent-sandbox-exec: note: .*stay denied" "$ERR"
 	run_in "$ALICE" cat "$f"
 	expect_read "the same lists, then launched from outside: the removal takes effect" "asx-second-$TOK"
 	alice_list_default

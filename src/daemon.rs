@@ -421,10 +421,11 @@ struct Applied {
     cgid: u64,
     /// [`Bpf::version`] of the sandbox after that apply.
     version: u64,
-    /// Whether it was an exact apply: the sandbox holds exactly these
-    /// answers' keys (else possibly more, which a launch from outside must
-    /// remove).
+    /// Whether the sandbox holds exactly these answers' keys (else more,
+    /// which a launch from outside must try to remove again).
     exact: bool,
+    /// How many entries it holds beyond them (for the add-only notice).
+    unlisted: usize,
     user_warnings: Vec<String>,
     admin_warnings: Vec<String>,
 }
@@ -824,20 +825,14 @@ impl Daemon {
             }
             Outcome::Done(a) => a,
         };
-        let cgid = match self.tree.ensure(uid) {
-            Ok(id) => id,
-            Err(e) => {
-                log::error!("uid {uid}: {e}");
-                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
-                return 0;
-            }
-        };
         let mode = self.mode_for(uid, &batch);
+        // The sandbox's id as it is (a cgroup made anew has another one).
+        let existing = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
         let repeat = self.applied.get(&uid).filter(|a| {
-            a.cgid == cgid
+            existing == Some(a.cgid)
                 && a.answers == answers
                 && (a.exact || mode == ApplyMode::AddOnly)
-                && self.bpf.unchanged_since(cgid, a.version)
+                && self.bpf.unchanged_since(a.cgid, a.version)
         });
         if let Some(a) = repeat {
             for w in &a.admin_warnings {
@@ -847,7 +842,12 @@ impl Daemon {
                 "uid {uid}: lists and sandbox unchanged since the last apply; {} launch(es)",
                 batch.len()
             );
-            let (warnings, notices) = capped(&a.user_warnings);
+            let (warnings, mut notices) = capped(&a.user_warnings);
+            // What a full add-only apply would say again; an exact one
+            // would remove nothing, so it would say nothing.
+            if mode == ApplyMode::AddOnly && a.unlisted > 0 {
+                notices.push(removal_notice(ApplyMode::AddOnly, a.unlisted));
+            }
             self.admit(uid, batch, &warnings, &notices);
             return 0;
         }
@@ -875,6 +875,14 @@ impl Daemon {
             self.refuse_all(batch, &why);
             return parsed;
         }
+        let cgid = match self.tree.ensure(uid) {
+            Ok(id) => id,
+            Err(e) => {
+                log::error!("uid {uid}: {e}");
+                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
+                return parsed;
+            }
+        };
         if mode == ApplyMode::AddOnly {
             // An add-only apply keeps what the sandbox holds: the cap is on
             // the union, or launches from inside with ever new lists would
@@ -927,24 +935,9 @@ impl Daemon {
                     batch.len()
                 );
                 if stats.removed > 0 {
-                    notices.push(match mode {
-                        ApplyMode::Exact => format!(
-                            "{} entries denied until now are no longer denied to your sandboxes \
-                             (paths removed from the lists, or files replaced or moved away)",
-                            stats.removed
-                        ),
-                        ApplyMode::AddOnly => format!(
-                            "{} entries no longer in the lists stay denied: a launch from inside \
-                             a sandbox only adds; launch from outside to apply removals",
-                            stats.removed
-                        ),
-                    });
+                    notices.push(removal_notice(mode, stats.removed));
                 }
-                if mode == ApplyMode::Exact {
-                    stats.removed
-                } else {
-                    0
-                }
+                stats.removed
             }
             Err(e) => {
                 let why = format!("cannot apply the denylist: {}", crate::error_chain(&e));
@@ -953,6 +946,10 @@ impl Daemon {
                 return 0;
             }
         };
+        // What the sandbox holds beyond the lists: after an exact apply,
+        // stale keys whose deletion failed; after an add-only one, also those
+        // it kept on purpose.
+        let unlisted = self.bpf.held_len(cgid).saturating_sub(res.deny.len());
         if let Some(version) = self.bpf.version(cgid) {
             self.applied.insert(
                 uid,
@@ -960,14 +957,18 @@ impl Daemon {
                     answers,
                     cgid,
                     version,
-                    exact: mode == ApplyMode::Exact,
+                    exact: unlisted == 0,
+                    unlisted,
                     user_warnings: res.user_warnings.clone(),
                     admin_warnings: res.admin_warnings.clone(),
                 },
             );
         }
         self.admit(uid, batch, &warnings, &notices);
-        parsed.max(removed)
+        match mode {
+            ApplyMode::Exact => parsed.max(removed),
+            ApplyMode::AddOnly => parsed,
+        }
     }
 
     /// How an apply for `uid` requested by `batch` may change its sandbox. A
@@ -1087,6 +1088,21 @@ impl Daemon {
 /// A request's name for the log: only the first 8 of the token's 32 hex
 /// digits, so the journal (readable by the adm group) cannot be used to plant
 /// a file under a waiting launcher's reply name.
+/// The note for a launcher about entries an apply in `mode` removed
+/// (exact) or kept though no longer listed (add-only).
+fn removal_notice(mode: ApplyMode, n: usize) -> String {
+    match mode {
+        ApplyMode::Exact => format!(
+            "{n} entries denied until now are no longer denied to your sandboxes \
+             (paths removed from the lists, or files replaced or moved away)"
+        ),
+        ApplyMode::AddOnly => format!(
+            "{n} entries no longer in the lists stay denied: a launch from inside \
+             a sandbox only adds; launch from outside to apply removals"
+        ),
+    }
+}
+
 fn shown(token: &str) -> String {
     format!("req.{}…", token.get(..8).unwrap_or(token))
 }

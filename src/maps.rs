@@ -673,6 +673,11 @@ impl Bpf {
                 .is_some_and(|d| self.drops_seen.get(&cgid) == Some(&d))
     }
 
+    /// How many file keys and names the mirror holds for sandbox `cgid`.
+    pub fn held_len(&self, cgid: u64) -> usize {
+        self.mirror.get(&cgid).map_or(0, DenySet::len)
+    }
+
     fn bump(&mut self, cgid: u64) {
         let v = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.versions.insert(cgid, v);
@@ -834,7 +839,6 @@ impl Bpf {
     /// Forgets a sandbox that no longer exists: removes `cgid` from
     /// agent_cgid_set and sandbox_slots, then its entries.
     pub fn forget_sandbox(&mut self, cgid: u64) {
-        self.bump(cgid);
         self.drops_seen.remove(&cgid);
         if self.sandboxes.remove(&cgid) {
             self.write_slot((cgid as usize) & (SLOTS - 1));
@@ -847,6 +851,8 @@ impl Bpf {
         if self.mirror.get(&cgid).is_some_and(DenySet::is_empty) {
             self.mirror.remove(&cgid);
         }
+        // Gone from agent_cgid_set, so never unchanged_since() again.
+        self.versions.remove(&cgid);
     }
 }
 
