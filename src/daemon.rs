@@ -426,6 +426,8 @@ struct Applied {
     exact: bool,
     /// How many entries it holds beyond them (for the add-only notice).
     unlisted: usize,
+    /// How many entries the answers hold.
+    entries: usize,
     user_warnings: Vec<String>,
     admin_warnings: Vec<String>,
 }
@@ -574,9 +576,20 @@ impl Daemon {
                 // Without its resolvers a uid's next answers come from new
                 // processes: not worth the memory of keeping the last ones.
                 let (pool, running) = (&self.pool, &self.running);
-                self.applied.retain(|uid, _| {
-                    pool.has_uid(*uid) || running.iter().any(|r| r.resolver.uid == *uid)
+                let mut freed = 0;
+                self.applied.retain(|uid, a| {
+                    let keep = pool.has_uid(*uid) || running.iter().any(|r| r.resolver.uid == *uid);
+                    if !keep {
+                        freed += a.entries;
+                    }
+                    keep
                 });
+                // Launches that reused large answers left the buffers they
+                // read them into free but not trimmed (the next answer would
+                // reuse them): hand them back with the answers.
+                if freed >= TRIM_AFTER {
+                    trim();
+                }
             }
             resolve::reap(&mut self.killed);
             self.stuck.retain(|_, pids| {
@@ -789,12 +802,8 @@ impl Daemon {
                 if handled >= TRIM_AFTER {
                     // A large list's parse, or a large old set, is freed now;
                     // hand the pages back, so that the daemon's RSS is that
-                    // of its mirror.
-                    #[cfg(target_env = "gnu")]
-                    // SAFETY: malloc_trim only releases free heap memory.
-                    unsafe {
-                        libc::malloc_trim(0);
-                    }
+                    // of its mirror (and the last answers it keeps).
+                    trim();
                 }
             } else if now >= self.running[i].resolver.deadline {
                 let run = self.running.swap_remove(i);
@@ -959,6 +968,7 @@ impl Daemon {
                     version,
                     exact: unlisted == 0,
                     unlisted,
+                    entries: res.deny.len(),
                     user_warnings: res.user_warnings.clone(),
                     admin_warnings: res.admin_warnings.clone(),
                 },
@@ -1088,6 +1098,15 @@ impl Daemon {
 /// A request's name for the log: only the first 8 of the token's 32 hex
 /// digits, so the journal (readable by the adm group) cannot be used to plant
 /// a file under a waiting launcher's reply name.
+/// Returns the heap's free pages to the kernel (malloc_trim(3)).
+fn trim() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The note for a launcher about entries an apply in `mode` removed
 /// (exact) or kept though no longer listed (add-only).
 fn removal_notice(mode: ApplyMode, n: usize) -> String {
