@@ -54,6 +54,7 @@ readonly OBJ=/usr/local/lib/asx-bench/empty.bpf.o
 readonly UNIT=agent-sandbox-execd.service
 
 declare -A R    # results: name -> "MEDIAN MIN MAX N [BUSY]"
+N=0             # the list size empty_then_list writes (set by first_apply)
 
 progress() { printf '.. [%4d s] %s\n' "$SECONDS" "$*"; }    # guest clock since the start
 die() {
@@ -216,42 +217,45 @@ hook_suite() {
 # ---------------------------------------------------------------------------------------------
 # 2./3. Launches and applies, as user $U.
 
-# A first apply of N entries: from an empty list (an untimed launch removes the keys), the
-# list of N files is written and one launch is timed.
-first_apply() {
-	local n=$1 i t b
+# timed_cold NAME PREPARE: FIRST_RUNS launches of user $U, each after PREPARE (a function) and
+# timed alone (`time --cold 1`); their median etc. go to R[NAME].
+timed_cold() {
+	local name=$1 prepare=$2 i t b
 	local -a times=() busy=()
 	for ((i = 0; i < FIRST_RUNS; i++)); do
-		set_list "$U" 0
-		launch_as "$U"
-		set_list "$U" "$n"
+		"$prepare"
 		read -r t _ _ _ b < <(as_user "$U" "$BIN" time --cold 1 -- agent-sandbox-exec /bin/true) \
-			|| die "first launch with $n entries failed"
+			|| die "$name: a launch failed"
 		times+=("$t")
 		busy+=("$b")
 	done
-	R[launch.first$n]="$("$BIN" stats "${times[@]}") $("$BIN" stats "${busy[@]}" | cut -d' ' -f1)"
-	progress "launch.first$n: ${R[launch.first$n]}"
+	R[$name]="$("$BIN" stats "${times[@]}") $("$BIN" stats "${busy[@]}" | cut -d' ' -f1)"
+	progress "$name: ${R[$name]}"
+}
+
+# A first apply of N entries: from an empty list (an untimed launch removes the keys), the
+# list of N files is written and one launch is timed.
+first_apply() {
+	N=$1
+	timed_cold "launch.first$1" empty_then_list
+}
+empty_then_list() {
+	set_list "$U" 0
+	launch_as "$U"
+	set_list "$U" "$N"
 }
 
 # A launch of N entries with no resolver processes, as after RESOLVER_IDLE s without a launch:
 # they are killed first, and the daemon's once-a-second check forgets them (and the answers it
 # kept to recognise theirs), so every path is resolved and the answers parsed and applied.
 cold_launch() {
-	local n=$1 i t b
-	local -a times=() busy=()
-	set_list "$U" "$n"
+	set_list "$U" "$1"
 	launch_as "$U"
-	for ((i = 0; i < FIRST_RUNS; i++)); do
-		pkill -KILL -f '^agent-sandbox-exec-resolver' || die "no resolver process to kill"
-		sleep 1.5
-		read -r t _ _ _ b < <(as_user "$U" "$BIN" time --cold 1 -- agent-sandbox-exec /bin/true) \
-			|| die "cold launch failed"
-		times+=("$t")
-		busy+=("$b")
-	done
-	R[launch.cold$n]="$("$BIN" stats "${times[@]}") $("$BIN" stats "${busy[@]}" | cut -d' ' -f1)"
-	progress "launch.cold$n: ${R[launch.cold$n]}"
+	timed_cold "launch.cold$1" kill_resolvers
+}
+kill_resolvers() {
+	pkill -KILL -f '^agent-sandbox-exec-resolver' || die "no resolver process to kill"
+	sleep 1.5
 }
 
 launch_suite() {

@@ -421,10 +421,10 @@ struct Applied {
     cgid: u64,
     /// [`Bpf::version`] of the sandbox after that apply.
     version: u64,
-    /// Whether the sandbox holds exactly these answers' keys (else more,
-    /// which a launch from outside must try to remove again).
-    exact: bool,
-    /// How many entries it holds beyond them (for the add-only notice).
+    /// How many entries the sandbox holds beyond these answers' keys: 0
+    /// after an exact apply (unless a stale key's deletion failed), which a
+    /// launch from outside must otherwise try to remove again; shown in the
+    /// add-only notice.
     unlisted: usize,
     /// How many entries the answers hold.
     entries: usize,
@@ -824,12 +824,8 @@ impl Daemon {
     fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) -> usize {
         let answers = match outcome {
             Outcome::Failed(why) | Outcome::Retry(why) => {
-                log::warn!("uid {uid}: {why}");
-                if batch.is_empty() {
-                    self.reapply_failures += 1;
-                }
                 self.applied.remove(&uid);
-                self.refuse_all(batch, &why);
+                self.fail(uid, batch, &why);
                 return 0;
             }
             Outcome::Done(a) => a,
@@ -840,7 +836,7 @@ impl Daemon {
         let repeat = self.applied.get(&uid).filter(|a| {
             existing == Some(a.cgid)
                 && a.answers == answers
-                && (a.exact || mode == ApplyMode::AddOnly)
+                && (a.unlisted == 0 || mode == ApplyMode::AddOnly)
                 && self.bpf.unchanged_since(a.cgid, a.version)
         });
         if let Some(a) = repeat {
@@ -864,11 +860,7 @@ impl Daemon {
         let res = answers.parse();
         let parsed = res.deny.len();
         if let Some(fatal) = &res.fatal {
-            log::warn!("uid {uid}: {fatal}");
-            if batch.is_empty() {
-                self.reapply_failures += 1;
-            }
-            self.refuse_all(batch, fatal);
+            self.fail(uid, batch, fatal);
             return parsed;
         }
         for w in &res.admin_warnings {
@@ -966,7 +958,6 @@ impl Daemon {
                     answers,
                     cgid,
                     version,
-                    exact: unlisted == 0,
                     unlisted,
                     entries: res.deny.len(),
                     user_warnings: res.user_warnings.clone(),
@@ -979,6 +970,16 @@ impl Daemon {
             ApplyMode::Exact => parsed.max(removed),
             ApplyMode::AddOnly => parsed,
         }
+    }
+
+    /// Refuses `batch` for a resolution of `uid` that failed (a re-apply
+    /// without a launch counts as a failed re-apply).
+    fn fail(&mut self, uid: u32, batch: Vec<Pending>, why: &str) {
+        log::warn!("uid {uid}: {why}");
+        if batch.is_empty() {
+            self.reapply_failures += 1;
+        }
+        self.refuse_all(batch, why);
     }
 
     /// How an apply for `uid` requested by `batch` may change its sandbox. A

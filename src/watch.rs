@@ -151,15 +151,9 @@ impl Watches {
     /// # Errors
     /// The read error of the inotify descriptor, other than `EAGAIN`.
     pub fn restart(&mut self) -> io::Result<()> {
-        for wd in self.set.drain(..) {
-            // EINVAL: already gone (its directory was deleted or unmounted).
-            let _ = self.inotify.rm_watch(wd);
-        }
-        self.drain()?;
-        self.watched.clear();
+        self.stop()?;
         self.local_devs.clear();
         self.walked.clear();
-        self.prefix.clear();
         self.complete = true;
         Ok(())
     }
@@ -177,6 +171,7 @@ impl Watches {
     pub fn give_up(&mut self) {
         self.complete = false;
         for wd in self.set.drain(..) {
+            // EINVAL: already gone (its directory was deleted or unmounted).
             let _ = self.inotify.rm_watch(wd);
         }
         self.watched.clear();
