@@ -52,6 +52,15 @@ enum bpf_map_type {
 #define MAX_ERRNO 4095
 /* include/uapi/linux/magic.h */
 #define BTRFS_SUPER_MAGIC 0x9123683E
+#define EXT4_SUPER_MAGIC 0xEF53
+#define F2FS_SUPER_MAGIC 0xF2F52010
+/* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of a casefolded directory */
+#define S_CASEFOLD (1 << 15)
+/* include/uapi/linux/stat.h */
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+/* include/linux/dcache.h (v6.1 .. v6.12): dentry->d_flags, d_op->d_compare is set */
+#define DCACHE_OP_COMPARE 0x00000002
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -69,6 +78,8 @@ struct hlist_head {
 };
 
 struct inode {
+	unsigned short i_mode;
+	unsigned int i_flags;
 	unsigned long i_ino;
 	struct super_block *i_sb;
 	unsigned int i_nlink; /* in an anonymous union with __i_nlink; CO-RE finds it there */
@@ -83,6 +94,7 @@ struct qstr {
 };
 
 struct dentry {
+	unsigned int d_flags;
 	struct dentry *d_parent;
 	struct qstr d_name;
 	struct inode *d_inode;

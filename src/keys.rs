@@ -22,7 +22,7 @@
 //!   all layers share one filesystem or `xino` is on; otherwise a directory
 //!   cannot be watched and only the file's own key applies (with a warning).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::fs;
@@ -35,7 +35,7 @@ use std::path::Path;
 use crate::watch::Watches;
 
 /// What the hook reads from an inode (`struct file_key` in
-/// src/bpf/agent_sandbox.h).
+/// src/bpf/agent_sandbox.h), with what a deny_map entry for it says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {
     /// `i_sb->s_dev` in kernel encoding (see [`kernel_dev`]).
@@ -44,6 +44,26 @@ pub struct FileKey {
     pub ino: u64,
     /// btrfs subvolume (tree) id; 0 on other filesystems.
     pub subvol: u64,
+    /// [`KIND_OPEN`], [`KIND_PATH`] or [`KIND_LISTED_DIR`]; always
+    /// [`KIND_OPEN`] (0) in a [`NameKey`]'s directory.
+    pub kind: u32,
+}
+
+/// `AGENT_SANDBOX_KIND_OPEN` (agent_sandbox.h): the inode may not be opened.
+pub const KIND_OPEN: u32 = 0;
+/// `AGENT_SANDBOX_KIND_PATH`: a directory or symlink on the way to a listed
+/// name, which a sandbox may not remove, rename or replace.
+pub const KIND_PATH: u32 = 1;
+/// `AGENT_SANDBOX_KIND_LISTED_DIR`: the directory holding a listed name (also
+/// on the way); if it is case-insensitive, a sandbox may open, create, link
+/// or rename nothing in it.
+pub const KIND_LISTED_DIR: u32 = 2;
+
+impl FileKey {
+    /// The same inode with another `kind`.
+    pub fn with_kind(self, kind: u32) -> FileKey {
+        FileKey { kind, ..self }
+    }
 }
 
 /// "Whatever inode is linked as `name` in directory `dir`": the name part of
@@ -294,7 +314,7 @@ pub struct Listing {
 /// Receives what [`KeyContext::resolve`] finds for one listed path, as it
 /// finds it (no allocation per path).
 pub trait ListingSink {
-    /// The key of the file there now.
+    /// The key of the file there now ([`KIND_OPEN`]).
     fn file(&mut self, key: FileKey);
     /// A directory and a name in it (1 to [`NAME_MAX`] bytes) to watch.
     fn name(&mut self, dir: FileKey, name: &[u8]);
@@ -384,10 +404,19 @@ pub struct KeyContext {
     /// Watches on every directory the current resolution read; None when
     /// inotify is not available (then nothing is ever known unchanged).
     watches: Option<Watches>,
+    /// The [`KIND_PATH`] and [`KIND_LISTED_DIR`] keys found in the current
+    /// resolution (see [`KeyContext::take_marks`]).
+    marks: HashSet<FileKey>,
+    /// Paths whose inode is in `marks` already.
+    marked_paths: HashSet<Vec<u8>>,
 }
 
 /// How many directories [`KeyContext`] keeps open at most.
 const DIR_CACHE: usize = 64;
+
+/// Symlinks followed in one [`KeyContext::mark_path`] at most, as the
+/// kernel's `MAXSYMLINKS` (include/linux/namei.h).
+const MAX_SYMLINKS: usize = 40;
 
 impl KeyContext {
     /// Reads the mount table.
@@ -401,7 +430,24 @@ impl KeyContext {
             mountinfo,
             dirs: Vec::new(),
             watches: Watches::new().ok(),
+            marks: HashSet::new(),
+            marked_paths: HashSet::new(),
         })
+    }
+
+    /// The keys of the directories and symlinks on the way to every name
+    /// found since the last call ([`KIND_PATH`]), and of the directories
+    /// holding those names ([`KIND_LISTED_DIR`]); forgets them.
+    ///
+    /// Each is a deny_map entry by which the hook refuses a sandbox the
+    /// rmdir, unlink, rename or replacement of that inode: the name watch is
+    /// keyed on the directory a listed path leads to at launch, and a
+    /// sandbox that could move or replace a directory or symlink on the way
+    /// (`mv ~/.config ~/.c; mkdir -p ~/.config/gh`) would make the user's
+    /// later writes to the path land where nothing watches.
+    pub fn take_marks(&mut self) -> Vec<FileKey> {
+        self.marked_paths.clear();
+        self.marks.drain().collect()
     }
 
     /// Closes the cached directories. Call when a resolution ends: an open
@@ -432,6 +478,7 @@ impl KeyContext {
     /// The poll or read error of /proc/self/mountinfo.
     pub fn renew(&mut self) -> io::Result<bool> {
         self.dirs.clear();
+        self.take_marks();
         let mut fds = [libc::pollfd {
             fd: self.mountinfo.as_raw_fd(),
             events: libc::POLLPRI,
@@ -563,6 +610,7 @@ impl KeyContext {
         let unwatched = match &dir.watchable {
             Ok(()) => {
                 sink.name(dir.key, name);
+                self.marks.insert(dir.key.with_kind(KIND_LISTED_DIR));
                 None
             }
             Err(why) => Some(why.clone()),
@@ -602,6 +650,7 @@ impl KeyContext {
                     dev,
                     ino: stx.stx_ino,
                     subvol,
+                    kind: KIND_OPEN,
                 });
                 Ok(unwatched)
             }
@@ -655,6 +704,7 @@ impl KeyContext {
         if let Some(name) = unstable_inode_numbers(fs_type) {
             return Err(KeyError::Unsupported(name));
         }
+        self.mark_path(path).map_err(KeyError::Stat)?;
         let dev = self.device(&stx);
         let subvol = if fs_type == BTRFS_SUPER_MAGIC {
             subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY).map_err(KeyError::Stat)?
@@ -681,12 +731,99 @@ impl KeyContext {
                     dev,
                     ino: stx.stx_ino,
                     subvol,
+                    kind: KIND_OPEN,
                 },
                 mnt_id: stx.stx_mnt_id,
                 watchable,
             },
         ));
         Ok(self.dirs.len() - 1)
+    }
+
+    /// Adds to the marks, as [`KIND_PATH`], the key of every directory and
+    /// symlink the kernel's lookup of directory `path` passes through: each
+    /// leading part of `path` (`/`, `/home`, `/home/me`, ...) as it is now,
+    /// a symlink as itself, and for a symlink also the leading parts of its
+    /// target, up to [`MAX_SYMLINKS`] symlinks (path_resolution(7)). Parts
+    /// seen before in this resolution are not looked at again.
+    ///
+    /// # Errors
+    /// The open, statx, readlink or btrfs ioctl error of a part; `ELOOP`
+    /// past [`MAX_SYMLINKS`].
+    fn mark_path(&mut self, path: &[u8]) -> io::Result<()> {
+        let mut todo = vec![path.to_vec()];
+        let mut links = 0;
+        while let Some(path) = todo.pop() {
+            let mut part = Vec::with_capacity(path.len());
+            let mut names = path.split(|&b| b == b'/').filter(|c| !c.is_empty());
+            let mut next = if path.first() == Some(&b'/') {
+                part.push(b'/');
+                Some(&b""[..])
+            } else {
+                names.next()
+            };
+            while let Some(name) = next {
+                if !name.is_empty() {
+                    if !part.is_empty() && part.last() != Some(&b'/') {
+                        part.push(b'/');
+                    }
+                    part.extend_from_slice(name);
+                }
+                next = names.next();
+                if self.marked_paths.contains(&part) {
+                    continue;
+                }
+                let fd = open_at(libc::AT_FDCWD, &part, libc::O_PATH | libc::O_NOFOLLOW)?;
+                let stx = statx_at(
+                    fd.as_raw_fd(),
+                    b"",
+                    libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+                )?;
+                let dev = self.device(&stx);
+                let mode = u32::from(stx.stx_mode) & libc::S_IFMT;
+                let subvol = match mode {
+                    libc::S_IFDIR if fs_type(&fd)? == BTRFS_SUPER_MAGIC => {
+                        subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY)?
+                    }
+                    // A symlink is never a subvolume root: its directory's.
+                    libc::S_IFLNK if fs_type(&fd)? == BTRFS_SUPER_MAGIC => {
+                        let at = part.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                        let parent = if at == 0 { &b"/"[..] } else { &part[..at] };
+                        let dir =
+                            open_at(libc::AT_FDCWD, parent, libc::O_PATH | libc::O_DIRECTORY)?;
+                        subvol_of(&dir, libc::O_RDONLY | libc::O_DIRECTORY)?
+                    }
+                    _ => 0,
+                };
+                self.marks.insert(FileKey {
+                    dev,
+                    ino: stx.stx_ino,
+                    subvol,
+                    kind: KIND_PATH,
+                });
+                self.marked_paths.insert(part.clone());
+                if mode == libc::S_IFLNK {
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                    }
+                    let target = nix::fcntl::readlinkat(&fd, "")?;
+                    let target = target.as_bytes();
+                    if target.first() == Some(&b'/') {
+                        todo.push(target.to_vec());
+                    } else {
+                        let at = part.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                        let mut t = part[..at.max(1)].to_vec();
+                        t.push(b'/');
+                        t.extend_from_slice(target);
+                        todo.push(t);
+                    }
+                } else if mode != libc::S_IFDIR {
+                    break; // the kernel's lookup fails here too
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The superblock's s_dev for a statx result (see the module docs).
@@ -813,6 +950,7 @@ mod tests {
             dev: 45,
             ino,
             subvol: 0,
+            kind: KIND_OPEN,
         };
         let n = |ino, name: &[u8]| NameKey {
             dir: f(ino),
@@ -882,6 +1020,64 @@ mod tests {
             e.contains("exFAT") && e.contains("cannot be denied reliably"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn marks_cover_every_directory_and_symlink_on_the_way() {
+        let root = std::env::temp_dir().join(format!("asx-marks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("c")).unwrap();
+        // l -> a (relative), m -> <root>/c (absolute), c/up -> .. (a symlink in a target)
+        symlink("a", root.join("l")).unwrap();
+        symlink(root.join("c"), root.join("m")).unwrap();
+        symlink("..", root.join("c/up")).unwrap();
+        symlink("a", root.join("unused")).unwrap();
+        let ino = |p: &Path| std::fs::symlink_metadata(p).unwrap().ino();
+        let mut cx = KeyContext::new().unwrap();
+
+        // A missing file in an existing directory: its name is watched.
+        let l = cx
+            .listing(&root.join("m/up/l/b/secret"), LastComponent::NoFollow)
+            .unwrap();
+        assert_eq!(l.file, None);
+        let marks = cx.take_marks();
+        let of_kind = |kind| -> HashSet<u64> {
+            marks
+                .iter()
+                .filter(|m| m.kind == kind)
+                .map(|m| m.ino)
+                .collect()
+        };
+        let on_path = of_kind(KIND_PATH);
+        for p in ["m", "c", "c/up", "l", "a", "a/b"] {
+            assert!(on_path.contains(&ino(&root.join(p))), "{p} is on the way");
+        }
+        let mut up = Some(root.as_path());
+        while let Some(dir) = up {
+            assert!(
+                on_path.contains(&ino(dir)),
+                "{} is on the way",
+                dir.display()
+            );
+            up = dir.parent();
+        }
+        assert!(!on_path.contains(&ino(&root.join("unused"))));
+        // The directory holding the name, with the key its name entry has.
+        assert_eq!(
+            of_kind(KIND_LISTED_DIR),
+            HashSet::from([ino(&root.join("a/b"))])
+        );
+        let listed = marks.iter().find(|m| m.kind == KIND_LISTED_DIR).unwrap();
+        assert_eq!(listed.with_kind(KIND_OPEN), l.names[0].dir);
+        assert!(cx.take_marks().is_empty(), "taken");
+        // A directory that cannot be looked up gives no marks.
+        assert!(
+            cx.listing(&root.join("nope/x"), LastComponent::NoFollow)
+                .is_err()
+        );
+        assert!(cx.take_marks().is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

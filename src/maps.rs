@@ -27,10 +27,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::keys::{DenySet, FileKey, NAME_MAX, NameKey};
+use crate::keys::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
 
 #[allow(clippy::all, missing_docs, unused_imports, dead_code)]
 mod skel {
@@ -46,19 +46,11 @@ pub const BPFFS: &str = "/sys/fs/bpf";
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 /// Value stored for every present key (the maps are sets).
 const PRESENT: [u8; 1] = [1];
-/// The programs, by section name suffix; each gets a pinned link.
-const PROGRAMS: [&str; 10] = [
-    "file_open",
-    "inode_link",
-    "inode_rename",
-    "inode_create",
-    "inode_mknod",
-    "inode_symlink",
-    "inode_unlink",
-    "file_ioctl",
-    "inode_free_security",
-    "ptrace_access_check",
-];
+/// The program that only kernels with `security_file_ioctl_compat()` can
+/// attach ("lsm: new security_file_ioctl_compat() hook": mainline 6.8, and
+/// the 6.1 and 6.6 stable series); found by its BPF LSM attach point in the
+/// kernel's BTF (`bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c).
+const COMPAT_IOCTL_HOOK: &str = "bpf_lsm_file_ioctl_compat";
 /// AGENT_SANDBOX_SLOTS and AGENT_SANDBOX_SLOT_SHARED (agent_sandbox.h).
 const SLOTS: usize = 4096;
 const SLOT_SHARED: u64 = u64::MAX;
@@ -87,8 +79,8 @@ pub struct DenyKey {
     pub subvol: u64,
     /// `i_sb->s_dev`, kernel encoding.
     pub dev: u32,
-    /// Always zero.
-    pub reserved: u32,
+    /// [`FileKey::kind`].
+    pub kind: u32,
 }
 
 impl DenyKey {
@@ -99,7 +91,7 @@ impl DenyKey {
             ino: file.ino,
             subvol: file.subvol,
             dev: file.dev,
-            reserved: 0,
+            kind: file.kind,
         }
     }
 
@@ -122,14 +114,14 @@ impl DenyKey {
                 ino: u64_at(8),
                 subvol: u64_at(16),
                 dev: u32_at(24),
-                reserved: u32_at(28),
+                kind: u32_at(28),
             }),
             24 => Some(DenyKey {
                 cgid: u64_at(0),
                 ino: u64_at(8),
                 subvol: 0,
                 dev: u32_at(16),
-                reserved: 0,
+                kind: 0,
             }),
             _ => None,
         }
@@ -140,6 +132,7 @@ impl DenyKey {
             dev: self.dev,
             ino: self.ino,
             subvol: self.subvol,
+            kind: self.kind,
         }
     }
 }
@@ -150,6 +143,7 @@ fn file_key_bytes(k: FileKey) -> [u8; 24] {
     b[0..8].copy_from_slice(&k.ino.to_ne_bytes());
     b[8..16].copy_from_slice(&k.subvol.to_ne_bytes());
     b[16..20].copy_from_slice(&k.dev.to_ne_bytes());
+    b[20..24].copy_from_slice(&k.kind.to_ne_bytes());
     b
 }
 
@@ -159,6 +153,7 @@ fn file_key_from(b: &[u8]) -> FileKey {
         ino: u64_at(0),
         subvol: u64_at(8),
         dev: u32::from_ne_bytes(b[16..20].try_into().unwrap_or_default()),
+        kind: u32::from_ne_bytes(b[20..24].try_into().unwrap_or_default()),
     }
 }
 
@@ -187,6 +182,14 @@ pub fn name_key_from(b: &[u8]) -> Option<(u64, NameKey)> {
             name: raw[..len].to_vec(),
         },
     ))
+}
+
+/// Whether deny_map entry `f` has a key_filter bit: only [`KIND_OPEN`] ones,
+/// which the open hook looks up; the hooks that read the other kinds
+/// (rmdir, unlink, rename, and opens in case-insensitive directories) are
+/// rare enough to go to the map directly.
+fn uses_filter(f: &FileKey) -> bool {
+    f.kind == KIND_OPEN
 }
 
 /// The key_filter bit of inode number `ino` under `tag` ([`TAG_FILE`] or
@@ -448,6 +451,8 @@ pub struct Bpf {
     pin_dir: PathBuf,
     /// Name prefix of this daemon's link pins (`link-<ns>-`).
     generation: String,
+    /// The programs attached (and pinned), by name.
+    attached: Vec<String>,
     /// cgid -> what the daemon put in deny_map and name_map for that sandbox
     /// (a superset of deny_map: the kernel drops keys of freed inodes).
     mirror: HashMap<u64, DenySet>,
@@ -504,6 +509,21 @@ impl Bpf {
             map.set_pin_path(pin_dir.join(name))
                 .map_err(lb(format!("set the {name} pin path")))?;
         }
+        // Without the hook in the kernel, loading its program would fail.
+        let compat = libbpf_rs::btf::Btf::from_vmlinux()
+            .map(|btf| {
+                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
+                    .is_some()
+            })
+            .unwrap_or(false);
+        if !compat {
+            log::warn!(
+                "this kernel has no {COMPAT_IOCTL_HOOK}: ioctls of 32-bit processes reach \
+                 the file_ioctl hook, not a compat one (kernels before 6.8 without the \
+                 backport), so lsm/file_ioctl_compat is not loaded"
+            );
+        }
+        open.progs.file_ioctl_compat.set_autoload(compat);
         let skel = open.load().map_err(|e| {
             BpfError::Unsupported(format!(
                 "the kernel refused to load the BPF LSM programs ({e}); \
@@ -517,19 +537,9 @@ impl Bpf {
             .map(|d| d.as_nanos())
             .unwrap_or_default();
         let generation = format!("link-{stamp}-");
-        let progs = [
-            &skel.progs.file_open,
-            &skel.progs.inode_link,
-            &skel.progs.inode_rename,
-            &skel.progs.inode_create,
-            &skel.progs.inode_mknod,
-            &skel.progs.inode_symlink,
-            &skel.progs.inode_unlink,
-            &skel.progs.file_ioctl,
-            &skel.progs.inode_free_security,
-            &skel.progs.ptrace_access_check,
-        ];
-        for (name, prog) in PROGRAMS.iter().zip(progs) {
+        let mut attached = Vec::new();
+        for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
+            let name = prog.name().to_string_lossy().into_owned();
             let mut link = prog.attach_lsm().map_err(|e| {
                 BpfError::Unsupported(format!(
                     "the kernel refused to attach the lsm/{name} program ({e})"
@@ -539,12 +549,14 @@ impl Bpf {
                 .map_err(lb(format!("pin the lsm/{name} link")))?;
             // Pinned: the program now stays attached after we exit.
             link.disconnect();
+            attached.push(name);
         }
         remove_other_links(&pin_dir, &generation);
         let mut bpf = Bpf {
             skel,
             pin_dir,
             generation,
+            attached,
             mirror: HashMap::new(),
             versions: HashMap::new(),
             sandboxes: HashSet::new(),
@@ -593,7 +605,7 @@ impl Bpf {
             }
         }
         for set in self.mirror.values() {
-            for f in set.files() {
+            for f in set.files().iter().filter(|f| uses_filter(f)) {
                 *self
                     .filter
                     .counts
@@ -635,7 +647,7 @@ impl Bpf {
     /// Whether this daemon's program links are still pinned (an
     /// administrator's `--disable` or `rm` unpins, and so detaches, them).
     pub fn links_pinned(&self) -> bool {
-        PROGRAMS.iter().all(|p| {
+        self.attached.iter().all(|p| {
             self.pin_dir
                 .join(format!("{}{p}", self.generation))
                 .exists()
@@ -738,7 +750,7 @@ impl Bpf {
             self.mirror.insert(cgid, current);
             return Err(e);
         }
-        for f in new.files() {
+        for f in new.files().iter().filter(|f| uses_filter(f)) {
             self.filter.add(filter_bit(f.ino, TAG_FILE));
         }
         let inserted = insert(
@@ -814,7 +826,9 @@ impl Bpf {
         let mut gone_files = Vec::new();
         for (f, ok) in files.iter().zip(gone) {
             if ok {
-                self.filter.remove(filter_bit(f.ino, TAG_FILE));
+                if uses_filter(f) {
+                    self.filter.remove(filter_bit(f.ino, TAG_FILE));
+                }
                 gone_files.push(*f);
             }
         }
@@ -1091,7 +1105,12 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     fn fk(dev: u32, ino: u64, subvol: u64) -> FileKey {
-        FileKey { dev, ino, subvol }
+        FileKey {
+            dev,
+            ino,
+            subvol,
+            kind: KIND_OPEN,
+        }
     }
 
     #[test]
@@ -1115,6 +1134,11 @@ mod tests {
             offset_of!(DenyKey, dev),
             offset_of!(C, file) + offset_of!(F, dev)
         );
+        assert_eq!(
+            offset_of!(DenyKey, kind),
+            offset_of!(C, file) + offset_of!(F, kind)
+        );
+        assert_eq!(size_of::<F>(), 24);
         assert_eq!(size_of::<skel::types::name_key>(), NAME_KEY_LEN);
         assert_eq!(offset_of!(skel::types::name_key, name), 32);
         assert_eq!(offset_of!(skel::types::name_key, dir), 8);
@@ -1131,6 +1155,13 @@ mod tests {
         // SAFETY: DenyKey is repr(C), 32 bytes, no padding.
         let raw: [u8; 32] = unsafe { std::mem::transmute(k) };
         assert_eq!(raw, b);
+        // The kind of an entry is the C struct's last field.
+        let p = DenyKey::new(7, fk(99, 42, 0).with_kind(crate::keys::KIND_LISTED_DIR));
+        assert_eq!(&p.to_bytes()[28..32], &2u32.to_ne_bytes());
+        assert_eq!(
+            DenyKey::from_bytes(&p.to_bytes()).map(|k| k.file().kind),
+            Some(2)
+        );
         // Layout 2 keys: {cgid, ino, dev, reserved}.
         let mut old = [0u8; 24];
         old[0..8].copy_from_slice(&7u64.to_ne_bytes());
@@ -1198,7 +1229,21 @@ mod tests {
     fn object_carries_the_hooks_and_maps() {
         let obj = include_bytes!(concat!(env!("OUT_DIR"), "/agent_sandbox.bpf.o"));
         let has = |needle: &[u8]| obj.windows(needle.len()).any(|w| w == needle);
-        for p in PROGRAMS {
+        for p in [
+            "file_open",
+            "inode_link",
+            "inode_rename",
+            "inode_create",
+            "inode_mknod",
+            "inode_symlink",
+            "inode_mkdir",
+            "inode_unlink",
+            "inode_rmdir",
+            "file_ioctl",
+            "file_ioctl_compat",
+            "inode_free_security",
+            "ptrace_access_check",
+        ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }
         for m in [

@@ -30,6 +30,9 @@
 //! this machine (both ends are the same binary on the same machine). A file
 //! key is 20 bytes: `ino` (u64), `subvol` (u64), `dev` (u32).
 //! - `K` key: a file key to deny;
+//! - `P` key, `D` key: a directory or symlink on the way to a listed name, a
+//!   directory holding one (deny_map entries of kind `KIND_PATH`,
+//!   `KIND_LISTED_DIR`; see [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch).
@@ -58,7 +61,8 @@ use nix::unistd::{Pid, Uid, User};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{
-    DenySet, FileKey, KeyContext, KeyError, LastComponent, ListingSink, NAME_MAX, NameKey,
+    DenySet, FileKey, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext, KeyError, LastComponent,
+    ListingSink, NAME_MAX, NameKey,
 };
 
 /// The administrator's base list, applied to every user.
@@ -114,8 +118,12 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                 break 'answers;
             }
             let parsed = match tag {
-                b'K' => take_key(body).map(|(k, after)| {
-                    files.push(k);
+                b'K' | b'P' | b'D' => take_key(body).map(|(k, after)| {
+                    files.push(k.with_kind(match tag {
+                        b'P' => KIND_PATH,
+                        b'D' => KIND_LISTED_DIR,
+                        _ => KIND_OPEN,
+                    }));
                     after
                 }),
                 b'N' => take_name(body).map(|(n, after)| {
@@ -155,6 +163,7 @@ fn take_key(b: &[u8]) -> Option<(FileKey, &[u8])> {
         ino: u64_at(0),
         subvol: u64_at(8),
         dev: u32::from_ne_bytes(k[16..20].try_into().expect("4 bytes")),
+        kind: KIND_OPEN,
     };
     Some((key, rest))
 }
@@ -771,6 +780,13 @@ fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                 .map(|()| inputs)
             });
             if let Some(k) = keys.as_mut() {
+                let marks = k.take_marks();
+                if result.is_ok() {
+                    let mut sink = Sink { out: &mut records };
+                    for m in marks {
+                        sink.mark(m);
+                    }
+                }
                 k.forget_dirs(); // hold no mount busy while idle
             }
             let inputs = match result {
@@ -874,6 +890,19 @@ impl Sink<'_> {
         b[9..17].copy_from_slice(&k.subvol.to_ne_bytes());
         b[17..21].copy_from_slice(&k.dev.to_ne_bytes());
         b
+    }
+}
+
+impl Sink<'_> {
+    /// A `P` or `D` record for a key of kind [`KIND_PATH`] or
+    /// [`KIND_LISTED_DIR`].
+    fn mark(&mut self, k: FileKey) {
+        let tag = if k.kind == KIND_LISTED_DIR {
+            b'D'
+        } else {
+            b'P'
+        };
+        self.out.extend_from_slice(&Self::key_bytes(k, tag));
     }
 }
 
@@ -1213,7 +1242,12 @@ mod tests {
 
     #[test]
     fn output_parsing() {
-        let k = |dev, ino, subvol| FileKey { dev, ino, subvol };
+        let k = |dev, ino, subvol| FileKey {
+            dev,
+            ino,
+            subvol,
+            kind: KIND_OPEN,
+        };
         let n = NameKey {
             dir: k(1, 2, 3),
             name: b"a b\n\xff".to_vec(),
@@ -1269,6 +1303,7 @@ mod tests {
             dev: 1,
             ino,
             subvol: 0,
+            kind: KIND_OPEN,
         };
         let one = Sink::key_bytes(k(7), b'K');
         let two = Sink::key_bytes(k(8), b'K');
@@ -1386,7 +1421,16 @@ mod tests {
         fs::write(dir.join("base"), format!("{}\n", secret.display())).unwrap();
         let base = open_list(&dir.join("base")).unwrap().unwrap();
         let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
-        let file_key = |out: &[u8]| parse_output(&[out]).deny.files()[0].ino;
+        let file_key = |out: &[u8]| {
+            let deny = parse_output(&[out]).deny;
+            let open: Vec<_> = deny
+                .files()
+                .iter()
+                .filter(|f| f.kind == KIND_OPEN)
+                .collect();
+            assert_eq!(open.len(), 1);
+            open[0].ino
+        };
 
         let first = ask(&w, &base);
         assert_eq!(file_key(&first), ino(&secret));

@@ -20,7 +20,18 @@
  *
  * lsm/inode_link and lsm/inode_rename refuse a sandboxed task a new name for,
  * or a move of, a file that steps 3-4 protect, so a file protected only by
- * its name cannot be carried away from it.
+ * its name cannot be carried away from it. These and lsm/inode_create,
+ * inode_mknod, inode_symlink and inode_mkdir refuse it any new inode at a
+ * listed name; lsm/inode_rmdir, inode_unlink and inode_rename refuse it the
+ * removal or move of a directory or symlink on the way to a listed name
+ * (KIND_PATH), which would leave the name watch on a directory the user's
+ * tools no longer write to. In a case-insensitive directory holding a
+ * listed name, where the hook's byte comparison cannot see every spelling
+ * of that name, it may open, create, link or rename nothing (see
+ * case_insensitive()).
+ *
+ * lsm/file_ioctl and, for 32-bit tasks, lsm/file_ioctl_compat refuse a
+ * sandboxed task the ioctls in ioctl_refused().
  *
  * lsm/inode_free_security drops the deny_map keys of an inode that is being
  * freed with no links left, so a new file that reuses its inode number is not
@@ -256,6 +267,60 @@ static __always_inline bool alias_listed(__u64 cgid, struct dentry *dentry)
 			   BPF_CORE_READ(dentry, d_name.len));
 }
 
+/* Does sandbox `cgid` hold the deny_map entry {inode, kind}? */
+static __always_inline bool marked(__u64 cgid, struct inode *inode, __u32 kind)
+{
+	struct deny_key dk = {};
+
+	if (!inode)
+		return false;
+	fill_key(&dk.file, inode);
+	dk.file.kind = kind;
+	dk.cgid = cgid;
+	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+/* Is `inode` a directory or symlink on the way to a name sandbox `cgid` lists? */
+static __always_inline bool on_path(__u64 cgid, struct inode *inode)
+{
+	return marked(cgid, inode, AGENT_SANDBOX_KIND_PATH) ||
+	       marked(cgid, inode, AGENT_SANDBOX_KIND_LISTED_DIR);
+}
+
+/*
+ * Does looking `dentry` up in directory `dir` ignore case? ext4 and F2FS
+ * fold case per directory (S_CASEFOLD in i_flags; since 6.7 they set
+ * case-folding dentry operations on every dentry of a casefold-capable
+ * filesystem, so the flag is what tells). Elsewhere a dentry with its own
+ * d_compare (XFS's ASCII-ci mode, CIFS nocase, JFS, HFS+, NTFS3) compares
+ * names other than byte for byte; all such are taken as case-insensitive.
+ */
+static __always_inline bool case_insensitive(struct inode *dir, struct dentry *dentry)
+{
+	unsigned long magic;
+
+	if (dir->i_flags & S_CASEFOLD)
+		return true;
+	if (!(dentry->d_flags & DCACHE_OP_COMPARE))
+		return false;
+	magic = dir->i_sb->s_magic;
+	return magic != EXT4_SUPER_MAGIC && magic != F2FS_SUPER_MAGIC;
+}
+
+/*
+ * Is `dentry` a name in a case-insensitive directory `dir` that holds a name
+ * sandbox `cgid` lists? There, any name may be a spelling of the listed one
+ * (Unicode case folding cannot be done here), so the name watch works by
+ * refusal: no open, create, link or rename of a name in it.
+ */
+static __always_inline bool in_folding_listed_dir(__u64 cgid, struct inode *dir,
+						  struct dentry *dentry)
+{
+	if (!dir || !dentry || !case_insensitive(dir, dentry))
+		return false;
+	return marked(cgid, dir, AGENT_SANDBOX_KIND_LISTED_DIR);
+}
+
 /*
  * Steps 3 and 4 of the decision for an open: the inode, then its name. A
  * backing file opened by overlayfs carries the overlay's path (6.1:
@@ -268,11 +333,18 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file)
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct hlist_node *first;
+	struct inode *dir;
 
 	if (inode_listed(cgid, inode))
 		return true;
-	if (dentry->d_inode == inode)
-		return name_listed(cgid, dentry->d_parent->d_inode, dentry);
+	if (dentry->d_inode == inode) {
+		dir = dentry->d_parent->d_inode;
+		if (name_listed(cgid, dir, dentry))
+			return true;
+		/* Subdirectories stay listable. */
+		return (inode->i_mode & S_IFMT) != S_IFDIR &&
+		       in_folding_listed_dir(cgid, dir, dentry);
+	}
 	first = inode->i_dentry.first;
 	if (!first)
 		return false;
@@ -297,9 +369,11 @@ int BPF_PROG(file_open, struct file *file, int ret)
 
 /*
  * Names: a sandboxed task may not give a protected file a new name (link,
- * rename away), nor put a file of its own at a listed name (create, mknod,
- * symlink, link or rename onto it, or unlink the listed file first), where a
- * later in-place write by the user would land in an inode the agent can read.
+ * rename away), nor put an inode of its own at a listed name (create, mknod,
+ * symlink, mkdir, link or rename onto it, or unlink the listed file first),
+ * where a later write by the user would land in an inode the agent can read,
+ * nor remove, move or replace a directory or symlink on the way to a listed
+ * name.
  */
 SEC("lsm/inode_link")
 int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry,
@@ -314,12 +388,16 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
-	    name_listed(cgid, dir, new_dentry))
+	    name_listed(cgid, dir, new_dentry) || in_folding_listed_dir(cgid, dir, new_dentry))
 		return -EPERM;
 	return 0;
 }
 
-/* Called once per moved dentry: twice, swapped, for RENAME_EXCHANGE (security/security.c). */
+/*
+ * Called once per moved dentry: twice, swapped, for RENAME_EXCHANGE
+ * (security/security.c). A rename onto an existing name replaces that
+ * inode (an empty directory, for directories): on the way, it is refused too.
+ */
 SEC("lsm/inode_rename")
 int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, struct inode *new_dir,
 	     struct dentry *new_dentry, int ret)
@@ -332,7 +410,9 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	if (!in_sandbox(cgid))
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) || name_listed(cgid, old_dir, old_dentry) ||
-	    name_listed(cgid, new_dir, new_dentry))
+	    name_listed(cgid, new_dir, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
+	    on_path(cgid, new_dentry->d_inode) || in_folding_listed_dir(cgid, old_dir, old_dentry) ||
+	    in_folding_listed_dir(cgid, new_dir, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -347,7 +427,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (name_listed(cgid, dir, dentry))
+	if (name_listed(cgid, dir, dentry) || in_folding_listed_dir(cgid, dir, dentry))
 		return -EPERM;
 	return 0;
 }
@@ -371,6 +451,13 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 	return name_change(dir, dentry, ret);
 }
 
+SEC("lsm/inode_mkdir")
+int BPF_PROG(inode_mkdir, struct inode *dir, struct dentry *dentry, unsigned short mode, int ret)
+{
+	return name_change(dir, dentry, ret);
+}
+
+/* A symlink on the way to a listed name is removed by unlink. */
 SEC("lsm/inode_unlink")
 int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 {
@@ -381,33 +468,97 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode))
+	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
+	    on_path(cgid, dentry->d_inode))
 		return -EPERM;
 	return 0;
 }
 
-/*
- * btrfs snapshots copy every file of a subvolume into a new subvolume (new
- * key, same bytes) without opening them; users may snapshot subvolumes they
- * own. Sandboxed tasks may not. _IOW(0x94, 1 / 23, 4096-byte args) from
- * include/uapi/linux/btrfs.h.
- */
-#define BTRFS_IOC_SNAP_CREATE 0x50009401U
-#define BTRFS_IOC_SNAP_CREATE_V2 0x50009417U
-
-SEC("lsm/file_ioctl")
-int BPF_PROG(file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+SEC("lsm/inode_rmdir")
+int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
 
 	if (ret != 0)
 		return pass_on(ret);
-	if (cmd != BTRFS_IOC_SNAP_CREATE && cmd != BTRFS_IOC_SNAP_CREATE_V2)
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (on_path(cgid, dentry->d_inode))
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * ioctl numbers from include/uapi/linux/btrfs.h and include/uapi/linux/fs.h
+ * (_IOW encodes the argument's size, so a number can differ between the
+ * 64-bit and the 32-bit ABI).
+ * - btrfs snapshots copy every file of a subvolume into a new subvolume (new
+ *   key, same bytes) without opening them, and users may snapshot
+ *   subvolumes they own: _IOW(0x94, 1 / 23, 4096-byte args), the same size
+ *   on every ABI, and btrfs_compat_ioctl() passes them on unchanged.
+ * - FS_IOC_SETFLAGS sets FS_CASEFOLD_FL, which makes an empty directory
+ *   case-insensitive (ext4, F2FS): _IOW('f', 2, long), whose 32-bit number
+ *   FS_IOC32_SETFLAGS is _IOW('f', 2, int).
+ */
+#define BTRFS_IOC_SNAP_CREATE 0x50009401U
+#define BTRFS_IOC_SNAP_CREATE_V2 0x50009417U
+#define FS_IOC_SETFLAGS 0x40086602U
+#define FS_IOC32_SETFLAGS 0x40046602U
+
+/*
+ * May a sandboxed task not issue `cmd` on `file`? Snapshots never; inode
+ * flags not on directories (the file's own flags, such as chattr +i, are
+ * inert for reading). The flags are refused whatever the argument: a value
+ * read here could be changed by another thread before the kernel copies it.
+ */
+static __always_inline bool ioctl_refused(struct file *file, unsigned int cmd)
+{
+	switch (cmd) {
+	case BTRFS_IOC_SNAP_CREATE:
+	case BTRFS_IOC_SNAP_CREATE_V2:
+		return true;
+	case FS_IOC_SETFLAGS:
+	case FS_IOC32_SETFLAGS:
+		return (file->f_inode->i_mode & S_IFMT) == S_IFDIR;
+	default:
+		return false;
+	}
+}
+
+/* The shared body of both ioctl entry points. */
+static __always_inline int ioctl_check(struct file *file, unsigned int cmd, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	if (!ioctl_refused(file, cmd))
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
 	return -EPERM;
+}
+
+/* ioctl(2) of a 64-bit task: security_file_ioctl() in fs/ioctl.c. */
+SEC("lsm/file_ioctl")
+int BPF_PROG(file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	return ioctl_check(file, cmd, ret);
+}
+
+/*
+ * ioctl(2) of a 32-bit task: compat_sys_ioctl() calls
+ * security_file_ioctl_compat() instead ("lsm: new
+ * security_file_ioctl_compat() hook", mainline 6.8, in the 6.1 and 6.6
+ * stable series). The daemon loads this program only where the kernel's
+ * BTF has the hook (bpf_lsm_file_ioctl_compat).
+ */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	return ioctl_check(file, cmd, ret);
 }
 
 struct drop_ctx {

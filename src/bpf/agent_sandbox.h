@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 4
+#define AGENT_SANDBOX_LAYOUT_VERSION 5
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -58,17 +58,32 @@
 #define AGENT_SANDBOX_NAME_LEN 256
 
 /*
- * Identity of an inode as the hook sees it: 24 bytes, no implicit padding;
- * `reserved` must be zero on both sides.
+ * file_key.kind: what a deny_map entry says about its inode. name_map's
+ * directory keys always have kind 0.
+ * - KIND_OPEN: the sandbox may not open the inode (a file listed at launch).
+ * - KIND_PATH: the inode is a directory or symlink on the way to a listed
+ *   name; the sandbox may not remove, rename or replace it (so the name the
+ *   hook watches stays the one the user's tools write to).
+ * - KIND_LISTED_DIR: the directory that holds a listed name (it is on the
+ *   way too). In a case-insensitive directory, where one name has many
+ *   spellings and the hook compares bytes, the sandbox may open, create,
+ *   link or rename no name at all (see case_insensitive()).
+ */
+#define AGENT_SANDBOX_KIND_OPEN 0
+#define AGENT_SANDBOX_KIND_PATH 1
+#define AGENT_SANDBOX_KIND_LISTED_DIR 2
+
+/*
+ * Identity of an inode as the hook sees it: 24 bytes, no implicit padding.
  */
 struct file_key {
 	__u64 ino;      /* inode->i_ino */
 	__u64 subvol;   /* btrfs subvolume (tree) id; 0 on every other filesystem */
 	__u32 dev;      /* inode->i_sb->s_dev, kernel encoding MAJOR << 20 | MINOR */
-	__u32 reserved; /* zero */
+	__u32 kind;     /* AGENT_SANDBOX_KIND_*; 0 in name_map */
 };
 
-/* Key of deny_map: "this sandbox may not open this inode". 32 bytes. */
+/* Key of deny_map: "this sandbox may not do `file.kind` to this inode". 32 bytes. */
 struct deny_key {
 	__u64 cgid;     /* cgroup v2 id of the sandbox cgroup (= inode number of its directory) */
 	struct file_key file;
