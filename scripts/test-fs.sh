@@ -43,6 +43,17 @@
 #   mount_reuse       between two launches a mount is replaced by one of another device
 #                     at the same place (the freed mount id is usually reused): the user's
 #                     long-lived resolver must key the file with the new device
+#   compat_ioctl      a static 32-bit program (asx-ioctl32, whose ioctls reach the kernel's
+#                     compat entry point) snapshots a btrfs subvolume the user owns: EPERM
+#   path_dirs         mkdir at a listed name; rmdir, rename, rename-over and unlink of the
+#                     directories and symlinks on the way to listed names; then the user's
+#                     later writes to the listed paths land where the name watch is
+#   casefold          ext4 casefold and XFS ASCII-ci directories: another spelling of a
+#                     listed name cannot be created, linked or renamed to from inside, no
+#                     file in such a directory opens (also a listed file created after
+#                     launch under another spelling, or looked up anew after the dentry
+#                     cache was dropped); chattr +F refused inside (64- and 32-bit); the
+#                     launch warns; files elsewhere on the filesystem stay readable
 #   answer_reuse      a relaunch with nothing changed reuses the resolver's last answer
 #                     (src/watch.rs); a change between two launches must reach the next one:
 #                     a symlink in the middle of the listed path, in a directory the path
@@ -87,8 +98,8 @@ readonly REUSE_TRIES=40  # new files made until one reuses a freed inode number
 CHECKS=(
 	root_disk ext4_big_minor xfs_big_minor tmpfs
 	btrfs bind_second_mount overlay_samefs overlay_crossfs
-	replace_running link_rename agent_tricks freed_inodes drop_rewrite missing_parent
-	mount_reuse answer_reuse
+	replace_running link_rename agent_tricks compat_ioctl path_dirs casefold freed_inodes
+	drop_rewrite missing_parent mount_reuse answer_reuse
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -99,7 +110,7 @@ CMD_TIMEOUT=30
 T="" W="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID=""
 E="" E_DEV="" # the ext4 on /dev/loop300: mount point, device (set up once, shared by several checks)
 LOOPDEV=""
-SETUP_DONE=0 CLEANED=0 SRV_SEQ=0
+SETUP_DONE=0 CLEANED=0 SRV_SEQ=0 IOCTL32_INSTALLED=0
 BG_PIDS=() MOUNTS=() LOOPS=() NODES=() LOOP_NUMS=()
 declare -A SRV_BG=() SRV_DIR=()
 
@@ -215,6 +226,12 @@ proc = os.open(\"/proc/self/fd\", os.O_RDONLY | os.O_DIRECTORY)
 os.link(str(fd), sys.argv[2], src_dir_fd=proc, follow_symlinks=True)" "$2" "$3" ;;
 	ovl) unshare -Urm sh -c "mount -t overlay asx -o lowerdir=\$1:\$1-empty \$1-mnt && cat \$1-mnt/\$2" sh "$2" "$3" ;;
 	snapshot) btrfs subvolume snapshot "$2" "$3" ;;
+	mkdir) mkdir "$2" ;;
+	rmdir) rmdir "$2" ;;
+	rename) python3 -c "import os, sys; os.rename(sys.argv[1], sys.argv[2])" "$2" "$3" ;;
+	chattr) chattr +F "$2" ;;
+	snap32) asx-ioctl32 snap "$2" "${3%/*}" "${3##*/}" ;;
+	casefold32) asx-ioctl32 casefold "$2" ;;
 	*) echo "unknown operation $1" >&2; false ;;
 	esac >"$d/$i.out" 2>"$d/$i.err"
 	echo "$?" >"$d/$i.rc"
@@ -252,6 +269,12 @@ q_read() {
 q_eperm() {
 	q_op "$1" "$2" "$3"
 	q_expect eperm - "$4"
+}
+
+# q_ok OP A B LABEL: OP A B succeeds
+q_ok() {
+	q_op "$1" "$2" "$3"
+	q_expect ok - "$4"
 }
 
 # q_hidden FILE SECRET LABEL: cat FILE (existing or not) shows nothing of SECRET
@@ -305,6 +328,9 @@ q_run() {
 			else
 				note "$w: not readable (rc=$rc; $(snip "$e"))"
 			fi
+			;;
+		ok)
+			if [ "$rc" -eq 0 ]; then pass "$w"; else fail "$w" "rc=$rc; stderr: $(snip "$e")"; fi
 			;;
 		eperm)
 			if [ "$rc" -ne 0 ] && has "$EPERM_MSG" "$e"; then
@@ -906,6 +932,164 @@ check_agent_tricks() {
 	ok "agent_tricks: the same snapshot works outside the sandbox (the check above can fail)" "$(why)" test "$RC" -eq 0
 }
 
+# A 32-bit process: its ioctls enter through compat_sys_ioctl(), which calls
+# security_file_ioctl_compat() and not security_file_ioctl() (since "lsm: new
+# security_file_ioctl_compat() hook"), so lsm/file_ioctl alone would not see
+# its btrfs snapshot of a subvolume the user owns.
+check_compat_ioctl() {
+	local img dev m=$W/mnt/c32
+	if ! command -v asx-ioctl32 >/dev/null; then
+		fail "compat_ioctl: the 32-bit helper asx-ioctl32 is in the guest" "not in PATH; build it with 'make guest-tools'"
+		return
+	fi
+	run_as "$USR" asx-ioctl32
+	ok "compat_ioctl: the guest runs the static 32-bit helper (usage, exit 2)" "$(why)" test "$RC" -eq 2
+	if ! { img=$(image c32 256M) && loop_any "$img" && dev=$LOOPDEV &&
+		mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 && mnt "$m" "$dev" &&
+		btrfs -q subvolume create "$m/sub" >/dev/null && chown "$USR:$USR" "$m/sub" &&
+		put "$m/sub/secret" 0600 "$(sec c32)"; }; then
+		fail "compat_ioctl: btrfs setup" "see stderr"
+		return
+	fi
+	set_list "$m/sub/secret"
+	q_eperm snap32 "$m/sub" "$m/sub/snap32" "inside, 32-bit: BTRFS_IOC_SNAP_CREATE_V2 of a subvolume the user owns fails with EPERM"
+	q_hidden "$m/sub/snap32/secret" "$(sec c32)" "inside, 32-bit: no snapshot copy of the listed file is readable"
+	q_run new
+	ok "compat_ioctl: no snapshot was made inside" "$(find "$m/sub" -mindepth 1 -maxdepth 1 -printf '%f ' 2>&1)" test ! -e "$m/sub/snap32"
+	run_as "$USR" asx-ioctl32 snap "$m/sub" "$m/sub" snap32-outside
+	ok "compat_ioctl: the same 32-bit snapshot works outside the sandbox (the check above can fail)" "$(why)" test "$RC" -eq 0
+}
+
+# Directories at or on the way to a listed name: the name watch is keyed on
+# the directory a listed path leads to at launch, so from inside, no mkdir at
+# a listed name (the user's later cp would land inside the agent's
+# directory), and no rmdir, rename or replacement of a directory or symlink on
+# the way (the user's later write would land in a directory nothing watches).
+check_path_dirs() {
+	local h
+	if ! need_ext4; then
+		fail "path_dirs: setup" "no ext4"
+		return
+	fi
+	h=$E/pd/home
+	if ! { udir "$E/pd" "$h" "$h/.aws" "$h/.config" "$h/.config/gh" "$h/free" "$T/pd-src" &&
+		put "$h/.config/gh/hosts.yml" 0600 "$(sec pd-gh)" && ln -s .config "$h/cfg" &&
+		chown -h "$USR:$USR" "$h/cfg" && put "$h/ctl" 0600 "$(ctl pd)" &&
+		put "$T/pd-src/credentials" 0600 "$(sec pd-aws)"; }; then
+		fail "path_dirs: setup" "see stderr"
+		return
+	fi
+	set_list "$h/.aws/credentials" "$h/cfg/gh/token" "$h/.config/gh/hosts.yml"
+	if ! srv_start pd; then
+		fail "path_dirs: a running sandbox starts" "see stderr"
+		return
+	fi
+	q_eperm mkdir "$h/.aws/credentials" - "inside: mkdir at a listed (missing) name fails with EPERM"
+	q_eperm rmdir "$h/.aws" - "inside: rmdir of the empty directory holding a listed name fails with EPERM"
+	q_eperm mv "$h/.config" "$h/.c" "inside: renaming a directory two levels above a listed name fails with EPERM"
+	q_op mkdir "$h/.config" # in the old code's world: mkdir -p ~/.config/gh after the mv
+	q_op mkdir "$h/.config/gh"
+	q_eperm mv "$h" "$E/pd/home2" "inside: renaming an ancestor further up fails with EPERM"
+	q_eperm rm "$h/cfg" - "inside: removing a symlink on the way to a listed name fails with EPERM"
+	q_op mkdir "$h/cfg" # in the old code's world: a directory in the symlink's place
+	q_op mkdir "$h/cfg/gh"
+	q_eperm mv "$h/cfg" "$h/cfg2" "inside: renaming that symlink fails with EPERM"
+	q_ok mkdir "$h/new" "inside: mkdir of an unlisted directory works"
+	q_eperm rename "$h/new" "$h/.aws" "inside: renaming a directory over the empty directory of a listed name fails with EPERM"
+	q_ok rmdir "$h/free" "inside: rmdir of a directory on no listed path works"
+	q_ok rmdir "$h/new" "inside: rmdir of the directory it made works"
+	q_denied "$h/.config/gh/hosts.yml" "$(sec pd-gh)" "inside: the listed file is denied"
+	q_read "$h/ctl" "$(ctl pd)" "inside: the control file is readable"
+	q_run pd
+	ok "path_dirs: the directories and the symlink on the way are where they were" \
+		"$(find "$h" -mindepth 1 -maxdepth 1 -printf '%f:%y ' 2>&1)" \
+		test -d "$h/.aws" -a ! -e "$h/.aws/credentials" -a -L "$h/cfg" -a -e "$h/.config/gh/hosts.yml"
+	# The user's later writes, outside: a cp to the missing listed name, an
+	# atomic save of the listed file, a new file at a name listed through the symlink.
+	run_as "$USR" cp "$T/pd-src/credentials" "$h/.aws/credentials"
+	ok "path_dirs: the user's cp to the listed path works outside" "$(why)" test "$RC" -eq 0
+	run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"' sh "$h/.config/gh/hosts.yml" "$(sec pd-gh2)"
+	ok "path_dirs: the user's atomic save of the listed file works outside" "$(why)" test "$RC" -eq 0
+	run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1"' sh "$h/cfg/gh/token" "$(sec pd-tok)"
+	ok "path_dirs: the user's write through the symlink works outside" "$(why)" test "$RC" -eq 0
+	q_denied "$h/.aws/credentials" "$(sec pd-aws)" "running sandbox: the user's later cp to the listed path is denied"
+	q_hidden "$h/.aws/credentials/credentials" "$(sec pd-aws)" "running sandbox: no copy landed in a directory the agent made"
+	q_denied "$h/.config/gh/hosts.yml" "$(sec pd-gh2)" "running sandbox: the user's atomic save of the listed file is denied"
+	q_hidden "$h/.c/gh/hosts.yml" "$(sec pd-gh2)" "running sandbox: nothing of it under the old directory's new name"
+	q_denied "$h/cfg/gh/token" "$(sec pd-tok)" "running sandbox: the user's new file at the name listed through the symlink is denied"
+	q_run pd
+	srv_stop pd
+}
+
+# Case-insensitive directories: ext4 casefold (chattr +F) and XFS ASCII-ci.
+# One name has many spellings there and the hook compares bytes, so in such a
+# directory holding a listed name a sandbox may create, link, rename to and
+# open nothing; chattr +F is refused inside (an owner may set it on an empty
+# directory after launch).
+check_casefold() {
+	local img m=$W/mnt/cf x=$W/mnt/xci ci
+	ci=$m/ci
+	if ! { img=$(image cf 64M) && loop_any "$img" &&
+		mkfs.ext4 -q -F -O casefold "$LOOPDEV" >/dev/null 2>&1 && mnt "$m" "$LOOPDEV" &&
+		udir "$ci" "$m/ci2" "$m/plain" "$m/plain/empty" "$m/plain/empty32" "$m/own" &&
+		chattr +F "$ci" "$m/ci2" && put "$ci/ctl" 0600 "$(ctl cf)" &&
+		put "$m/ci2/ctl" 0600 "$(ctl cf2)" && put "$m/plain/ctl" 0600 "$(ctl cfp)" &&
+		put "$m/own/f" 0600 own; }; then
+		fail "casefold: ext4 casefold setup" "see stderr"
+		return
+	fi
+	set_list "$ci/token" "$ci/Mixed" "$m/plain/missing"
+	run_in "$USR" true
+	okl "casefold: the launch warns that the name watch in a case-insensitive directory is by refusal" \
+		'$(why)' has "case-insensitive" "$ERR"
+	if ! srv_start cf; then
+		fail "casefold: a running sandbox starts" "see stderr"
+		return
+	fi
+	q_eperm create "$ci/TOKEN" - "inside: creating TOKEN where token is listed (casefold directory) fails with EPERM"
+	q_eperm mkdir "$ci/ToKeN" - "inside: mkdir ToKeN there fails with EPERM"
+	q_eperm ln "$m/own/f" "$ci/TOKEN" "inside: a hardlink as TOKEN there fails with EPERM"
+	q_eperm mv "$m/own/f" "$ci/Token" "inside: renaming a file to Token there fails with EPERM"
+	q_eperm symlink "$m/own/f" "$ci/tOKEN" "inside: a symlink tOKEN there fails with EPERM"
+	q_eperm cat "$ci/ctl" - "inside: opening any file in a casefold directory holding a listed name fails with EPERM"
+	q_read "$m/ci2/ctl" "$(ctl cf2)" "inside: a file in a casefold directory without a listed name is readable"
+	q_read "$m/plain/ctl" "$(ctl cfp)" "inside: a file in a case-sensitive directory of the same filesystem is readable"
+	q_eperm chattr "$m/plain/empty" - "inside: chattr +F of an empty directory fails with EPERM"
+	q_eperm casefold32 "$m/plain/empty32" - "inside, 32-bit: FS_IOC32_SETFLAGS casefold of an empty directory fails with EPERM"
+	q_run cf
+	ok "casefold: no other spelling of the listed name appeared" "$(find "$ci" -mindepth 1 -printf '%f ' 2>&1)" \
+		test "$(find "$ci" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')" = "ctl "
+	ok "casefold: the directories stayed case-sensitive" "$(lsattr -d "$m/plain/empty" "$m/plain/empty32" 2>&1)" \
+		eval '! lsattr -d "$m/plain/empty" "$m/plain/empty32" 2>/dev/null | awk "{ print \$1 }" | grep -q F'
+	# The user creates the listed files after launch, one spelled otherwise
+	# than in the list; dropping the dentry cache makes the next lookup spell
+	# a name as it is asked for.
+	run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1/token" && printf "%s\n" "$3" >"$1/mixed"' sh "$ci" "$(sec cf-token)" "$(sec cf-mixed)"
+	ok "casefold: the user creates token and mixed outside" "$(why)" test "$RC" -eq 0
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	q_hidden "$ci/TOKEN" "$(sec cf-token)" "running sandbox: the listed file created after launch, opened as TOKEN after a dentry cache drop, shows nothing"
+	q_hidden "$ci/mixed" "$(sec cf-mixed)" "running sandbox: a listed file created after launch as mixed (listed as Mixed) shows nothing"
+	q_hidden "$ci/MIXED" "$(sec cf-mixed)" "running sandbox: nor as MIXED"
+	q_run cf
+	srv_stop cf
+
+	# XFS in ASCII-ci mode: every directory compares names without case.
+	if ! { img=$(image xci 320M) && loop_any "$img" &&
+		mkfs.xfs -q -f -n version=ci "$LOOPDEV" >/dev/null 2>&1 && mnt "$x" "$LOOPDEV" &&
+		udir "$x/d" "$x/other" && put "$x/other/ctl" 0600 "$(ctl xci)"; }; then
+		fail "casefold: xfs ASCII-ci setup" "see stderr"
+		return
+	fi
+	set_list "$x/d/token"
+	run_in "$USR" true
+	okl "casefold: the launch warns about the XFS ASCII-ci directory" '$(why)' has "case-insensitive" "$ERR"
+	q_eperm create "$x/d/TOKEN" - "inside: creating TOKEN where token is listed (XFS ASCII-ci) fails with EPERM"
+	q_read "$x/other/ctl" "$(ctl xci)" "inside: a file in another directory of that XFS is readable"
+	q_run new
+	ok "casefold: no TOKEN appeared on the XFS" "$(find "$x/d" -mindepth 1 -printf '%f ' 2>&1)" test ! -e "$x/d/TOKEN"
+}
+
 # fresh_ext4 NAME MOUNTPOINT CHECK: a new small ext4 (it hands a freed inode number out again
 # at once) mounted on MOUNTPOINT; else a FAIL line "CHECK: setup" and status 1
 fresh_ext4() {
@@ -1111,6 +1295,9 @@ setup() {
 	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
 	useradd -m -s /bin/sh -c "$GECOS" "$USR2" || return 1
 	USR_UID=$(id -u "$USR") UH=$(home_of "$USR")
+	if [ -f "$HERE/asx-ioctl32" ]; then # from the share (make guest-tools)
+		install -m 0755 "$HERE/asx-ioctl32" /usr/local/bin/asx-ioctl32 && IOCTL32_INSTALLED=1
+	fi
 	modprobe loop 2>/dev/null
 	return 0
 }
@@ -1149,6 +1336,7 @@ fcntl.ioctl(fd, 0x4C81, int(sys.argv[1]))  # LOOP_CTL_REMOVE' "$n" 2>/dev/null
 	done
 	remove_test_user "$USR"
 	remove_test_user "$USR2"
+	[ "$IOCTL32_INSTALLED" = 1 ] && rm -f /usr/local/bin/asx-ioctl32
 	[ -n "$W" ] && rm -rf "$W"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0

@@ -329,8 +329,9 @@ expect_new_launch_denied() {
 # kernel keeps 15 characters of a name ("ptrace_access_c"), newer bpftool
 # prints the full name from BTF, so names are matched by those 15-character
 # prefixes.  A link is ours if its program is one of ours.
-OUR_PROGS="file_open inode_link inode_rename inode_create inode_mknod inode_symlink"
-readonly OUR_PROGS="$OUR_PROGS inode_unlink file_ioctl inode_free_secu ptrace_access_c"
+# Program names as bpftool shows them (BPF_OBJ_NAME_LEN: at most 15 characters).
+OUR_PROGS="file_open inode_link inode_rename inode_create inode_mknod inode_symlink inode_mkdir"
+readonly OUR_PROGS="$OUR_PROGS inode_unlink inode_rmdir file_ioctl file_ioctl_comp inode_free_secu ptrace_access_c"
 
 # bpf_scan: fill BPF_OUR_PROGS ("id name" lines) and BPF_OUR_LINKS
 # ("link-id prog-id name link-type attach-type" lines); 1 (with BPF_ERR) if
@@ -354,7 +355,7 @@ bpf_scan() {
 			id = $1; sub(/:$/, "", id); name = ""
 			for (i = 3; i < NF; i++) if ($i == "name") name = $(i + 1)
 			if ($2 != "lsm") next
-			for (j = 1; j <= n; j++) if (substr(name, 1, length(want[j])) == want[j]) { print id, name; next }
+			for (j = 1; j <= n; j++) if (name == want[j]) { print id, name; next }
 		}' "$T/bpf-progs.txt" >"$T/bpf-ours.txt"
 	awk 'FILENAME == ARGV[1] { name[$1] = $2; next }
 		function flush() { if (lid != "" && (pid in name)) print lid, pid, name[pid], ltype, att; lid = "" }
@@ -370,9 +371,9 @@ bpf_scan() {
 	return 0
 }
 
-# our_links_of NAME: how many of our links belong to a program named NAME*
+# our_links_of NAME: how many of our links belong to the program named NAME
 our_links_of() {
-	awk -v n="$1" 'substr($3, 1, length(n)) == n { c++ } END { print c + 0 }' <<<"$BPF_OUR_LINKS"
+	awk -v n="$1" '$3 == n { c++ } END { print c + 0 }' <<<"$BPF_OUR_LINKS"
 }
 
 # bpf_links_attached: a tracing/lsm link for each of our programs
@@ -380,7 +381,7 @@ bpf_links_attached() {
 	bpf_scan || return 1
 	awk -v ours="$OUR_PROGS" 'BEGIN { n = split(ours, want, " ") }
 		$4 == "tracing" && $5 ~ /^lsm/ {
-			for (j = 1; j <= n; j++) if (substr($3, 1, length(want[j])) == want[j]) seen[j] = 1
+			for (j = 1; j <= n; j++) if ($3 == want[j]) seen[j] = 1
 		}
 		END { for (j = 1; j <= n; j++) if (!seen[j]) exit 1 }' <<<"$BPF_OUR_LINKS"
 }
@@ -433,7 +434,8 @@ pins_complete() {
 	local p
 	[ -e "$1/deny_map" ] && [ -e "$1/name_map" ] && [ -e "$1/agent_cgid_set" ] || return 1
 	for p in file_open inode_link inode_rename inode_create inode_mknod inode_symlink \
-		inode_unlink file_ioctl inode_free_security ptrace_access_check; do
+		inode_mkdir inode_unlink inode_rmdir file_ioctl file_ioctl_compat inode_free_security \
+		ptrace_access_check; do
 		compgen -G "$1/link-*$p" >/dev/null || return 1
 	done
 }

@@ -387,6 +387,9 @@ struct Dir {
     mnt_id: u64,
     /// Err(reason) when the hook cannot recognise this directory.
     watchable: Result<(), String>,
+    /// Whether its names are compared without regard to case (see
+    /// [`case_insensitive`]).
+    folding: bool,
 }
 
 /// Turns listed paths into [`Listing`]s with the caller's credentials, in the
@@ -611,7 +614,7 @@ impl KeyContext {
             Ok(()) => {
                 sink.name(dir.key, name);
                 self.marks.insert(dir.key.with_kind(KIND_LISTED_DIR));
-                None
+                dir.folding.then(|| CASE_INSENSITIVE.to_string())
             }
             Err(why) => Some(why.clone()),
         };
@@ -723,9 +726,11 @@ impl KeyContext {
         } else {
             Ok(())
         };
+        let folding = case_insensitive(&fd, fs_type);
         self.dirs.push((
             path.to_vec(),
             Dir {
+                folding,
                 fd,
                 key: FileKey {
                     dev,
@@ -900,6 +905,69 @@ pub(crate) fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
     }
     // SAFETY: fstatfs() returned 0, so it filled the buffer.
     Ok(unsafe { st.assume_init() }.f_type)
+}
+
+/// The warning for a listed name in a case-insensitive directory.
+pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name has many spellings \
+     there and the hook compares bytes, so a sandbox may open, create, link or rename no file \
+     in that directory (the name is watched by refusal, not by match)";
+
+nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
+nix::ioctl_read!(xfs_ioc_fsgeometry_v1, b'X', 100, XfsGeometryV1);
+
+/// `FS_CASEFOLD_FL` (include/uapi/linux/fs.h): a case-insensitive directory.
+const FS_CASEFOLD_FL: libc::c_long = 0x4000_0000;
+/// `XFS_FSOP_GEOM_FLAGS_DIRV2CI` (fs/xfs/libxfs/xfs_fs.h): ASCII-ci names.
+const XFS_FSOP_GEOM_FLAGS_DIRV2CI: u32 = 0x1000;
+const EXT4_SUPER_MAGIC: i64 = 0xef53;
+const F2FS_SUPER_MAGIC: i64 = 0xf2f5_2010;
+const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+
+/// `struct xfs_fsop_geom_v1` (fs/xfs/libxfs/xfs_fs.h), 112 bytes.
+#[repr(C)]
+struct XfsGeometryV1 {
+    sizes: [u32; 8],
+    blocks: [u64; 4],
+    uuid: [u8; 16],
+    sunit: u32,
+    swidth: u32,
+    version: i32,
+    flags: u32,
+    logsectsize: u32,
+    rtsectsize: u32,
+    dirblocksize: u32,
+}
+
+/// Whether directory `fd` (on a filesystem of statfs type `f_type`) looks
+/// names up without regard to case: an ext4 or F2FS directory with
+/// `FS_CASEFOLD_FL` (`chattr +F`), or any directory of an XFS made with
+/// `mkfs.xfs -n version=ci`. For the launch's warning only: the hook sees
+/// case-insensitive directories by itself. False when it cannot be told
+/// (a directory the resolver may not open for reading).
+fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
+    if ![EXT4_SUPER_MAGIC, F2FS_SUPER_MAGIC, XFS_SUPER_MAGIC].contains(&f_type) {
+        return false;
+    }
+    let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let Ok(dir) = open_at(
+        libc::AT_FDCWD,
+        proc_path.as_bytes(),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    ) else {
+        return false;
+    };
+    if f_type == XFS_SUPER_MAGIC {
+        let mut geo = MaybeUninit::<XfsGeometryV1>::zeroed();
+        // SAFETY: dir is an open XFS directory; geo is the ioctl's out-buffer.
+        return unsafe { xfs_ioc_fsgeometry_v1(dir.as_raw_fd(), geo.as_mut_ptr()) }.is_ok()
+            // SAFETY: the ioctl succeeded, so it filled the buffer.
+            && unsafe { geo.assume_init() }.flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0;
+    }
+    let mut flags: libc::c_long = 0;
+    // SAFETY: dir is open; flags is the ioctl's out-parameter (the kernel
+    // writes an int there, the low bytes on this little-endian machine, or a
+    // long on others).
+    unsafe { fs_ioc_getflags(dir.as_raw_fd(), &mut flags) }.is_ok() && flags & FS_CASEFOLD_FL != 0
 }
 
 /// The btrfs subvolume holding the inode behind the O_PATH descriptor `fd`,
