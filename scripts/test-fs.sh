@@ -994,10 +994,10 @@ check_path_dirs() {
 	q_op mkdir "$h/cfg" # in the old code's world: a directory in the symlink's place
 	q_op mkdir "$h/cfg/gh"
 	q_eperm mv "$h/cfg" "$h/cfg2" "inside: renaming that symlink fails with EPERM"
-	q_ok mkdir "$h/new" "inside: mkdir of an unlisted directory works"
+	q_ok mkdir "$h/new" - "inside: mkdir of an unlisted directory works"
 	q_eperm rename "$h/new" "$h/.aws" "inside: renaming a directory over the empty directory of a listed name fails with EPERM"
-	q_ok rmdir "$h/free" "inside: rmdir of a directory on no listed path works"
-	q_ok rmdir "$h/new" "inside: rmdir of the directory it made works"
+	q_ok rmdir "$h/free" - "inside: rmdir of a directory on no listed path works"
+	q_ok rmdir "$h/new" - "inside: rmdir of the directory it made works"
 	q_denied "$h/.config/gh/hosts.yml" "$(sec pd-gh)" "inside: the listed file is denied"
 	q_read "$h/ctl" "$(ctl pd)" "inside: the control file is readable"
 	q_run pd
