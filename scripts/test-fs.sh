@@ -972,10 +972,10 @@ check_path_dirs() {
 		return
 	fi
 	h=$E/pd/home
-	if ! { udir "$E/pd" "$h" "$h/.aws" "$h/.config" "$h/.config/gh" "$h/free" "$T/pd-src" &&
+	if ! { udir "$E/pd" "$h" "$h/.aws" "$h/.config" "$h/.config/gh" "$h/free" "$UH/pd-src" &&
 		put "$h/.config/gh/hosts.yml" 0600 "$(sec pd-gh)" && ln -s .config "$h/cfg" &&
 		chown -h "$USR:$USR" "$h/cfg" && put "$h/ctl" 0600 "$(ctl pd)" &&
-		put "$T/pd-src/credentials" 0600 "$(sec pd-aws)"; }; then
+		put "$UH/pd-src/credentials" 0600 "$(sec pd-aws)"; }; then
 		fail "path_dirs: setup" "see stderr"
 		return
 	fi
@@ -1006,7 +1006,7 @@ check_path_dirs() {
 		test -d "$h/.aws" -a ! -e "$h/.aws/credentials" -a -L "$h/cfg" -a -e "$h/.config/gh/hosts.yml"
 	# The user's later writes, outside: a cp to the missing listed name, an
 	# atomic save of the listed file, a new file at a name listed through the symlink.
-	run_as "$USR" cp "$T/pd-src/credentials" "$h/.aws/credentials"
+	run_as "$USR" cp "$UH/pd-src/credentials" "$h/.aws/credentials"
 	ok "path_dirs: the user's cp to the listed path works outside" "$(why)" test "$RC" -eq 0
 	run_as "$USR" sh -c 'printf "%s\n" "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"' sh "$h/.config/gh/hosts.yml" "$(sec pd-gh2)"
 	ok "path_dirs: the user's atomic save of the listed file works outside" "$(why)" test "$RC" -eq 0
