@@ -54,6 +54,7 @@ enum bpf_map_type {
 #define BTRFS_SUPER_MAGIC 0x9123683E
 #define EXT4_SUPER_MAGIC 0xEF53
 #define F2FS_SUPER_MAGIC 0xF2F52010
+#define XFS_SUPER_MAGIC 0x58465342
 /* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of a casefolded directory */
 #define S_CASEFOLD (1 << 15)
 /* include/uapi/linux/stat.h */

@@ -58,6 +58,10 @@ pub const KIND_PATH: u32 = 1;
 /// on the way); if it is case-insensitive, a sandbox may open, create, link
 /// or rename nothing in it.
 pub const KIND_LISTED_DIR: u32 = 2;
+/// `AGENT_SANDBOX_KIND_FOLDING_DIR`: a directory holding a listed name that
+/// [`case_insensitive`] found case-insensitive, for filesystems where the
+/// hook cannot tell by itself (XFS ASCII-ci).
+pub const KIND_FOLDING_DIR: u32 = 3;
 
 impl FileKey {
     /// The same inode with another `kind`.
@@ -440,7 +444,8 @@ impl KeyContext {
 
     /// The keys of the directories and symlinks on the way to every name
     /// found since the last call ([`KIND_PATH`]), and of the directories
-    /// holding those names ([`KIND_LISTED_DIR`]); forgets them.
+    /// holding those names ([`KIND_LISTED_DIR`], and [`KIND_FOLDING_DIR`]
+    /// for a case-insensitive one); forgets them.
     ///
     /// Each is a deny_map entry by which the hook refuses a sandbox the
     /// rmdir, unlink, rename or replacement of that inode: the name watch is
@@ -614,6 +619,9 @@ impl KeyContext {
             Ok(()) => {
                 sink.name(dir.key, name);
                 self.marks.insert(dir.key.with_kind(KIND_LISTED_DIR));
+                if dir.folding {
+                    self.marks.insert(dir.key.with_kind(KIND_FOLDING_DIR));
+                }
                 dir.folding.then(|| CASE_INSENSITIVE.to_string())
             }
             Err(why) => Some(why.clone()),
@@ -941,9 +949,10 @@ struct XfsGeometryV1 {
 /// Whether directory `fd` (on a filesystem of statfs type `f_type`) looks
 /// names up without regard to case: an ext4 or F2FS directory with
 /// `FS_CASEFOLD_FL` (`chattr +F`), or any directory of an XFS made with
-/// `mkfs.xfs -n version=ci`. For the launch's warning only: the hook sees
-/// case-insensitive directories by itself. False when it cannot be told
-/// (a directory the resolver may not open for reading).
+/// `mkfs.xfs -n version=ci`: for the launch's warning, and for XFS, where
+/// the hook cannot see it by itself, a [`KIND_FOLDING_DIR`] entry. False
+/// when it cannot be told (a directory the resolver may not open for
+/// reading; the hook still sees ext4 and F2FS casefold by itself).
 fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
     if ![EXT4_SUPER_MAGIC, F2FS_SUPER_MAGIC, XFS_SUPER_MAGIC].contains(&f_type) {
         return false;

@@ -30,9 +30,10 @@
 //! this machine (both ends are the same binary on the same machine). A file
 //! key is 20 bytes: `ino` (u64), `subvol` (u64), `dev` (u32).
 //! - `K` key: a file key to deny;
-//! - `P` key, `D` key: a directory or symlink on the way to a listed name, a
-//!   directory holding one (deny_map entries of kind `KIND_PATH`,
-//!   `KIND_LISTED_DIR`; see [`KeyContext::take_marks`]);
+//! - `P` key, `D` key, `C` key: a directory or symlink on the way to a listed
+//!   name, a directory holding one, a case-insensitive one (deny_map entries
+//!   of kind `KIND_PATH`, `KIND_LISTED_DIR`, `KIND_FOLDING_DIR`; see
+//!   [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch).
@@ -61,8 +62,8 @@ use nix::unistd::{Pid, Uid, User};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{
-    DenySet, FileKey, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext, KeyError, LastComponent,
-    ListingSink, NAME_MAX, NameKey,
+    DenySet, FileKey, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext,
+    KeyError, LastComponent, ListingSink, NAME_MAX, NameKey,
 };
 
 /// The administrator's base list, applied to every user.
@@ -118,10 +119,11 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                 break 'answers;
             }
             let parsed = match tag {
-                b'K' | b'P' | b'D' => take_key(body).map(|(k, after)| {
+                b'K' | b'P' | b'D' | b'C' => take_key(body).map(|(k, after)| {
                     files.push(k.with_kind(match tag {
                         b'P' => KIND_PATH,
                         b'D' => KIND_LISTED_DIR,
+                        b'C' => KIND_FOLDING_DIR,
                         _ => KIND_OPEN,
                     }));
                     after

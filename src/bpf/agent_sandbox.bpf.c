@@ -288,12 +288,13 @@ static __always_inline bool on_path(__u64 cgid, struct inode *inode)
 }
 
 /*
- * Does looking `dentry` up in directory `dir` ignore case? ext4 and F2FS
- * fold case per directory (S_CASEFOLD in i_flags; since 6.7 they set
- * case-folding dentry operations on every dentry of a casefold-capable
- * filesystem, so the flag is what tells). Elsewhere a dentry with its own
- * d_compare (XFS's ASCII-ci mode, CIFS nocase, JFS, HFS+, NTFS3) compares
- * names other than byte for byte; all such are taken as case-insensitive.
+ * Does looking `dentry` up in directory `dir` ignore case, as far as the
+ * hook can see by itself? ext4 and F2FS fold case per directory (S_CASEFOLD
+ * in i_flags; since 6.7 they set case-folding dentry operations on every
+ * dentry of a casefold-capable filesystem, so the flag is what tells).
+ * Elsewhere a dentry with its own d_compare (CIFS nocase, JFS, HFS+, NTFS3)
+ * compares names other than byte for byte; all such are taken as
+ * case-insensitive. XFS's ASCII-ci mode shows neither (KIND_FOLDING_DIR).
  */
 static __always_inline bool case_insensitive(struct inode *dir, struct dentry *dentry)
 {
@@ -311,14 +312,19 @@ static __always_inline bool case_insensitive(struct inode *dir, struct dentry *d
  * Is `dentry` a name in a case-insensitive directory `dir` that holds a name
  * sandbox `cgid` lists? There, any name may be a spelling of the listed one
  * (Unicode case folding cannot be done here), so the name watch works by
- * refusal: no open, create, link or rename of a name in it.
+ * refusal: no open, create, link or rename of a name in it. Every directory
+ * holding a listed name has its key_filter bit, so other directories leave
+ * after one array lookup.
  */
 static __always_inline bool in_folding_listed_dir(__u64 cgid, struct inode *dir,
 						  struct dentry *dentry)
 {
-	if (!dir || !dentry || !case_insensitive(dir, dentry))
+	if (!dir || !dentry || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		return false;
-	return marked(cgid, dir, AGENT_SANDBOX_KIND_LISTED_DIR);
+	if (case_insensitive(dir, dentry))
+		return marked(cgid, dir, AGENT_SANDBOX_KIND_LISTED_DIR);
+	return dir->i_sb->s_magic == XFS_SUPER_MAGIC &&
+	       marked(cgid, dir, AGENT_SANDBOX_KIND_FOLDING_DIR);
 }
 
 /*

@@ -68,10 +68,16 @@
  *   way too). In a case-insensitive directory, where one name has many
  *   spellings and the hook compares bytes, the sandbox may open, create,
  *   link or rename no name at all (see case_insensitive()).
+ * - KIND_FOLDING_DIR: a directory holding a listed name that the daemon
+ *   found case-insensitive where the hook cannot see it by itself: XFS's
+ *   ASCII-ci mode looks names up without case in its directories' lookup
+ *   operation and leaves the dentry cache byte-wise. Treated as a
+ *   case-insensitive KIND_LISTED_DIR.
  */
 #define AGENT_SANDBOX_KIND_OPEN 0
 #define AGENT_SANDBOX_KIND_PATH 1
 #define AGENT_SANDBOX_KIND_LISTED_DIR 2
+#define AGENT_SANDBOX_KIND_FOLDING_DIR 3
 
 /*
  * Identity of an inode as the hook sees it: 24 bytes, no implicit padding.
