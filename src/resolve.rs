@@ -896,13 +896,13 @@ impl Sink<'_> {
 }
 
 impl Sink<'_> {
-    /// A `P` or `D` record for a key of kind [`KIND_PATH`] or
-    /// [`KIND_LISTED_DIR`].
+    /// A `P`, `D` or `C` record for a key of kind [`KIND_PATH`],
+    /// [`KIND_LISTED_DIR`] or [`KIND_FOLDING_DIR`].
     fn mark(&mut self, k: FileKey) {
-        let tag = if k.kind == KIND_LISTED_DIR {
-            b'D'
-        } else {
-            b'P'
+        let tag = match k.kind {
+            KIND_LISTED_DIR => b'D',
+            KIND_FOLDING_DIR => b'C',
+            _ => b'P',
         };
         self.out.extend_from_slice(&Self::key_bytes(k, tag));
     }
@@ -1297,6 +1297,31 @@ mod tests {
         let mut fatal = Vec::new();
         Sink { out: &mut fatal }.record(b'F', "nope");
         assert_eq!(parse_output(&[&fatal]).fatal.as_deref(), Some("nope"));
+    }
+
+    #[test]
+    fn marks_keep_their_kind_on_the_wire() {
+        let k = |ino, kind| FileKey {
+            dev: 3,
+            ino,
+            subvol: 9,
+            kind,
+        };
+        let sent = [
+            k(1, KIND_OPEN),
+            k(2, KIND_PATH),
+            k(3, KIND_LISTED_DIR),
+            k(3, KIND_FOLDING_DIR),
+        ];
+        let mut out = Vec::new();
+        let mut sink = Sink { out: &mut out };
+        sink.file(sent[0]);
+        for m in &sent[1..] {
+            sink.mark(*m);
+        }
+        let r = parse_output(&[&out]);
+        assert_eq!(r.fatal, None);
+        assert_eq!(r.deny.files(), &sent[..]);
     }
 
     #[test]
