@@ -57,7 +57,7 @@
 #   answer_reuse      a relaunch with nothing changed reuses the resolver's last answer
 #                     (src/watch.rs); a change between two launches must reach the next one:
 #                     a symlink in the middle of the listed path, in a directory the path
-#                     does not name, pointed elsewhere from inside; the listed file's
+#                     does not name, pointed elsewhere (refused inside, done outside); the listed file's
 #                     directory renamed away and made again; a directory on the path made
 #                     unsearchable (the last answer still denies; after an entry changes
 #                     there too, the launch is refused)
@@ -1236,8 +1236,13 @@ check_answer_reuse() {
 	run_in "$USR" cat "$r/l1/secret"
 	okl "answer_reuse: a relaunch with nothing changed denies the listed file" '$(why)' \
 		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-a)" "$OUT"'
+	# From inside, a symlink on the way to a listed name stays (path_dirs); the user may
+	# re-point it outside.
 	run_in "$USR" ln -sfn "$r/b" "$r/m/l2"
-	ok "answer_reuse: inside: the middle symlink pointed at another directory" "$(why)" test "$RC" -eq 0
+	okl "answer_reuse: inside: re-pointing the middle symlink fails with EPERM" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && [ "$(readlink "$r/m/l2")" = "$r/a" ]'
+	run_as "$USR" ln -sfn "$r/b" "$r/m/l2"
+	ok "answer_reuse: outside: the middle symlink pointed at another directory" "$(why)" test "$RC" -eq 0
 	run_in "$USR" cat "$r/l1/secret"
 	okl "answer_reuse: next launch: the file the listed path now names is denied" '$(why)' \
 		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-b)" "$OUT"'
