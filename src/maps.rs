@@ -678,6 +678,12 @@ impl Bpf {
         self.mirror.get(&cgid).map_or(0, DenySet::len)
     }
 
+    /// What the mirror holds for sandbox `cgid` (what its last applies put in
+    /// the maps, less what they removed), if anything.
+    pub fn held(&self, cgid: u64) -> Option<&DenySet> {
+        self.mirror.get(&cgid)
+    }
+
     fn bump(&mut self, cgid: u64) {
         let v = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.versions.insert(cgid, v);
