@@ -20,10 +20,10 @@ SHELLCHECK ?= shellcheck
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Debian packages needed to build, test and package, and for `make vm-test`
-# (qemu, mmdebstrap, mkfs.ext4). The Rust toolchain is handled separately.
+# (qemu, qemu-img, mmdebstrap, mkfs.ext4). The Rust toolchain is handled separately.
 DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gzip xz-utils zstd \
 	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
-	qemu-system-x86 shellcheck zlib1g-dev
+	qemu-system-x86 qemu-utils shellcheck zlib1g-dev
 
 # Rust: edition 2024 needs Rust 1.85 or later.
 RUST_MIN := 1.85
@@ -155,7 +155,8 @@ vm-test: package package-next
 	  echo "== vm-test: $$suite"; \
 	  scripts/vm-test.sh --suite $$suite --timeout 2400 \
 	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
-	    --add scripts/test-lib.sh \
+	    --add scripts/test-lib.sh --add scripts/test-reboot.sh \
+	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
 	done
 
