@@ -477,14 +477,15 @@ impl Daemon {
     /// Adds to this layout's maps every key an earlier layout's maps hold for
     /// a live sandbox, so retiring that layout frees nothing.
     fn carry_over_other_layouts(&mut self) {
-        let live: std::collections::HashSet<u64> = match self.tree.list() {
-            Ok(l) => l.into_iter().map(|(_, id)| id).collect(),
+        let uids: HashMap<u64, u32> = match self.tree.list() {
+            Ok(l) => l.into_iter().map(|(uid, id)| (id, uid)).collect(),
             Err(e) => {
                 log::error!("cannot list sandboxes: {e}");
                 self.reapply_failures += 1;
                 return;
             }
         };
+        let live: std::collections::HashSet<u64> = uids.keys().copied().collect();
         let (found, errors) = maps::keys_in_other_layouts(self.bpf.pin_dir(), &live);
         for e in errors {
             log::warn!("{e}");
@@ -496,7 +497,11 @@ impl Daemon {
                     log::info!(
                         "cgroup {cgid}: carried {} keys over from an earlier layout",
                         stats.added
-                    )
+                    );
+                    // They are denied until now too: the record must say so.
+                    if let Some(&uid) = uids.get(&cgid) {
+                        self.record(uid, cgid, true);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => {
