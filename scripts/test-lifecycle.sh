@@ -682,6 +682,8 @@ step_e_upgrade() {
 	ok "$STEP: no .dpkg-dist/.dpkg-new copy of the base list" "$(ls /etc/agent-sandbox-exec)" \
 		eval '! ls /etc/agent-sandbox-exec | grep -q "\.dpkg-"'
 	sed -i "\|^$marker\$|d" /etc/agent-sandbox-exec/denylist
+	ok "$STEP: the upgrade keeps the records in $RECORD_DIR (uid-$TUID)" \
+		"$(find "$RECORD_DIR" 2>&1 | tr '\n' ' ')" test -f "$RECORD_DIR/uid-$TUID"
 	ok "$STEP: dpkg reports version $NEXT_VER installed" "'$(pkg_status)' '$(pkg_version)'" \
 		eval 'pkg_installed && [ "$(pkg_version)" = "$NEXT_VER" ]'
 	okl "$STEP: the service is active and the new daemon serves" \
