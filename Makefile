@@ -20,10 +20,11 @@ SHELLCHECK ?= shellcheck
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # Debian packages needed to build, test and package, and for `make vm-test`
-# (qemu, mmdebstrap, mkfs.ext4). The Rust toolchain is handled separately.
+# (qemu, qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool). The Rust
+# toolchain is handled separately.
 DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gcc-multilib gzip xz-utils zstd \
 	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
-	qemu-system-x86 shellcheck zlib1g-dev
+	qemu-system-x86 qemu-utils shellcheck zlib1g-dev
 
 # Rust: edition 2024 needs Rust 1.85 or later.
 RUST_MIN := 1.85
@@ -168,7 +169,8 @@ vm-test: package package-next guest-tools
 	  echo "== vm-test: $$suite"; \
 	  scripts/vm-test.sh --suite $$suite --timeout 2400 \
 	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
-	    --add scripts/test-lib.sh $(addprefix --add ,$(GUEST_TOOLS)) \
+	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
+	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
 	done
 

@@ -30,8 +30,15 @@
 #   f disable   --disable refuses while the daemon serves; with the service stopped it
 #               unpins everything: the loop now reads the secret (proving it can see a
 #               read), no file_open link is left; systemctl start: denied again
-#   g purge     apt-get purge while the loop runs: unit, /etc, cgroup tree, pins, links
-#               and programs are gone; the loop lives on outside the tree, unconfined
+#   h record    the removal note across a restart (a second user, asx-lc2, without the
+#               loop): an agent empties the list from inside and its launch stays denied;
+#               with no sandboxed process left, a restart forgets the sandbox; the first
+#               launch from outside still prints "N entries denied until now are no
+#               longer denied", once; a corrupt record gives the fail-safe note, once,
+#               and a log line, and the daemon keeps serving
+#   g purge     apt-get purge while the loop runs: unit, /etc, /var/lib records, cgroup
+#               tree, pins, links and programs are gone; the loop lives on outside the
+#               tree, unconfined
 #
 # Output: one line per assertion, "PASS: <what>" or "FAIL: <what> (<detail>)";
 # lines starting with "# " are notes (what was observed, for the record).  Then
@@ -44,7 +51,7 @@
 #             (N.deb [N+1.deb]) override it.
 #   ASX_LC_KEEP=1   leave the test user and the temporary directory behind
 #
-# It creates the user asx-lc, a temporary directory /tmp/asx-lc.*, and, during
+# It creates the users asx-lc and asx-lc2, a temporary directory /tmp/asx-lc.*, and, during
 # step a only, the runtime drop-in
 # /run/systemd/system/agent-sandbox-execd.service.d/50-asx-lifecycle-test.conf;
 # all of that is removed at exit.
@@ -62,6 +69,10 @@ readonly RUN_DIR=/run/agent-sandbox-exec
 readonly READY=$RUN_DIR/ready
 readonly BPF_DIR=/sys/fs/bpf/agent-sandbox-exec
 readonly TEST_USER=asx-lc
+readonly NOTE_USER=asx-lc2 # step h: a user without the loop, whose sandbox can be forgotten
+readonly RECORD_DIR=/var/lib/agent-sandbox-exec
+readonly GONE_NOTE="entries denied until now are no longer denied to your sandboxes"
+readonly UNKNOWN_NOTE="could not be read (the daemon's log says why): entries denied until now may no longer be denied"
 readonly GECOS="agent-sandbox-exec lifecycle test user"
 readonly EPERM_MSG="Operation not permitted"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
@@ -94,6 +105,7 @@ N_DEB="" NEXT_DEB="" PKG="" N_VER="" NEXT_VER=""
 TOK="" SECRET="" S="" H="" TUID="" LD="" LOOP_BG="" LOOP_PID=""
 STEP="" STEP_C0=0 STEP_H0=0 HITS_AFTER_F="" LAYOUT_N=""
 SETUP_DONE=0 CLEANED=0 DROPIN_MADE=0
+NOTE_MADE=0 NUID="" NSECRET="" NS=""
 BPF_ERR="" BPF_OUR_LINKS="" BPF_OUR_PROGS=""
 
 # ---------------------------------------------------------------- reporting
@@ -672,6 +684,8 @@ step_e_upgrade() {
 	ok "$STEP: no .dpkg-dist/.dpkg-new copy of the base list" "$(ls /etc/agent-sandbox-exec)" \
 		eval '! ls /etc/agent-sandbox-exec | grep -q "\.dpkg-"'
 	sed -i "\|^$marker\$|d" /etc/agent-sandbox-exec/denylist
+	ok "$STEP: the upgrade keeps the records in $RECORD_DIR (uid-$TUID)" \
+		"$(find "$RECORD_DIR" 2>&1 | tr '\n' ' ')" test -f "$RECORD_DIR/uid-$TUID"
 	ok "$STEP: dpkg reports version $NEXT_VER installed" "'$(pkg_status)' '$(pkg_version)'" \
 		eval 'pkg_installed && [ "$(pkg_version)" = "$NEXT_VER" ]'
 	okl "$STEP: the service is active and the new daemon serves" \
@@ -769,6 +783,92 @@ step_f_disable() {
 	expect_new_launch_denied "$STEP"
 }
 
+# note_read, note_denied: the last run_as/run_in of cat read the step-h secret, or was denied it
+note_read() { has "$NSECRET" "$OUT"; }
+note_denied() { ! has "$NSECRET" "$OUT" "$ERR" && [ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR"; }
+
+# nu_sandbox_empty: no process is left in the sandbox cgroup of the step-h user
+nu_sandbox_empty() {
+	local f=$CGROOT/agent-sandbox-exec/uid-$NUID/cgroup.procs
+	[ ! -e "$f" ] || [ ! -s "$f" ]
+}
+
+# restart_forgetting: kill the step-h user's processes, restart the daemon and
+# check that it removed that user's empty sandbox cgroup (forgot the sandbox)
+restart_forgetting() {
+	local what=$1 old
+	kill_user_procs "$NOTE_USER"
+	okl "$STEP: $what: no process is left in uid-$NUID" \
+		'cgroup.procs: $(snip "$CGROOT/agent-sandbox-exec/uid-$NUID/cgroup.procs")' wait_for 10 nu_sandbox_empty
+	old=$(main_pid)
+	daemon_op restart
+	okl "$STEP: $what: systemctl restart replaced the daemon, which serves" \
+		'$(snip "$T/systemctl.log"); old $old, state $(unit_state), MainPID $(main_pid)' \
+		wait_for "$BACK_S" daemon_replaced "$old"
+	ok "$STEP: $what: the new daemon removed the empty cgroup uid-$NUID (the sandbox is forgotten)" \
+		"$(find "$CGROOT/agent-sandbox-exec" -maxdepth 1 2>&1 | tr '\n' ' ')" \
+		test ! -e "$CGROOT/agent-sandbox-exec/uid-$NUID"
+}
+
+step_h_record() {
+	local nh list rec since
+	step_begin "h (the removal note across a restart)"
+	require_serving "$STEP"
+	remove_test_user "$NOTE_USER" || { fail "$STEP: user $NOTE_USER" "exists and is not a test user"; return; }
+	useradd -m -s /bin/sh -c "$GECOS" "$NOTE_USER" || { fail "$STEP: useradd $NOTE_USER" "failed"; return; }
+	NOTE_MADE=1
+	NUID=$(id -u "$NOTE_USER")
+	nh=$(home_of "$NOTE_USER")
+	NSECRET="asx-lc2-secret-$TOK"
+	NS=$nh/secret2.txt
+	list=$nh/$HOME_LIST_REL
+	rec=$RECORD_DIR/uid-$NUID
+	printf '%s\n' "$NSECRET" >"$NS" && chown "$NOTE_USER:" "$NS" && chmod 0600 "$NS"
+	install -d -o "$NOTE_USER" -g "$NOTE_USER" -m 0755 "$nh/.config" "$nh/.config/agent-sandbox-exec"
+	printf '%s\n' "$NS" >"$list" && chown "$NOTE_USER:" "$list"
+
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: a launch from outside is denied the listed file" "$(why)" note_denied
+	ok "$STEP: the record $rec is a root-owned 0600 file in a root-owned 0700 directory" \
+		"$(stat -c '%U %a %F %n' "$RECORD_DIR" "$rec" 2>&1 | tr '\n' ' ')" \
+		eval '[ "$(stat -c "%U %a" "$RECORD_DIR" "$rec" 2>/dev/null | tr "\n" " ")" = "root 700 root 600 " ] && [ -f "$rec" ] && [ ! -L "$rec" ]'
+	# The agent's move: empty the list from inside, then launch from inside.
+	run_in "$NOTE_USER" sh -c ': > "$1" && agent-sandbox-exec cat "$2"' sh "$list" "$NS"
+	ok "$STEP: after the list is emptied from inside, a launch from inside is still denied" "$(why)" note_denied
+	okl "$STEP: ... and is told the entry stays denied" '$(why)' has "stay denied" "$ERR"
+
+	restart_forgetting "after the list was emptied"
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: the first launch from outside after the restart applies the empty list (reads the file)" \
+		"$(why)" note_read
+	okl "$STEP: ... and prints the note '... $GONE_NOTE ...'" '$(why)' has "$GONE_NOTE" "$ERR"
+	note "step $STEP: the note: $(grep -a 'note:' "$ERR" | head -n 2 | tr '\n' '|')"
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: the next launch from outside prints no note (said once)" "$(why)" \
+		eval 'note_read && ! has "note:" "$ERR"'
+
+	# A corrupt record fails safe.
+	printf '%s\n' "$NS" >"$list" && chown "$NOTE_USER:" "$list"
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: listed again, a launch from outside is denied" "$(why)" note_denied
+	printf 'agent-sandbox-exec denied-record 1\nboot torn' >"$rec"
+	restart_forgetting "with a corrupt record"
+	since=$(date '+%Y-%m-%d %H:%M:%S')
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: with a corrupt record, a launch from outside is denied as listed" "$(why)" note_denied
+	okl "$STEP: ... and prints the fail-safe note that entries may no longer be denied" '$(why)' \
+		has "$UNKNOWN_NOTE" "$ERR"
+	journalctl -u "$UNIT" --since "$since" --no-pager >"$T/journal-h.log" 2>&1
+	okl "$STEP: the daemon's log names the record and the cause" '$(tailsnip "$T/journal-h.log")' \
+		has "cannot use the record of what its sandboxes denied: $rec: truncated" "$T/journal-h.log"
+	run_in "$NOTE_USER" cat "$NS"
+	ok "$STEP: the next launch is denied and prints no note (the record was written anew)" "$(why)" \
+		eval 'note_denied && ! has "note:" "$ERR"'
+	ok "$STEP: the daemon still serves" "state $(unit_state)" daemon_serves
+	expect_new_launch_denied "$STEP"
+	kill_user_procs "$NOTE_USER"
+}
+
 step_g_purge() {
 	local c0 h0 cg left
 	step_begin "g (apt-get purge)"
@@ -793,6 +893,7 @@ step_g_purge() {
 	ok "$STEP: the daemon is not running" "state $(unit_state), MainPID $(main_pid)" \
 		eval 'daemon_inactive && { [ -z "$(main_pid)" ] || [ "$(main_pid)" = 0 ]; }'
 	ok "$STEP: $ETC_DIR is gone" "left: $(find "$ETC_DIR" 2>&1 | head -c 200)" test ! -e "$ETC_DIR"
+	ok "$STEP: $RECORD_DIR is gone" "left: $(find "$RECORD_DIR" 2>&1 | head -c 200)" test ! -e "$RECORD_DIR"
 	ok "$STEP: $RUN_DIR is gone" "left: $(find "$RUN_DIR" 2>&1 | head -c 200)" test ! -e "$RUN_DIR"
 	ok "$STEP: $CGROOT/agent-sandbox-exec is gone" \
 		"$(find "$CGROOT/agent-sandbox-exec" -name cgroup.procs 2>/dev/null | head -n 5 | tr '\n' ' ')" \
@@ -887,6 +988,7 @@ cleanup() {
 		return 0
 	fi
 	remove_test_user "$TEST_USER"
+	[ "$NOTE_MADE" -eq 0 ] || remove_test_user "$NOTE_USER"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0
 }
@@ -917,6 +1019,7 @@ main() {
 		step_d_reinstall
 		step_e_upgrade
 		step_f_disable
+		step_h_record
 	else
 		fail "steps a-f" "not run: the sandboxed loop did not start"
 	fi

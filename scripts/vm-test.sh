@@ -13,6 +13,13 @@
 #   --keep-share DIR   use DIR (new or empty) as the share and keep it afterwards: the script's
 #                      results plus serial.log (the guest console) are left there
 #   --add PATH         also copy PATH (file or directory) into the share root; repeatable
+#   --second-boot SCRIPT
+#                      after GUEST_SCRIPT exited 0, boot the guest a second time from the same disk
+#                      and run SCRIPT there (as root, cwd = the share, no arguments, nothing
+#                      installed; the share keeps what the first boot left). For this the disk is
+#                      a writable qcow2 overlay of the cached image in the run's work directory
+#                      (needs qemu-img, from qemu-utils) instead of snapshot=on. --timeout bounds
+#                      both boots together; the exit status is the first failing script's
 #   --icount           deterministic timing: one vCPU under single-threaded TCG with a guest clock
 #                      that counts executed instructions (1 instruction = 1 virtual ns; an idle
 #                      guest jumps to its next timer), so timings repeat to about 0.1 %; suits
@@ -46,6 +53,7 @@ suite=bookworm
 timeout_s=900
 keep_share=
 icount=
+second_boot=
 debs=()
 adds=()
 guest_script=
@@ -96,6 +104,7 @@ parse_args() {
         --timeout) [ $# -ge 2 ] || die "--timeout needs a value" "$EXIT_USAGE"; timeout_s=$2; shift 2 ;;
         --keep-share) [ $# -ge 2 ] || die "--keep-share needs a value" "$EXIT_USAGE"; keep_share=$2; shift 2 ;;
         --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
+        --second-boot) [ $# -ge 2 ] || die "--second-boot needs a value" "$EXIT_USAGE"; second_boot=$2; shift 2 ;;
         --icount) icount=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
@@ -113,6 +122,8 @@ parse_args() {
     *) die "unsupported suite: $suite (bookworm or trixie)" "$EXIT_USAGE" ;;
     esac
     [ -f "$guest_script" ] || die "guest script not found: $guest_script" "$EXIT_USAGE"
+    [ -z "$second_boot" ] || [ -f "$second_boot" ] \
+        || die "--second-boot: script not found: $second_boot" "$EXIT_USAGE"
     local deb
     for deb in "${debs[@]}"; do
         [[ $deb == *.deb && -f $deb ]] || die "not a .deb file: $deb" "$EXIT_USAGE"
@@ -323,6 +334,14 @@ prepare_share() {
     [ ! -e "$share/$name" ] || die "--add would overwrite the guest script $name" "$EXIT_USAGE"
     cp "$guest_script" "$share/$name"
     printf '%s\n' "$name" >"$share/.vm/script"
+    if [ -n "$second_boot" ]; then
+        # The same file may be both an --add and the second script.
+        name=$(basename "$second_boot")
+        if [ -e "$share/$name" ] && ! cmp -s "$second_boot" "$share/$name"; then
+            die "--second-boot: another file named $name is already on the share" "$EXIT_USAGE"
+        fi
+        cp "$second_boot" "$share/$name"
+    fi
     # NUL-separated lists; printf with no arguments would still write one empty item.
     : >"$share/.vm/args"
     : >"$share/.vm/debs"
@@ -345,21 +364,23 @@ stream_output() {
     fi
 }
 
-# Boot the image; return QEMU's (or timeout's) exit status.
+# Boot the image from DRIVE (a -drive spec) for at most LIMIT seconds; return QEMU's (or
+# timeout's) exit status.
 run_vm() {
-    local image=$1 share=$2 serial=$3 qemu_log=$4 rc=0
+    local image=$1 share=$2 serial=$3 qemu_log=$4 drive=$5 limit=$6 rc=0
     local -a cpu=(-accel 'tcg,thread=multi' -smp 2)
     # --icount: guest time = executed instructions, so timings repeat to about 0.1 %.
     [ -z "$icount" ] || cpu=(-accel 'tcg,thread=single' -icount 'shift=0,sleep=off' -smp 1)
     # -accel tcg: /dev/kvm here is a nested paravirtual hypervisor that stock kernels choke on.
     # panic=-1 reboots at once on a kernel panic, and -no-reboot turns that into QEMU exiting.
-    # snapshot=on keeps the cached disk untouched (writes go to a temporary overlay).
-    timeout --kill-after=15 "$timeout_s" qemu-system-x86_64 \
+    # The cached disk stays untouched: snapshot=on sends writes to a temporary overlay, and
+    # --second-boot's qcow2 overlay is the run's own.
+    timeout --kill-after=15 "$limit" qemu-system-x86_64 \
         "${cpu[@]}" -cpu max -m 2G -machine q35 \
         -nodefaults -display none -no-reboot -nic none \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
         -append "console=ttyS0 root=LABEL=$ROOT_LABEL rw panic=-1" \
-        -drive "file=$image/disk.img,format=raw,if=virtio,snapshot=on" \
+        -drive "$drive" \
         -virtfs "local,path=$share,mount_tag=$SHARE_TAG,security_model=none" \
         -serial "file:$serial" \
         </dev/null >"$qemu_log" 2>&1 &
@@ -432,10 +453,22 @@ print_tails() {
     log "---"
 }
 
+# The first boot of --second-boot passed: point the share's job at the second script (no DEB,
+# no arguments) and forget the first boot's status.
+prepare_second_boot() {
+    local share=$1
+    printf '%s\n' "$(basename "$second_boot")" >"$share/.vm/script"
+    : >"$share/.vm/args"
+    : >"$share/.vm/debs"
+    rm -f "$share/results/status"
+    printf 'boot\n' >"$share/results/stage"
+}
+
 main() {
-    local image share serial qemu_log booted rc=0
+    local image share serial qemu_log booted drive left status rc=0
     parse_args "$@"
     require_tools qemu-system-x86_64:qemu-system-x86 timeout:coreutils flock:util-linux
+    [ -z "$second_boot" ] || require_tools qemu-img:qemu-utils
     trap cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -457,10 +490,29 @@ main() {
     fi
     prepare_share "$share"
 
+    drive="file=$image/disk.img,format=raw,if=virtio,snapshot=on"
+    if [ -n "$second_boot" ]; then
+        [ -n "$work" ] || work=$(mktemp -d "${TMPDIR:-/tmp}/vm-test.XXXXXX")
+        qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/disk.qcow2" \
+            || die "qemu-img cannot create an overlay of $image/disk.img in $work"
+        drive="file=$work/disk.qcow2,format=qcow2,if=virtio"
+    fi
+
     log "booting $(basename "$image")${icount:+ in icount mode} (timeout ${timeout_s} s)"
     booted=$SECONDS
-    run_vm "$image" "$share" "$serial" "$qemu_log" || rc=$?
+    run_vm "$image" "$share" "$serial" "$qemu_log" "$drive" "$timeout_s" || rc=$?
     log "the VM ran for $((SECONDS - booted)) s"
+    if [ -n "$second_boot" ]; then
+        status=$(cat "$share/results/status" 2>/dev/null || true)
+        left=$((timeout_s - (SECONDS - booted)))
+        if [ "$status" = 0 ] && [ "$rc" -eq 0 ] && [ "$left" -gt 0 ]; then
+            prepare_second_boot "$share"
+            mv "$serial" "$serial.first-boot"
+            log "booting the same disk again for $(basename "$second_boot") (${left} s left)"
+            run_vm "$image" "$share" "$serial" "$qemu_log" "$drive" "$left" || rc=$?
+            log "the second boot ran for $((SECONDS - booted)) s in all"
+        fi
+    fi
     report "$share" "$serial" "$qemu_log" "$rc"
 }
 

@@ -32,8 +32,10 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use crate::cgroup::{self, CgroupError, Tree};
+use crate::keys;
 use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
+use crate::record::{self, Prior, Verdict};
 use crate::request::{self, Name, Reply, Request};
 use crate::resolve::{self, Outcome, Resolver};
 
@@ -246,6 +248,8 @@ fn run() -> Result<(), DaemonError> {
         last_expire: Instant::now(),
         reapply_failures: 0,
         applied: HashMap::new(),
+        boot: record::boot_id(),
+        recorded: HashMap::new(),
     };
     d.reconcile();
     // Re-apply every existing sandbox into this layout's maps before serving,
@@ -409,6 +413,11 @@ struct Daemon {
     /// Per uid: the answers its last successful apply was made of, while
     /// its resolvers are kept (see [`Applied`]).
     applied: HashMap<u32, Applied>,
+    /// This boot's id ([`record::boot_id`]).
+    boot: String,
+    /// Per uid: the sandbox cgroup id whose entries, as the mirror holds
+    /// them, its record on disk ([`record`]) was last written from.
+    recorded: HashMap<u32, u64>,
 }
 
 /// What a uid's last successful apply was made of. A resolver that finds
@@ -426,6 +435,9 @@ struct Applied {
     /// launch from outside must otherwise try to remove again; shown in the
     /// add-only notice.
     unlisted: usize,
+    /// Of those, listed entries ([`crate::keys::DenySet::entries`]), for
+    /// the notice.
+    unlisted_entries: usize,
     /// How many entries the answers hold.
     entries: usize,
     user_warnings: Vec<String>,
@@ -468,14 +480,15 @@ impl Daemon {
     /// Adds to this layout's maps every key an earlier layout's maps hold for
     /// a live sandbox, so retiring that layout frees nothing.
     fn carry_over_other_layouts(&mut self) {
-        let live: std::collections::HashSet<u64> = match self.tree.list() {
-            Ok(l) => l.into_iter().map(|(_, id)| id).collect(),
+        let uids: HashMap<u64, u32> = match self.tree.list() {
+            Ok(l) => l.into_iter().map(|(uid, id)| (id, uid)).collect(),
             Err(e) => {
                 log::error!("cannot list sandboxes: {e}");
                 self.reapply_failures += 1;
                 return;
             }
         };
+        let live: std::collections::HashSet<u64> = uids.keys().copied().collect();
         let (found, errors) = maps::keys_in_other_layouts(self.bpf.pin_dir(), &live);
         for e in errors {
             log::warn!("{e}");
@@ -487,7 +500,11 @@ impl Daemon {
                     log::info!(
                         "cgroup {cgid}: carried {} keys over from an earlier layout",
                         stats.added
-                    )
+                    );
+                    // They are denied until now too: the record must say so.
+                    if let Some(&uid) = uids.get(&cgid) {
+                        self.record(uid, cgid, true);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -850,9 +867,11 @@ impl Daemon {
             let (warnings, mut notices) = capped(&a.user_warnings);
             // What a full add-only apply would say again; an exact one
             // would remove nothing, so it would say nothing.
-            if mode == ApplyMode::AddOnly && a.unlisted > 0 {
-                notices.push(removal_notice(ApplyMode::AddOnly, a.unlisted));
+            if mode == ApplyMode::AddOnly && a.unlisted_entries > 0 {
+                notices.push(removal_notice(ApplyMode::AddOnly, a.unlisted_entries));
             }
+            let cgid = a.cgid;
+            self.record(uid, cgid, false);
             self.admit(uid, batch, &warnings, &notices);
             return 0;
         }
@@ -920,6 +939,11 @@ impl Daemon {
                 }
             }
         }
+        // A sandbox that holds nothing may have been forgotten (a daemon
+        // restart drops sandboxes without processes, a reboot all of them):
+        // what it denied until then is in its uid's record.
+        let prior = (mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
+            .then(|| record::load(Path::new(record::STATE_DIR), uid));
         let removed = match self.bpf.apply(cgid, &res.deny, mode) {
             Ok(stats) => {
                 log::info!(
@@ -935,9 +959,13 @@ impl Daemon {
                     },
                     batch.len()
                 );
-                if stats.removed > 0 {
-                    notices.push(removal_notice(mode, stats.removed));
+                if stats.removed_entries > 0 {
+                    notices.push(removal_notice(mode, stats.removed_entries));
+                } else if let Some(prior) = &prior {
+                    notices.extend(self.recorded_notice(uid, prior, &res.deny));
                 }
+                let changed = stats.added > 0 || (mode == ApplyMode::Exact && stats.removed > 0);
+                self.record(uid, cgid, changed);
                 stats.removed
             }
             Err(e) => {
@@ -951,6 +979,10 @@ impl Daemon {
         // stale keys whose deletion failed; after an add-only one, also those
         // it kept on purpose.
         let unlisted = self.bpf.held_len(cgid).saturating_sub(res.deny.len());
+        let unlisted_entries = self
+            .bpf
+            .held_entries(cgid)
+            .saturating_sub(res.deny.entries());
         if let Some(version) = self.bpf.version(cgid) {
             self.applied.insert(
                 uid,
@@ -959,6 +991,7 @@ impl Daemon {
                     cgid,
                     version,
                     unlisted,
+                    unlisted_entries,
                     entries: res.deny.len(),
                     user_warnings: res.user_warnings.clone(),
                     admin_warnings: res.admin_warnings.clone(),
@@ -969,6 +1002,63 @@ impl Daemon {
         match mode {
             ApplyMode::Exact => parsed.max(removed),
             ApplyMode::AddOnly => parsed,
+        }
+    }
+
+    /// The note for an exact apply of `desired` to a sandbox of `uid` that
+    /// held nothing, from what its record says it denied until now: how
+    /// many of those entries `desired` lacks, or, if the record cannot be
+    /// used, that entries may no longer be denied (fail safe; the log says
+    /// why).
+    fn recorded_notice(&self, uid: u32, prior: &Prior, desired: &keys::DenySet) -> Option<String> {
+        match record::verdict(prior, desired, &self.boot, &mount_labels())? {
+            Verdict::Gone(0) => None,
+            Verdict::Gone(n) => {
+                log::info!(
+                    "uid {uid}: {n} entries its record says were denied until now are no longer denied"
+                );
+                Some(removal_notice(ApplyMode::Exact, n))
+            }
+            Verdict::Unknown(why) => {
+                log::error!(
+                    "uid {uid}: cannot use the record of what its sandboxes denied: {why}; \
+                     the launch gets a note that entries may no longer be denied, and the record is written anew"
+                );
+                Some(
+                    "the record of what your sandboxes denied until now could not be read \
+                     (the daemon's log says why): entries denied until now may no longer be denied \
+                     to your sandboxes"
+                        .to_owned(),
+                )
+            }
+        }
+    }
+
+    /// Writes `uid`'s record from what the mirror holds for sandbox `cgid`,
+    /// unless it was last written from that sandbox and `changed` is false.
+    /// A failure is logged: after a restart or reboot, entries removed from
+    /// the lists may then go without a note.
+    fn record(&mut self, uid: u32, cgid: u64, changed: bool) {
+        if !changed && self.recorded.get(&uid) == Some(&cgid) {
+            return;
+        }
+        self.recorded.remove(&uid);
+        let empty = keys::DenySet::default();
+        let held = self.bpf.held(cgid).unwrap_or(&empty);
+        let stored = record::new_key()
+            .map_err(|e| format!("getrandom: {e}"))
+            .and_then(|key| {
+                let text = record::encode(held, &self.boot, key, &mount_labels());
+                record::store(Path::new(record::STATE_DIR), uid, &text).map_err(|e| e.to_string())
+            });
+        match stored {
+            Ok(()) => {
+                self.recorded.insert(uid, cgid);
+            }
+            Err(e) => log::error!(
+                "uid {uid}: cannot record what its sandbox denies: {e}; after a restart or reboot, \
+                 entries removed from its lists meanwhile may go without a note"
+            ),
         }
     }
 
@@ -1105,6 +1195,20 @@ fn trim() {
     // SAFETY: malloc_trim only releases free heap memory.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Stable names of the file systems mounted in the daemon's namespace
+/// ([`record::labels_from_mountinfo`]); none if the table cannot be read.
+fn mount_labels() -> HashMap<u32, Vec<u8>> {
+    match fs::read("/proc/self/mountinfo") {
+        Ok(text) => record::labels_from_mountinfo(&text),
+        Err(e) => {
+            log::warn!(
+                "cannot read /proc/self/mountinfo: {e}; file systems are not named in records"
+            );
+            HashMap::new()
+        }
     }
 }
 

@@ -115,6 +115,13 @@ impl DenySet {
         self.files.len() + self.names.len()
     }
 
+    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names;
+    /// the marks on the way to the names ([`KIND_PATH`], ...) follow from
+    /// the names and are not counted. What messages to the user count.
+    pub fn entries(&self) -> usize {
+        self.files.iter().filter(|f| f.kind == KIND_OPEN).count() + self.names.len()
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.names.is_empty()

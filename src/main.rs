@@ -21,6 +21,7 @@ mod keys;
 mod launcher;
 mod maps;
 mod process;
+mod record;
 mod request;
 mod resolve;
 mod watch;

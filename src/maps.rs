@@ -441,6 +441,8 @@ pub struct ApplyStats {
     pub added: usize,
     /// Stale entries removed (with [`ApplyMode::AddOnly`]: stale entries kept).
     pub removed: usize,
+    /// Of those, listed entries ([`DenySet::entries`]): what the user is told.
+    pub removed_entries: usize,
     /// Entries already present and kept.
     pub kept: usize,
 }
@@ -690,6 +692,18 @@ impl Bpf {
         self.mirror.get(&cgid).map_or(0, DenySet::len)
     }
 
+    /// How many listed entries ([`DenySet::entries`]) the mirror holds for
+    /// sandbox `cgid`.
+    pub fn held_entries(&self, cgid: u64) -> usize {
+        self.mirror.get(&cgid).map_or(0, DenySet::entries)
+    }
+
+    /// What the mirror holds for sandbox `cgid` (what its last applies put in
+    /// the maps, less what they removed), if anything.
+    pub fn held(&self, cgid: u64) -> Option<&DenySet> {
+        self.mirror.get(&cgid)
+    }
+
     fn bump(&mut self, cgid: u64) {
         let v = NEXT_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.versions.insert(cgid, v);
@@ -729,6 +743,7 @@ impl Bpf {
         let stats = ApplyStats {
             added: new.len(),
             removed: stale.len(),
+            removed_entries: stale.entries(),
             kept: desired.len() - new.len(),
         };
         let drops = self.dropped_keys();
