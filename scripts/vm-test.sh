@@ -20,6 +20,9 @@
 #                      a writable qcow2 overlay of the cached image in the run's work directory
 #                      (needs qemu-img, from qemu-utils) instead of snapshot=on. --timeout bounds
 #                      both boots together; the exit status is the first failing script's
+#   --cpus N           vCPUs under multi-threaded TCG (default 2); 1 runs the guest on one vCPU,
+#                      where no other vCPU executes kernel text while the kernel patches it (see
+#                      the Makefile's vm-test target)
 #   --icount           deterministic timing: one vCPU under single-threaded TCG with a guest clock
 #                      that counts executed instructions (1 instruction = 1 virtual ns; an idle
 #                      guest jumps to its next timer), so timings repeat to about 0.1 %; suits
@@ -53,6 +56,7 @@ suite=bookworm
 timeout_s=900
 keep_share=
 icount=
+cpus=2
 second_boot=
 debs=()
 adds=()
@@ -106,6 +110,7 @@ parse_args() {
         --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
         --second-boot) [ $# -ge 2 ] || die "--second-boot needs a value" "$EXIT_USAGE"; second_boot=$2; shift 2 ;;
         --icount) icount=1; shift ;;
+        --cpus) [ $# -ge 2 ] || die "--cpus needs a value" "$EXIT_USAGE"; cpus=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
         -*) die "unknown option: $1 (see --help)" "$EXIT_USAGE" ;;
@@ -117,6 +122,7 @@ parse_args() {
     guest_args=("${@:2}")
 
     [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds" "$EXIT_USAGE"
+    [[ $cpus =~ ^[1-8]$ ]] || die "--cpus must be a number from 1 to 8" "$EXIT_USAGE"
     case $suite in
     bookworm | trixie) ;;
     *) die "unsupported suite: $suite (bookworm or trixie)" "$EXIT_USAGE" ;;
@@ -368,7 +374,7 @@ stream_output() {
 # timeout's) exit status.
 run_vm() {
     local image=$1 share=$2 serial=$3 qemu_log=$4 drive=$5 limit=$6 rc=0
-    local -a cpu=(-accel 'tcg,thread=multi' -smp 2)
+    local -a cpu=(-accel 'tcg,thread=multi' -smp "$cpus")
     # --icount: guest time = executed instructions, so timings repeat to about 0.1 %.
     [ -z "$icount" ] || cpu=(-accel 'tcg,thread=single' -icount 'shift=0,sleep=off' -smp 1)
     # -accel tcg: /dev/kvm here is a nested paravirtual hypervisor that stock kernels choke on.
