@@ -168,7 +168,8 @@ build/asx-ioctl32: scripts/guest-tools/ioctl32.c
 # in interrupt") while the daemon attached its programs during a restart: the
 # call site that attaching patches (text_poke_bp: int3 first) was executed
 # half-written by the other vCPU, which points at QEMU's multi-threaded
-# TCG, as no real machine has shown it. One vCPU has no other CPU to race.
+# TCG (not seen on bookworm, nor outside QEMU here). One vCPU has no other
+# CPU to race.
 VM_SUITES ?= bookworm trixie
 VM_CPUS_bookworm ?= 2
 VM_CPUS_trixie ?= 1
