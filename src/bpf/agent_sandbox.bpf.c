@@ -280,6 +280,24 @@ static __always_inline bool marked(__u64 cgid, struct inode *inode, __u32 kind)
 	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
 }
 
+/*
+ * Does `dentry`, which may be negative (the new name of a rename), have an
+ * inode? The verifier takes dentry->d_inode as a trusted pointer that is
+ * never NULL ("no negative dentry-s in places where bpf can see it":
+ * BTF_TYPE_SAFE_TRUSTED(struct dentry) in kernel/bpf/verifier.c, 6.6 and
+ * later), so loads through it are not fault-checked and a NULL test on it
+ * may be dropped: a rename to a new name then oopses (seen on 6.12). The
+ * pointer's value is read with bpf_probe_read_kernel() instead, which the
+ * verifier takes for a plain number.
+ */
+static __always_inline bool positive(struct dentry *dentry)
+{
+	struct inode *inode = NULL;
+
+	BPF_CORE_READ_INTO(&inode, dentry, d_inode);
+	return inode != NULL;
+}
+
 /* Is `inode` a directory or symlink on the way to a name sandbox `cgid` lists? */
 static __always_inline bool on_path(__u64 cgid, struct inode *inode)
 {
@@ -417,7 +435,8 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) || name_listed(cgid, old_dir, old_dentry) ||
 	    name_listed(cgid, new_dir, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
-	    on_path(cgid, new_dentry->d_inode) || in_folding_listed_dir(cgid, old_dir, old_dentry) ||
+	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
+	    in_folding_listed_dir(cgid, old_dir, old_dentry) ||
 	    in_folding_listed_dir(cgid, new_dir, new_dentry))
 		return -EPERM;
 	return 0;
