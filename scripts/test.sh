@@ -61,6 +61,7 @@ CHECKS=(
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
 	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
+	request_flood
 	daemon_restart daemon_crash daemon_frozen fail_closed
 )
 
@@ -1163,6 +1164,171 @@ check_forged_request() {
 	fi
 	cp -p "$d/list.saved" "$list"
 	stop_bg "$bg"
+}
+
+# Python that floods the daemon's request channel as one user for argv[1]
+# seconds, as a hostile user could: argv[2] connections held open (some
+# silent, some sending garbage or oversized messages), argv[3] forked
+# connectors that connect, send garbage or nothing, and close, as fast as
+# they can, and files written in the request directory 0.5.0 used (a
+# directory under a request name with a 32 MiB file in it, a partial request
+# preallocated with FALLOC_FL_KEEP_SIZE, garbage requests renamed into place).
+# Prints key=value counts of what succeeded.
+readonly FLOOD_PY='import ctypes, os, resource, socket, sys, time
+run = "/run/agent-sandbox-exec"
+sock, req = run + "/socket", run + "/req"
+end = time.time() + float(sys.argv[1])
+hold_max, children = int(sys.argv[2]), int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, hold_max + 256), hard))
+except (ValueError, OSError):
+    pass
+junk = [b"\xff\xfe garbage", b"version=1\npid=1\n", b"no equals sign\n", b"x" * 100000,
+        b"version=2\npid=1\n", b"version=2\npid=" + str(os.getpid()).encode() + b"\n"]
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(0.5)
+    try:
+        s.connect(sock)
+        return s
+    except OSError:
+        s.close()
+        return None
+kids = []
+for k in range(children):
+    pid = os.fork()
+    if pid == 0:
+        n = 0
+        while time.time() < end:
+            s = connect()
+            if s is None:
+                time.sleep(0.001)
+                continue
+            n += 1
+            try:
+                if n % 3:
+                    s.send(junk[n % len(junk)])
+            except OSError:
+                pass
+            s.close()
+        os._exit(0)
+    kids.append(pid)
+libc = ctypes.CDLL(None, use_errno=True)
+stats = {"held": 0, "filled_bytes": 0, "files_made": 0, "renamed": 0}
+def big(path, keep_size):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        if keep_size:
+            ok = libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(32 << 20)) == 0
+        else:
+            os.posix_fallocate(fd, 0, 32 << 20)
+            ok = True
+        if ok:
+            stats["filled_bytes"] += 32 << 20
+            if keep_size:
+                os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+for attempt in ("dir", "partial", "plain"):
+    tok = os.urandom(16).hex()
+    try:
+        if attempt == "dir":
+            os.mkdir(req + "/req." + tok)
+            big(req + "/req." + tok + "/blob", False)
+        elif attempt == "partial":
+            big(req + "/.req." + tok, True)
+        else:
+            big(run + "/asx-flood." + tok, False)
+        stats["files_made"] += 1
+    except OSError:
+        pass
+held = []
+while time.time() < end:
+    for _ in range(20 if stats["renamed"] < 500 else 0):
+        tok = os.urandom(16).hex()
+        try:
+            fd = os.open(req + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, junk[len(held) % len(junk)][:900])
+            os.close(fd)
+            os.rename(req + "/.req." + tok, req + "/req." + tok)
+            stats["renamed"] += 1
+        except OSError:
+            pass
+    while len(held) < hold_max and time.time() < end:
+        s = connect()
+        if s is None:
+            time.sleep(0.001)
+            break
+        if len(held) % 5 == 1:
+            try:
+                s.send(junk[len(held) % len(junk)])
+            except OSError:
+                pass
+        held.append(s)
+    stats["held"] = max(stats["held"], len(held))
+    time.sleep(0.01)
+for pid in kids:
+    os.waitpid(pid, 0)
+print(" ".join("%s=%d" % kv for kv in sorted(stats.items())))'
+
+# avail_run: bytes free on the file system of /run
+avail_run() { df --output=avail -B1 /run | tail -n 1 | tr -d ' '; }
+
+# One user floods the request channel (thousands of connections held open,
+# garbage, oversized and silent connections, a swarm of forked connectors, and
+# files written where 0.5.0 kept its request directory) while another
+# launches: the other's launches succeed in their normal time, /run keeps its
+# free space, the daemon's journal lines from the flood stay bounded, and the
+# flooder can launch again afterwards.
+check_request_flood() {
+	local flood_s=40 t0 before after ms base bad="" i lines bg stats held
+	run_in "$BOB" cat /proc/self/cgroup
+	t0=$(date +%s%N)
+	run_in "$BOB" cat /proc/self/cgroup
+	base=$((($(date +%s%N) - t0) / 1000000))
+	expect_cgroup "flood: before, $BOB launches (took $base ms)" "$BOB_UID"
+	before=$(avail_run)
+	sleep 1
+	t0=$(date +%s)
+	# nice 19: the test measures the daemon's admission, not CPU scheduling
+	# (any busy loop competes for the CPU with a launch).
+	timeout -k 5 $((flood_s + 30)) runuser -u "$ALICE" -- nice -n 19 \
+		python3 -c "$FLOOD_PY" "$flood_s" 3000 24 </dev/null >"$T/flood.out" 2>"$T/flood.err" &
+	bg=$!
+	BG_PIDS+=("$bg")
+	sleep 8
+	for i in 1 2 3 4 5; do
+		ms=$(date +%s%N)
+		run_in "$BOB" cat /proc/self/cgroup
+		ms=$((($(date +%s%N) - ms) / 1000000))
+		note "flood: $BOB's launch $i took $ms ms (before the flood: $base ms)"
+		if [ "$RC" -ne 0 ] || ! in_sandbox_cgroup "$OUT" "$BOB_UID" || [ "$ms" -gt 15000 ]; then
+			bad="$bad #$i(${ms} ms, $(why))"
+		fi
+		sleep 2
+	done
+	ok "flood: 5 launches of $BOB during $ALICE's flood succeed, each within 15 s" "${bad# }" test -z "$bad"
+	wait "$bg"
+	stats=$(cat "$T/flood.out")
+	note "flood: $ALICE's flooder: ${stats:-<no output>} $(snip "$T/flood.err")"
+	held=$(sed -n 's/.*held=\([0-9]*\).*/\1/p' "$T/flood.out")
+	ok "flood: $ALICE held at least 2000 connections open at once (the flood was real)" \
+		"held '${held:-}'" test "${held:-0}" -ge 2000
+	sleep 3 # the daemon's housekeeping
+	after=$(avail_run)
+	note "flood: /run had $before bytes free before the flood, $after after it"
+	ok "flood: /run keeps its free space (at most 16 MiB less)" \
+		"before $before, after $after bytes free: $ALICE's files stay in /run" \
+		test "$after" -ge $((before - (16 << 20)))
+	lines=$(find "$RUN_DIR" -user "$ALICE" 2>/dev/null | head -n 5)
+	ok "flood: no file of $ALICE under $RUN_DIR" "found: $lines" test -z "$lines"
+	find "$RUN_DIR" -depth -user "$ALICE" -delete 2>/dev/null
+	lines=$(journalctl -q -u "$UNIT" --since "@$t0" -o cat 2>/dev/null | wc -l)
+	journalctl -q -u "$UNIT" --since "@$t0" -o cat 2>/dev/null | head -n 40 | sed 's/^/# journal: /'
+	ok "flood: the daemon logged at most 40 lines during the flood" "$lines lines" test "$lines" -le 40
+	run_in "$ALICE" cat "$S"
+	expect_denied "flood: afterwards $ALICE launches again, and the secret is denied" "$SECRET"
 }
 
 # resolver_pid ROLE...: pid of the daemon's resolver process with these
