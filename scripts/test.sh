@@ -61,7 +61,7 @@ CHECKS=(
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
 	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
-	request_flood
+	request_channel request_flood
 	daemon_restart daemon_crash daemon_frozen fail_closed
 )
 
@@ -322,10 +322,11 @@ check_runtime_layout() {
 	local got f cg=$CGROOT/agent-sandbox-exec
 	got=$(stat -c '%a %U' "$RUN_DIR" 2>&1)
 	ok "$RUN_DIR is 0755 root" "got: $got" test "$got" = "755 root"
-	got=$(stat -c '%a %U' "$RUN_DIR/req" 2>&1)
-	ok "$RUN_DIR/req is 1733 root" "got: $got" test "$got" = "1733 root"
-	run_as "$ALICE" ls -a "$RUN_DIR/req"
-	ok "a user cannot list $RUN_DIR/req" "ls succeeded: $(snip "$OUT")" test "$RC" -ne 0
+	got=$(stat -c '%a %U %F' "$RUN_DIR/socket" 2>&1)
+	ok "$RUN_DIR/socket is a socket, 0666 root" "got: $got" test "$got" = "666 root socket"
+	ok "there is no request directory $RUN_DIR/req" "$(ls -ld "$RUN_DIR/req" 2>&1)" test ! -e "$RUN_DIR/req"
+	run_as "$ALICE" touch "$RUN_DIR/asx-user-file"
+	ok "a user cannot create a file in $RUN_DIR" "touch: $(why)" test "$RC" -ne 0 -a ! -e "$RUN_DIR/asx-user-file"
 
 	run_in "$ALICE" true # makes sure the uid cgroup exists
 	got=$(stat -c '%a %U' "$cg/uid-$ALICE_UID" 2>&1)
@@ -1113,30 +1114,65 @@ check_cgroup_escape() {
 	expect_hidden "inside: after the escape attempt the secret is still denied" "$SECRET"
 }
 
-# Python that writes a request naming pid argv[1] by hand, as an agent could,
-# and prints the daemon's reply.
-readonly FORGE_PY='import os, sys, time
-d = "/run/agent-sandbox-exec/req"
-tok = os.urandom(16).hex()
-fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-os.write(fd, ("version=1\npid=%s\n" % sys.argv[1]).encode())
-os.close(fd)
-os.rename(d + "/.req." + tok, d + "/req." + tok)
-for _ in range(400):
+# Python that talks to the daemon's socket by hand, as an agent could, and
+# prints the daemon's reply (or "closed" / "no reply"). argv[1] is the mode:
+#   name PID   a well-formed request naming PID ("self": the connecting process)
+#   raw TEXT   TEXT as the message (escapes like \xff allowed)
+#   big N      a message of N bytes
+#   silent     connect and send nothing; prints "closed after S s" at EOF
+#   passed WHO connect, fork, and let the child send the request (WHO: "child"
+#              names the child, "parent" the parent, which waits meanwhile)
+readonly FORGE_PY='import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect("/run/agent-sandbox-exec/socket")
+mode = sys.argv[1]
+def req(pid):
+    return ("version=2\npid=%d\n" % pid).encode()
+def answer(t=30):
+    s.settimeout(t)
     try:
-        with open(d + "/rep." + tok) as f:
-            print(f.read())
-        os.unlink(d + "/rep." + tok)
-        break
-    except FileNotFoundError:
-        time.sleep(0.05)
-else:
-    print("no reply")'
+        m = s.recv(70000)
+    except socket.timeout:
+        return "no reply"
+    return m.decode("utf-8", "replace") if m else "closed"
+if mode == "name":
+    s.send(req(os.getpid() if sys.argv[2] == "self" else int(sys.argv[2])))
+    print(answer())
+elif mode == "raw":
+    s.send(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+    print(answer())
+elif mode == "big":
+    s.send(b"x" * int(sys.argv[2]))
+    print(answer())
+elif mode == "silent":
+    t = time.time()
+    a = answer(20)
+    print("%s after %d s" % ("closed" if a == "closed" else a, time.time() - t))
+elif mode == "passed":
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        s.send(req(os.getpid() if sys.argv[2] == "child" else parent))
+        print(answer())
+        sys.stdout.flush()
+        os._exit(0)
+    s.close()
+    os.waitpid(child, 0)'
+
+# forge USER [run_in] MODE ARGS...: run FORGE_PY as USER (outside, or inside
+# with run_in); the reply in $OUT
+forge() {
+	local user=$1 how=run_as
+	shift
+	if [ "$1" = run_in ]; then how=run_in; shift; fi
+	"$how" "$user" python3 -c "$FORGE_PY" "$@"
+}
 
 # A request written by hand from inside the sandbox that names one of the
 # user's processes OUTSIDE the sandbox (not a launcher) is refused: the process
 # stays outside, and nothing of the list is re-applied (an emptied home list
-# does not free the secret).
+# does not free the secret). The same for a request the connecting process
+# makes for itself (it is not a launcher), from inside and from outside.
 check_forged_request() {
 	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
 	if ! start_holder "$d" 'echo "$$" > "$1/pid"; exec sleep 50'; then
@@ -1146,11 +1182,12 @@ check_forged_request() {
 	bg=$HOLDER_BG pid=$HOLDER_PID
 	cp -p "$list" "$d/list.saved"
 	# Inside the sandbox, as an agent would: empty the list, then forge.
-	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" "$1"; cat "$2"' sh "$pid" "$S" "$list" "$FORGE_PY"
-	if has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
-		pass "forged request naming an outside non-launcher process is refused"
+	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" name "$1"; python3 -c "$4" name self; cat "$2"' \
+		sh "$pid" "$S" "$list" "$FORGE_PY"
+	if has "status=refused" "$OUT" && has "but process" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
+		pass "forged requests from inside (naming an outside process; naming the connecting non-launcher) are refused"
 	else
-		fail "forged request naming an outside non-launcher process is refused" "$(snip "$OUT")"
+		fail "forged requests from inside (naming an outside process; naming the connecting non-launcher) are refused" "$(snip "$OUT")"
 	fi
 	if in_sandbox_cgroup "/proc/$pid/cgroup" "$ALICE_UID"; then
 		fail "forged request: the named outside process stays outside" "$(cat "/proc/$pid/cgroup")"
@@ -1163,7 +1200,58 @@ check_forged_request() {
 		pass "forged request with an emptied home list frees nothing"
 	fi
 	cp -p "$d/list.saved" "$list"
+	forge "$ALICE" name self
+	ok "a request an outside non-launcher process makes for itself is refused" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"'
 	stop_bg "$bg"
+}
+
+# The request socket, by hand: requests naming another user's process or a
+# setuid process, a connection passed to another process, garbage, oversized
+# and empty messages, and a silent connection are all refused with a clear
+# reason (or closed), and move nothing; a good launch works afterwards.
+check_request_channel() {
+	local bp sp cg
+	timeout -k 5 60 runuser -u "$BOB" -- sleep 50 </dev/null >/dev/null 2>&1 &
+	bp=$!
+	BG_PIDS+=("$bp")
+	install -m 4755 -o root "$(command -v sleep)" "$SRV/asx-suid-sleep"
+	timeout -k 5 60 runuser -u "$ALICE" -- "$SRV/asx-suid-sleep" 50 </dev/null >/dev/null 2>&1 &
+	sp=$!
+	BG_PIDS+=("$sp")
+	wait_for 10 eval '[ -n "$(pgrep -u "$BOB_UID" -x sleep)" ] && [ -n "$(pgrep -f "^$SRV/asx-suid-sleep")" ]'
+	bp=$(pgrep -u "$BOB_UID" -x sleep | head -n 1) sp=$(pgrep -f "^$SRV/asx-suid-sleep" | head -n 1)
+	ok "the setuid process runs as $ALICE with euid root" "uids '$(uids_of "${sp:-0}")'" \
+		test "$(uids_of "${sp:-0}")" = "$ALICE_UID 0 0 0"
+	for what in "another user's process:$bp" "a setuid process of $ALICE:$sp"; do
+		forge "$ALICE" run_in name "${what##*:}"
+		cg=$(cat "/proc/${what##*:}/cgroup" 2>&1)
+		ok "a request naming ${what%%:*} is refused, and it is not moved" "$(snip "$OUT"); cgroup $cg" \
+			eval 'has "status=refused" "$OUT" && has "but process" "$OUT" && ! in_sandbox_cgroup "/proc/${what##*:}/cgroup" "$ALICE_UID" && ! in_sandbox_cgroup "/proc/${what##*:}/cgroup" "$BOB_UID"'
+	done
+	forge "$ALICE" passed child
+	ok "a connection passed to a child that asks for itself is refused" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "but process" "$OUT"'
+	forge "$ALICE" passed parent
+	ok "a connection passed to a child that asks for the connecting process is refused (not a launcher)" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"'
+	forge "$ALICE" raw '\xff\xfe garbage'
+	ok "a garbage request is refused as malformed" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "bad request: malformed: not UTF-8" "$OUT"'
+	forge "$ALICE" raw 'version=1\npid=1\n'
+	ok "a request in the 0.5.0 protocol is refused, naming the versions" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "this daemon speaks 2" "$OUT"'
+	forge "$ALICE" big 100000
+	ok "an oversized request is refused, naming its size" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "100000 bytes, more than the 1024 allowed" "$OUT"'
+	forge "$ALICE" silent
+	ok "a silent connection is closed after the 5 s deadline" "$(snip "$OUT")" \
+		eval 'grep -qE "^closed after [5-9] s" "$OUT"'
+	run_in "$ALICE" cat "$S"
+	expect_denied "after the forgeries a launch works and denies the secret" "$SECRET"
+	stop_bg "$bp"
+	stop_bg "$sp"
+	rm -f "$SRV/asx-suid-sleep"
 }
 
 # Python that floods the daemon's request channel as one user for argv[1]
@@ -1378,9 +1466,9 @@ check_resolvers() {
 		test "$(resolver_pid user "$ALICE_UID")" = "$up"
 
 	# A request naming the resolver (it runs this binary as the user).
-	run_as "$ALICE" python3 -c "$FORGE_PY" "$up"
+	forge "$ALICE" name "$up"
 	ok "a request naming $ALICE's resolver process is refused" "$(snip "$OUT")" \
-		eval 'has "status=refused" "$OUT" && has "list resolver" "$OUT"'
+		eval 'has "status=refused" "$OUT" && has "names process $up, but process" "$OUT"'
 	ok "the resolver process stays out of the sandbox" "$(cat "/proc/$up/cgroup" 2>&1)" \
 		eval '! in_sandbox_cgroup "/proc/$up/cgroup" "$ALICE_UID"'
 
