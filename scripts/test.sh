@@ -1211,7 +1211,7 @@ check_forged_request() {
 # and empty messages, and a silent connection are all refused with a clear
 # reason (or closed), and move nothing; a good launch works afterwards.
 check_request_channel() {
-	local bp sp cg
+	local bp sp cg what
 	timeout -k 5 60 runuser -u "$BOB" -- sleep 50 </dev/null >/dev/null 2>&1 &
 	bp=$!
 	BG_PIDS+=("$bp")
