@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::request::{Received, Request, RequestError};
+
 /// Connections one uid may have open to the daemon at once: waiting to send
 /// their request, queued for a resolution, or being answered.
 pub const MAX_PER_UID: usize = 64;
@@ -195,9 +197,94 @@ impl LogLimiter {
     }
 }
 
+/// What to do with what one receive on a connection found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Screened {
+    /// A well-formed request for the connecting process itself: this pid,
+    /// to authenticate.
+    Request(i32),
+    /// Refuse, with this kind (for the log) and reason (for the reply).
+    Refuse(Abuse, String),
+    /// Nothing arrived yet: keep waiting (until the deadline).
+    Wait,
+    /// The peer is gone (or sent an empty packet): close without a reply.
+    Close,
+}
+
+/// Screens one receive on a connection from the process `peer_pid` (its
+/// `SO_PEERCRED` pid): the request must parse, and must name `peer_pid`.
+/// A launcher asks only for itself; a pid of 0 (a peer outside the
+/// daemon's pid namespace) never matches.
+pub fn screen(peer_pid: i32, received: Received) -> Screened {
+    let content = match received {
+        Received::Message(m) => m,
+        Received::TooLarge(size) => {
+            let e = RequestError::TooLarge {
+                size,
+                max: crate::request::MAX_REQUEST_BYTES,
+            };
+            return Screened::Refuse(Abuse::TooLarge, format!("bad request: {e}"));
+        }
+        Received::Nothing => return Screened::Wait,
+        Received::Closed => return Screened::Close,
+    };
+    let req = match Request::parse(&content) {
+        Ok(r) => r,
+        Err(e) => return Screened::Refuse(Abuse::Malformed, format!("bad request: {e}")),
+    };
+    if peer_pid <= 0 || req.pid != peer_pid {
+        return Screened::Refuse(
+            Abuse::Refused,
+            format!(
+                "the request names process {}, but process {peer_pid} connected; a launcher can \
+                 only ask for itself (from the daemon's pid namespace)",
+                req.pid
+            ),
+        );
+    }
+    Screened::Request(req.pid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn screen_requests() {
+        let msg = |t: &str| Received::Message(t.as_bytes().to_vec());
+        assert_eq!(
+            screen(42, msg("version=2\npid=42\n")),
+            Screened::Request(42)
+        );
+        assert_eq!(screen(42, Received::Nothing), Screened::Wait);
+        assert_eq!(screen(42, Received::Closed), Screened::Close);
+        let refused = |s: Screened| match s {
+            Screened::Refuse(kind, why) => (kind, why),
+            other => panic!("{other:?}"),
+        };
+        let (kind, why) = refused(screen(42, msg("version=2\npid=43\n")));
+        assert_eq!(kind, Abuse::Refused);
+        assert!(
+            why.contains("names process 43, but process 42 connected"),
+            "{why}"
+        );
+        // A peer outside the daemon's pid namespace shows as pid 0.
+        assert_eq!(
+            refused(screen(0, msg("version=2\npid=1\n"))).0,
+            Abuse::Refused
+        );
+        let (kind, why) = refused(screen(42, Received::TooLarge(100_000)));
+        assert_eq!(kind, Abuse::TooLarge);
+        assert!(
+            why.contains("100000 bytes, more than the 1024 allowed"),
+            "{why}"
+        );
+        let (kind, why) = refused(screen(42, msg("\u{ff}garbage")));
+        assert_eq!(kind, Abuse::Malformed);
+        assert!(why.starts_with("bad request: malformed"), "{why}");
+        let (_, why) = refused(screen(42, msg("version=1\npid=42\n")));
+        assert!(why.contains("this daemon speaks 2"), "{why}");
+    }
 
     #[test]
     fn decide_caps_per_uid_before_total() {

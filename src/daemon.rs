@@ -33,11 +33,11 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::admission::{self, Abuse, Ledger, LogLimiter, Ticket};
+use crate::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
 use crate::cgroup::{self, CgroupError, Tree};
 use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
-use crate::request::{self, Peer, Received, Reply, Request};
+use crate::request::{self, Peer, Reply};
 use crate::resolve::{self, Outcome, Resolver};
 
 /// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
@@ -746,22 +746,19 @@ impl Daemon {
                 }
                 continue;
             }
-            match request::recv_packet(inc.conn.fd.as_fd(), request::MAX_REQUEST_BYTES) {
-                Ok(Received::Message(m)) => self.take_request(inc.conn, &m),
-                Ok(Received::TooLarge(n)) => {
-                    let why = format!(
-                        "bad request: {}",
-                        request::RequestError::TooLarge {
-                            size: n,
-                            max: request::MAX_REQUEST_BYTES
-                        }
-                    );
-                    self.refuse_conn(inc.conn, Abuse::TooLarge, why);
-                }
-                Ok(Received::Nothing) => self.incoming.push(inc),
-                // Gone, or an empty message: nobody to answer.
-                Ok(Received::Closed) => {}
-                Err(e) => log::debug!("uid {}: {e}", inc.conn.peer.uid),
+            let received =
+                match request::recv_packet(inc.conn.fd.as_fd(), request::MAX_REQUEST_BYTES) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        log::debug!("uid {}: {e}", inc.conn.peer.uid);
+                        continue;
+                    }
+                };
+            match admission::screen(inc.conn.peer.pid, received) {
+                Screened::Request(pid) => self.take_request(inc.conn, pid),
+                Screened::Refuse(kind, why) => self.refuse_conn(inc.conn, kind, why),
+                Screened::Wait => self.incoming.push(inc),
+                Screened::Close => {}
             }
         }
     }
@@ -792,38 +789,23 @@ impl Daemon {
         self.reply(&conn, &Reply::refused(why));
     }
 
-    /// Parses and authenticates one request; queues it or refuses it. The
-    /// requester is the process that connected (`SO_PEERCRED`): the request
-    /// must name it, and it must pass [`authenticate`] for the uid the
-    /// kernel recorded.
-    fn take_request(&mut self, conn: Conn, content: &[u8]) {
-        let Peer { pid: peer_pid, uid } = conn.peer;
-        let req = match Request::parse(content) {
-            Ok(r) => r,
-            Err(e) => return self.refuse_conn(conn, Abuse::Malformed, format!("bad request: {e}")),
-        };
-        if peer_pid <= 0 || req.pid != peer_pid {
-            let why = format!(
-                "the request names process {}, but process {peer_pid} connected; a launcher can \
-                 only ask for itself (from the daemon's pid namespace)",
-                req.pid
-            );
-            return self.refuse_conn(conn, Abuse::Refused, why);
-        }
-        let pidfd = match authenticate(uid, req.pid) {
+    /// Authenticates the request of process `pid`, which [`admission::screen`]
+    /// found to be the connecting process (`SO_PEERCRED`), for the uid the
+    /// kernel recorded; queues it or refuses it.
+    fn take_request(&mut self, conn: Conn, pid: i32) {
+        let uid = conn.peer.uid;
+        let pidfd = match authenticate(uid, pid) {
             Ok(p) => p,
             Err(why) => return self.refuse_conn(conn, Abuse::Refused, why),
         };
         // A resolver process runs this binary as the user too; moving one in
         // would pass its request off as a launch from outside.
-        if self.is_resolver(req.pid) {
-            let why = format!(
-                "process {} is one of the daemon's list resolvers, not a launcher",
-                req.pid
-            );
+        if self.is_resolver(pid) {
+            let why =
+                format!("process {pid} is one of the daemon's list resolvers, not a launcher");
             return self.refuse_conn(conn, Abuse::Refused, why);
         }
-        log::debug!("request: uid {uid} pid {}", req.pid);
+        log::debug!("request: uid {uid} pid {pid}");
         self.queue
             .entry(uid)
             .or_default()
