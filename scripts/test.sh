@@ -62,7 +62,7 @@ CHECKS=(
 	launcher_execs
 	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
 	request_channel request_flood
-	daemon_restart daemon_crash daemon_frozen fail_closed
+	daemon_restart daemon_crash daemon_frozen fail_closed socket_impostor
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -1644,6 +1644,50 @@ check_fail_closed() {
 	stop_prober stopped
 	ok "no read succeeded while the daemon was stopped" "$(snip "${PROBER_DIR[stopped]}/leak")" \
 		test ! -s "${PROBER_DIR[stopped]}/leak"
+}
+
+# An impostor: with the daemon stopped, a socket listened on by a user (moved
+# into place by root, as a misconfiguration could) and a ready file naming a
+# live process. The launcher refuses because the listening end is not root's,
+# and PROGRAM does not run.
+readonly IMPOSTOR_PY='import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1])
+s.listen(8)
+open(sys.argv[2], "w").write("%d\n" % os.getpid())
+s.settimeout(40)
+while True:
+    c, _ = s.accept()
+    c.recv(2048)
+    c.send(b"status=ok\n")
+    c.close()'
+
+check_socket_impostor() {
+	local d=/run/asx-impostor bg
+	DAEMON_TOUCHED=1
+	timeout 90 systemctl stop "$UNIT" >"$T/stop.log" 2>&1
+	wait_for 30 daemon_inactive
+	rm -rf "$d"
+	install -d -m 0755 -o root "$RUN_DIR"
+	install -d -m 0755 -o "$ALICE" "$d"
+	timeout -k 5 50 runuser -u "$ALICE" -- python3 -c "$IMPOSTOR_PY" "$d/socket" "$d/pid" </dev/null >/dev/null 2>&1 &
+	bg=$!
+	BG_PIDS+=("$bg")
+	if wait_for 10 test -s "$d/pid" && mv "$d/socket" "$RUN_DIR/socket" && cp "$d/pid" "$RUN_DIR/ready"; then
+		rm -f "$MARKER"
+		run_in "$ALICE" touch "$MARKER"
+		ok "a socket listened on by a user is refused: exit 2, 'not by root'" "$(why)" \
+			eval '[ "$RC" -eq 2 ] && has "is served by uid $ALICE_UID, not by root" "$ERR"'
+		ok "the impostor's 'ok' does not run PROGRAM" "marker exists" test ! -e "$MARKER"
+	else
+		fail "the impostor socket is in place" "pid: $(cat "$d/pid" 2>&1)"
+	fi
+	stop_bg "$bg"
+	rm -rf "$d" "$RUN_DIR/socket" "$RUN_DIR/ready" "$MARKER"
+	timeout 90 systemctl start "$UNIT" >"$T/start.log" 2>&1
+	ok "daemon active again after the impostor" "$(snip "$T/start.log")" wait_for 30 daemon_active
+	run_in "$ALICE" true
+	expect_rc "launch works after the impostor was removed" 0
 }
 
 # ================================================================ setup and cleanup
