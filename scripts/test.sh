@@ -61,7 +61,8 @@ CHECKS=(
 	exit_status argv_passthrough path_lookup env_passthrough stdin_passthrough
 	launcher_execs
 	concurrent_launches sudo_child ptrace_outside cgroup_escape forged_request
-	daemon_restart daemon_crash daemon_frozen fail_closed
+	request_channel request_flood
+	daemon_restart daemon_crash daemon_frozen fail_closed socket_impostor
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -321,10 +322,11 @@ check_runtime_layout() {
 	local got f cg=$CGROOT/agent-sandbox-exec
 	got=$(stat -c '%a %U' "$RUN_DIR" 2>&1)
 	ok "$RUN_DIR is 0755 root" "got: $got" test "$got" = "755 root"
-	got=$(stat -c '%a %U' "$RUN_DIR/req" 2>&1)
-	ok "$RUN_DIR/req is 1733 root" "got: $got" test "$got" = "1733 root"
-	run_as "$ALICE" ls -a "$RUN_DIR/req"
-	ok "a user cannot list $RUN_DIR/req" "ls succeeded: $(snip "$OUT")" test "$RC" -ne 0
+	got=$(stat -c '%a %U %F' "$RUN_DIR/socket" 2>&1)
+	ok "$RUN_DIR/socket is a socket, 0666 root" "got: $got" test "$got" = "666 root socket"
+	ok "there is no request directory $RUN_DIR/req" "$(ls -ld "$RUN_DIR/req" 2>&1)" test ! -e "$RUN_DIR/req"
+	run_as "$ALICE" touch "$RUN_DIR/asx-user-file"
+	ok "a user cannot create a file in $RUN_DIR" "touch: $(why)" test "$RC" -ne 0 -a ! -e "$RUN_DIR/asx-user-file"
 
 	run_in "$ALICE" true # makes sure the uid cgroup exists
 	got=$(stat -c '%a %U' "$cg/uid-$ALICE_UID" 2>&1)
@@ -1112,30 +1114,65 @@ check_cgroup_escape() {
 	expect_hidden "inside: after the escape attempt the secret is still denied" "$SECRET"
 }
 
-# Python that writes a request naming pid argv[1] by hand, as an agent could,
-# and prints the daemon's reply.
-readonly FORGE_PY='import os, sys, time
-d = "/run/agent-sandbox-exec/req"
-tok = os.urandom(16).hex()
-fd = os.open(d + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-os.write(fd, ("version=1\npid=%s\n" % sys.argv[1]).encode())
-os.close(fd)
-os.rename(d + "/.req." + tok, d + "/req." + tok)
-for _ in range(400):
+# Python that talks to the daemon's socket by hand, as an agent could, and
+# prints the daemon's reply (or "closed" / "no reply"). argv[1] is the mode:
+#   name PID   a well-formed request naming PID ("self": the connecting process)
+#   raw TEXT   TEXT as the message (escapes like \xff allowed)
+#   big N      a message of N bytes
+#   silent     connect and send nothing; prints "closed after S s" at EOF
+#   passed WHO connect, fork, and let the child send the request (WHO: "child"
+#              names the child, "parent" the parent, which waits meanwhile)
+readonly FORGE_PY='import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect("/run/agent-sandbox-exec/socket")
+mode = sys.argv[1]
+def req(pid):
+    return ("version=2\npid=%d\n" % pid).encode()
+def answer(t=30):
+    s.settimeout(t)
     try:
-        with open(d + "/rep." + tok) as f:
-            print(f.read())
-        os.unlink(d + "/rep." + tok)
-        break
-    except FileNotFoundError:
-        time.sleep(0.05)
-else:
-    print("no reply")'
+        m = s.recv(70000)
+    except socket.timeout:
+        return "no reply"
+    return m.decode("utf-8", "replace") if m else "closed"
+if mode == "name":
+    s.send(req(os.getpid() if sys.argv[2] == "self" else int(sys.argv[2])))
+    print(answer())
+elif mode == "raw":
+    s.send(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+    print(answer())
+elif mode == "big":
+    s.send(b"x" * int(sys.argv[2]))
+    print(answer())
+elif mode == "silent":
+    t = time.time()
+    a = answer(20)
+    print("%s after %d s" % ("closed" if a == "closed" else a, time.time() - t))
+elif mode == "passed":
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        s.send(req(os.getpid() if sys.argv[2] == "child" else parent))
+        print(answer())
+        sys.stdout.flush()
+        os._exit(0)
+    s.close()
+    os.waitpid(child, 0)'
+
+# forge USER [run_in] MODE ARGS...: run FORGE_PY as USER (outside, or inside
+# with run_in); the reply in $OUT
+forge() {
+	local user=$1 how=run_as
+	shift
+	if [ "$1" = run_in ]; then how=run_in; shift; fi
+	"$how" "$user" python3 -c "$FORGE_PY" "$@"
+}
 
 # A request written by hand from inside the sandbox that names one of the
 # user's processes OUTSIDE the sandbox (not a launcher) is refused: the process
 # stays outside, and nothing of the list is re-applied (an emptied home list
-# does not free the secret).
+# does not free the secret). The same for a request the connecting process
+# makes for itself (it is not a launcher), from inside and from outside.
 check_forged_request() {
 	local d=$AH/asx-forged bg pid list="$AH/$HOME_LIST_REL"
 	if ! start_holder "$d" 'echo "$$" > "$1/pid"; exec sleep 50'; then
@@ -1145,11 +1182,12 @@ check_forged_request() {
 	bg=$HOLDER_BG pid=$HOLDER_PID
 	cp -p "$list" "$d/list.saved"
 	# Inside the sandbox, as an agent would: empty the list, then forge.
-	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" "$1"; cat "$2"' sh "$pid" "$S" "$list" "$FORGE_PY"
-	if has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
-		pass "forged request naming an outside non-launcher process is refused"
+	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" name "$1"; python3 -c "$4" name self; cat "$2"' \
+		sh "$pid" "$S" "$list" "$FORGE_PY"
+	if has "status=refused" "$OUT" && has "but process" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
+		pass "forged requests from inside (naming an outside process; naming the connecting non-launcher) are refused"
 	else
-		fail "forged request naming an outside non-launcher process is refused" "$(snip "$OUT")"
+		fail "forged requests from inside (naming an outside process; naming the connecting non-launcher) are refused" "$(snip "$OUT")"
 	fi
 	if in_sandbox_cgroup "/proc/$pid/cgroup" "$ALICE_UID"; then
 		fail "forged request: the named outside process stays outside" "$(cat "/proc/$pid/cgroup")"
@@ -1162,7 +1200,223 @@ check_forged_request() {
 		pass "forged request with an emptied home list frees nothing"
 	fi
 	cp -p "$d/list.saved" "$list"
+	forge "$ALICE" name self
+	ok "a request an outside non-launcher process makes for itself is refused" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"'
 	stop_bg "$bg"
+}
+
+# The request socket, by hand: requests naming another user's process or a
+# setuid process, a connection passed to another process, garbage, oversized
+# and empty messages, and a silent connection are all refused with a clear
+# reason (or closed), and move nothing; a good launch works afterwards.
+check_request_channel() {
+	local bp sp cg what
+	timeout -k 5 60 runuser -u "$BOB" -- sleep 50 </dev/null >/dev/null 2>&1 &
+	bp=$!
+	BG_PIDS+=("$bp")
+	install -m 4755 -o root "$(command -v sleep)" "$SRV/asx-suid-sleep"
+	timeout -k 5 60 runuser -u "$ALICE" -- "$SRV/asx-suid-sleep" 50 </dev/null >/dev/null 2>&1 &
+	sp=$!
+	BG_PIDS+=("$sp")
+	wait_for 10 eval '[ -n "$(pgrep -u "$BOB_UID" -x sleep)" ] && [ -n "$(pgrep -f "^$SRV/asx-suid-sleep")" ]'
+	bp=$(pgrep -u "$BOB_UID" -x sleep | head -n 1) sp=$(pgrep -f "^$SRV/asx-suid-sleep" | head -n 1)
+	ok "the setuid process runs as $ALICE with euid root" "uids '$(uids_of "${sp:-0}")'" \
+		test "$(uids_of "${sp:-0}")" = "$ALICE_UID 0 0 0"
+	for what in "another user's process:$bp" "a setuid process of $ALICE:$sp"; do
+		forge "$ALICE" run_in name "${what##*:}"
+		cg=$(cat "/proc/${what##*:}/cgroup" 2>&1)
+		ok "a request naming ${what%%:*} is refused, and it is not moved" "$(snip "$OUT"); cgroup $cg" \
+			eval 'has "status=refused" "$OUT" && has "but process" "$OUT" && ! in_sandbox_cgroup "/proc/${what##*:}/cgroup" "$ALICE_UID" && ! in_sandbox_cgroup "/proc/${what##*:}/cgroup" "$BOB_UID"'
+	done
+	forge "$ALICE" passed child
+	ok "a connection passed to a child that asks for itself is refused" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "but process" "$OUT"'
+	forge "$ALICE" passed parent
+	ok "a connection passed to a child that asks for the connecting process is refused (not a launcher)" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "not running agent-sandbox-exec" "$OUT"'
+	forge "$ALICE" raw '\xff\xfe garbage'
+	ok "a garbage request is refused as malformed" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "bad request: malformed: not UTF-8" "$OUT"'
+	forge "$ALICE" raw 'version=1\npid=1\n'
+	ok "a request in the 0.5.0 protocol is refused, naming the versions" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "this daemon speaks 2" "$OUT"'
+	forge "$ALICE" big 100000
+	ok "an oversized request is refused, naming its size" "$(snip "$OUT")" \
+		eval 'has "status=refused" "$OUT" && has "100000 bytes, more than the 1024 allowed" "$OUT"'
+	forge "$ALICE" silent
+	ok "a silent connection is closed after the 5 s deadline" "$(snip "$OUT")" \
+		eval 'grep -qE "^closed after [5-9] s" "$OUT"'
+	run_in "$ALICE" cat "$S"
+	expect_denied "after the forgeries a launch works and denies the secret" "$SECRET"
+	stop_bg "$bp"
+	stop_bg "$sp"
+	rm -f "$SRV/asx-suid-sleep"
+}
+
+# Python that floods the daemon's request channel as one user for argv[1]
+# seconds, as a hostile user could: argv[2] connections held open (some
+# silent, some sending garbage or oversized messages), argv[3] forked
+# connectors that connect, send garbage or nothing, and close, as fast as
+# they can, and files written in the request directory 0.5.0 used (a
+# directory under a request name with a 32 MiB file in it, a partial request
+# preallocated with FALLOC_FL_KEEP_SIZE, garbage requests renamed into place).
+# Prints key=value counts of what succeeded.
+readonly FLOOD_PY='import ctypes, os, resource, socket, sys, time
+run = "/run/agent-sandbox-exec"
+sock, req = run + "/socket", run + "/req"
+end = time.time() + float(sys.argv[1])
+hold_max, children = int(sys.argv[2]), int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, hold_max + 256), hard))
+except (ValueError, OSError):
+    pass
+junk = [b"\xff\xfe garbage", b"version=1\npid=1\n", b"no equals sign\n", b"x" * 100000,
+        b"version=2\npid=1\n", b"version=2\npid=" + str(os.getpid()).encode() + b"\n"]
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(0.5)
+    try:
+        s.connect(sock)
+        return s
+    except OSError:
+        s.close()
+        return None
+kids = []
+for k in range(children):
+    pid = os.fork()
+    if pid == 0:
+        n = 0
+        while time.time() < end:
+            s = connect()
+            if s is None:
+                time.sleep(0.001)
+                continue
+            n += 1
+            try:
+                if n % 3:
+                    s.send(junk[n % len(junk)])
+            except OSError:
+                pass
+            s.close()
+        os._exit(0)
+    kids.append(pid)
+libc = ctypes.CDLL(None, use_errno=True)
+stats = {"held": 0, "filled_bytes": 0, "files_made": 0, "renamed": 0}
+def big(path, keep_size):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        if keep_size:
+            ok = libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(32 << 20)) == 0
+        else:
+            os.posix_fallocate(fd, 0, 32 << 20)
+            ok = True
+        if ok:
+            stats["filled_bytes"] += 32 << 20
+            if keep_size:
+                os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
+for attempt in ("dir", "partial", "plain"):
+    tok = os.urandom(16).hex()
+    try:
+        if attempt == "dir":
+            os.mkdir(req + "/req." + tok)
+            big(req + "/req." + tok + "/blob", False)
+        elif attempt == "partial":
+            big(req + "/.req." + tok, True)
+        else:
+            big(run + "/asx-flood." + tok, False)
+        stats["files_made"] += 1
+    except OSError:
+        pass
+held = []
+while time.time() < end:
+    for _ in range(20 if stats["renamed"] < 500 else 0):
+        tok = os.urandom(16).hex()
+        try:
+            fd = os.open(req + "/.req." + tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, junk[len(held) % len(junk)][:900])
+            os.close(fd)
+            os.rename(req + "/.req." + tok, req + "/req." + tok)
+            stats["renamed"] += 1
+        except OSError:
+            pass
+    while len(held) < hold_max and time.time() < end:
+        s = connect()
+        if s is None:
+            time.sleep(0.001)
+            break
+        if len(held) % 5 == 1:
+            try:
+                s.send(junk[len(held) % len(junk)])
+            except OSError:
+                pass
+        held.append(s)
+    stats["held"] = max(stats["held"], len(held))
+    time.sleep(0.01)
+for pid in kids:
+    os.waitpid(pid, 0)
+print(" ".join("%s=%d" % kv for kv in sorted(stats.items())))'
+
+# avail_run: bytes free on the file system of /run
+avail_run() { df --output=avail -B1 /run | tail -n 1 | tr -d ' '; }
+
+# One user floods the request channel (thousands of connections held open,
+# garbage, oversized and silent connections, a swarm of forked connectors, and
+# files written where 0.5.0 kept its request directory) while another
+# launches: the other's launches succeed in their normal time, /run keeps its
+# free space, the daemon's journal lines from the flood stay bounded, and the
+# flooder can launch again afterwards.
+check_request_flood() {
+	local flood_s=40 t0 before after ms base bad="" i lines bg stats held
+	run_in "$BOB" cat /proc/self/cgroup
+	t0=$(date +%s%N)
+	run_in "$BOB" cat /proc/self/cgroup
+	base=$((($(date +%s%N) - t0) / 1000000))
+	expect_cgroup "flood: before, $BOB launches (took $base ms)" "$BOB_UID"
+	before=$(avail_run)
+	sleep 1
+	t0=$(date +%s)
+	# nice 19: the test measures the daemon's admission, not CPU scheduling
+	# (any busy loop competes for the CPU with a launch).
+	timeout -k 5 $((flood_s + 30)) runuser -u "$ALICE" -- nice -n 19 \
+		python3 -c "$FLOOD_PY" "$flood_s" 3000 24 </dev/null >"$T/flood.out" 2>"$T/flood.err" &
+	bg=$!
+	BG_PIDS+=("$bg")
+	sleep 8
+	for i in 1 2 3 4 5; do
+		ms=$(date +%s%N)
+		run_in "$BOB" cat /proc/self/cgroup
+		ms=$((($(date +%s%N) - ms) / 1000000))
+		note "flood: $BOB's launch $i took $ms ms (before the flood: $base ms)"
+		if [ "$RC" -ne 0 ] || ! in_sandbox_cgroup "$OUT" "$BOB_UID" || [ "$ms" -gt 15000 ]; then
+			bad="$bad #$i(${ms} ms, $(why))"
+		fi
+		sleep 2
+	done
+	ok "flood: 5 launches of $BOB during $ALICE's flood succeed, each within 15 s" "${bad# }" test -z "$bad"
+	wait "$bg"
+	stats=$(cat "$T/flood.out")
+	note "flood: $ALICE's flooder: ${stats:-<no output>} $(snip "$T/flood.err")"
+	held=$(sed -n 's/.*held=\([0-9]*\).*/\1/p' "$T/flood.out")
+	ok "flood: $ALICE held at least 2000 connections open at once (the flood was real)" \
+		"held '${held:-}'" test "${held:-0}" -ge 2000
+	sleep 3 # the daemon's housekeeping
+	after=$(avail_run)
+	note "flood: /run had $before bytes free before the flood, $after after it"
+	ok "flood: /run keeps its free space (at most 16 MiB less)" \
+		"before $before, after $after bytes free: $ALICE's files stay in /run" \
+		test "$after" -ge $((before - (16 << 20)))
+	lines=$(find "$RUN_DIR" -user "$ALICE" 2>/dev/null | head -n 5)
+	ok "flood: no file of $ALICE under $RUN_DIR" "found: $lines" test -z "$lines"
+	find "$RUN_DIR" -depth -user "$ALICE" -delete 2>/dev/null
+	lines=$(journalctl -q -u "$UNIT" --since "@$t0" -o cat 2>/dev/null | wc -l)
+	journalctl -q -u "$UNIT" --since "@$t0" -o cat 2>/dev/null | head -n 40 | sed 's/^/# journal: /'
+	ok "flood: the daemon logged at most 40 lines during the flood" "$lines lines" test "$lines" -le 40
+	run_in "$ALICE" cat "$S"
+	expect_denied "flood: afterwards $ALICE launches again, and the secret is denied" "$SECRET"
 }
 
 # resolver_pid ROLE...: pid of the daemon's resolver process with these
@@ -1212,9 +1466,9 @@ check_resolvers() {
 		test "$(resolver_pid user "$ALICE_UID")" = "$up"
 
 	# A request naming the resolver (it runs this binary as the user).
-	run_as "$ALICE" python3 -c "$FORGE_PY" "$up"
+	forge "$ALICE" name "$up"
 	ok "a request naming $ALICE's resolver process is refused" "$(snip "$OUT")" \
-		eval 'has "status=refused" "$OUT" && has "list resolver" "$OUT"'
+		eval 'has "status=refused" "$OUT" && has "names process $up, but process" "$OUT"'
 	ok "the resolver process stays out of the sandbox" "$(cat "/proc/$up/cgroup" 2>&1)" \
 		eval '! in_sandbox_cgroup "/proc/$up/cgroup" "$ALICE_UID"'
 
@@ -1390,6 +1644,50 @@ check_fail_closed() {
 	stop_prober stopped
 	ok "no read succeeded while the daemon was stopped" "$(snip "${PROBER_DIR[stopped]}/leak")" \
 		test ! -s "${PROBER_DIR[stopped]}/leak"
+}
+
+# An impostor: with the daemon stopped, a socket listened on by a user (moved
+# into place by root, as a misconfiguration could) and a ready file naming a
+# live process. The launcher refuses because the listening end is not root's,
+# and PROGRAM does not run.
+readonly IMPOSTOR_PY='import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1])
+s.listen(8)
+open(sys.argv[2], "w").write("%d\n" % os.getpid())
+s.settimeout(40)
+while True:
+    c, _ = s.accept()
+    c.recv(2048)
+    c.send(b"status=ok\n")
+    c.close()'
+
+check_socket_impostor() {
+	local d=/run/asx-impostor bg
+	DAEMON_TOUCHED=1
+	timeout 90 systemctl stop "$UNIT" >"$T/stop.log" 2>&1
+	wait_for 30 daemon_inactive
+	rm -rf "$d"
+	install -d -m 0755 -o root "$RUN_DIR"
+	install -d -m 0755 -o "$ALICE" "$d"
+	timeout -k 5 50 runuser -u "$ALICE" -- python3 -c "$IMPOSTOR_PY" "$d/socket" "$d/pid" </dev/null >/dev/null 2>&1 &
+	bg=$!
+	BG_PIDS+=("$bg")
+	if wait_for 10 test -s "$d/pid" && mv "$d/socket" "$RUN_DIR/socket" && cp "$d/pid" "$RUN_DIR/ready"; then
+		rm -f "$MARKER"
+		run_in "$ALICE" touch "$MARKER"
+		ok "a socket listened on by a user is refused: exit 2, 'not by root'" "$(why)" \
+			eval '[ "$RC" -eq 2 ] && has "is served by uid $ALICE_UID, not by root" "$ERR"'
+		ok "the impostor's 'ok' does not run PROGRAM" "marker exists" test ! -e "$MARKER"
+	else
+		fail "the impostor socket is in place" "pid: $(cat "$d/pid" 2>&1)"
+	fi
+	stop_bg "$bg"
+	rm -rf "$d" "$RUN_DIR/socket" "$RUN_DIR/ready" "$MARKER"
+	timeout 90 systemctl start "$UNIT" >"$T/start.log" 2>&1
+	ok "daemon active again after the impostor" "$(snip "$T/start.log")" wait_for 30 daemon_active
+	run_in "$ALICE" true
+	expect_rc "launch works after the impostor was removed" 0
 }
 
 # ================================================================ setup and cleanup

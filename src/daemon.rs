@@ -2,16 +2,19 @@
 //!
 //! Start-up: check the kernel (bpf LSM, BTF) → mount bpffs if needed → find
 //! the cgroup2 tree → load the program with the pinned maps, attach and pin its
-//! link → drop state of sandboxes whose cgroup is gone → prepare the request
-//! directory → write the ready file and tell systemd READY=1 → re-apply every
-//! existing sandbox's lists in the background of the loop.
+//! link → drop state of sandboxes whose cgroup is gone → listen on the request
+//! socket → re-apply every existing sandbox's lists → write the ready file and
+//! tell systemd READY=1.
 //!
-//! One launch: a `req.<token>` file appears → read it safely, take its owner as
-//! the requester's uid, pin the named process with a pidfd and check its uids
-//! → queue it → one resolver child per uid reads the lists
-//! ([`crate::resolve`]) → create `uid-<uid>` if needed, diff-apply the keys
-//! ([`crate::maps::Bpf::apply`]) → move each queued process in, checking its
-//! pidfd around the write → write `rep.<token>`.
+//! One launch: a connection is accepted (non-blocking) and admitted against
+//! the per-uid and total caps ([`crate::admission`]) → its one request packet
+//! is read, bounded in size and time → the kernel's `SO_PEERCRED` gives the
+//! requester's uid and pid; the request must name that pid; pin it with a
+//! pidfd and check its uids and executable → queue it → one resolver child
+//! per uid reads the lists ([`crate::resolve`]) → create `uid-<uid>` if
+//! needed, diff-apply the keys ([`crate::maps::Bpf::apply`]) → move each
+//! queued process in, checking its pidfd around the write → send the reply on
+//! the connection and close it.
 //!
 //! Signals: SIGTERM/SIGINT stop serving (the program stays attached through its
 //! pinned link; new launches fail closed until a daemon is back); SIGHUP
@@ -26,26 +29,36 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
+use crate::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
 use crate::cgroup::{self, CgroupError, Tree};
 use crate::keys;
 use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
 use crate::record::{self, Prior, Verdict};
-use crate::request::{self, Name, Reply, Request};
+use crate::request::{self, Peer, Reply};
 use crate::resolve::{self, Outcome, Resolver};
 
 /// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
 /// the unit's `RestartPreventExitStatus=` names it.
 pub const EXIT_UNSUPPORTED: u8 = 78;
-/// Files in the request directory older than this are removed, in seconds.
-const STALE_AFTER: i64 = 120;
-/// Requests one uid may have waiting at once.
-const MAX_QUEUED_PER_UID: usize = 64;
+/// How long an accepted connection may take to send its request.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections accepted per turn of the loop, at most, so that a flood of
+/// connections never keeps the loop from its resolvers.
+const ACCEPT_BATCH: usize = 256;
+/// The listen(2) backlog of the request socket: connections the kernel
+/// holds for the daemon before it accepts them. The daemon drains it on
+/// every turn of its loop, so its bound is the time a turn takes; a
+/// connect(2) that finds it full waits, bounded by the launcher's timeout.
+const LISTEN_BACKLOG: i32 = 512;
+/// The soft open-file limit the daemon raises itself to (at most to the
+/// hard limit): room for [`admission::MAX_TOTAL`] connections besides its
+/// maps, resolver pipes and watches.
+const NOFILE_WANTED: u64 = 8192;
 /// Resolutions running at once (one per uid at most).
 const MAX_RESOLVERS: usize = 16;
 /// Resolver processes killed while they owed an answer and not reaped yet
@@ -221,22 +234,16 @@ fn run() -> Result<(), DaemonError> {
         signal_hook::low_level::pipe::register(sig, w).map_err(setup("install signal handlers"))?;
     }
 
-    let dir = prepare_request_dir()?;
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-        .map_err(|e| setup("inotify_init")(io::Error::from(e)))?;
-    inotify
-        .add_watch(
-            request::REQ_DIR,
-            // Requests arrive by rename (`.req.<token>` -> `req.<token>`);
-            // anything else is found by the scan of every wake-up and tick.
-            AddWatchFlags::IN_MOVED_TO,
-        )
-        .map_err(|e| setup(format!("watch {}", request::REQ_DIR))(io::Error::from(e)))?;
+    raise_nofile();
+    let listener = prepare_socket()?;
 
     let mut d = Daemon {
         tree,
         bpf,
-        dir,
+        listener,
+        incoming: Vec::new(),
+        ledger: Ledger::default(),
+        abuse: LogLimiter::new(admission::LOG_INTERVAL),
         queue: HashMap::new(),
         running: Vec::new(),
         reapply: VecDeque::new(),
@@ -266,10 +273,11 @@ fn run() -> Result<(), DaemonError> {
     }
     publish_ready()?;
     sd_notify("READY=1\nSTATUS=serving");
-    log::info!("ready; requests in {}", request::REQ_DIR);
+    log::info!("ready; requests on {}", request::SOCKET_PATH);
 
-    let result = d.serve(&inotify, wake_r);
+    let result = d.serve(wake_r);
     let _ = fs::remove_file(request::READY_FILE);
+    let _ = fs::remove_file(request::SOCKET_PATH);
     sd_notify("STOPPING=1");
     for r in d.running.drain(..) {
         r.resolver.kill(&mut d.killed);
@@ -315,8 +323,9 @@ fn lock_instance() -> Result<Option<fs::File>, DaemonError> {
     Err(setup(format!("lock {LOCK_FILE}"))(e))
 }
 
-/// Checks /run/agent-sandbox-exec and creates its req/ directory (root, 1733).
-fn prepare_request_dir() -> Result<OwnedFd, DaemonError> {
+/// Checks /run/agent-sandbox-exec, removes the request directory of 0.5.0
+/// if one is left, and listens on the request socket.
+fn prepare_socket() -> Result<OwnedFd, DaemonError> {
     // RUN_DIR itself was created by lock_instance().
     let run_md = fs::symlink_metadata(request::RUN_DIR)
         .map_err(setup(format!("stat {}", request::RUN_DIR)))?;
@@ -329,22 +338,43 @@ fn prepare_request_dir() -> Result<OwnedFd, DaemonError> {
             source: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
-    match fs::symlink_metadata(request::REQ_DIR) {
-        Ok(md) if md.is_dir() && md.uid() == 0 => {}
-        Ok(md) if md.is_dir() => fs::remove_dir_all(request::REQ_DIR)
-            .map_err(setup(format!("remove foreign {}", request::REQ_DIR)))?,
-        Ok(_) => fs::remove_file(request::REQ_DIR)
-            .map_err(setup(format!("remove {}", request::REQ_DIR)))?,
+    // std's remove_dir_all does not follow symlinks in the tree it removes.
+    match fs::symlink_metadata(request::OLD_REQ_DIR) {
+        Ok(md) if md.is_dir() => fs::remove_dir_all(request::OLD_REQ_DIR)
+            .map_err(setup(format!("remove the old {}", request::OLD_REQ_DIR)))?,
+        Ok(_) => fs::remove_file(request::OLD_REQ_DIR)
+            .map_err(setup(format!("remove {}", request::OLD_REQ_DIR)))?,
         Err(_) => {}
     }
-    match fs::create_dir(request::REQ_DIR) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(setup(format!("create {}", request::REQ_DIR))(e)),
+    request::listen_at(request::SOCKET_PATH, LISTEN_BACKLOG).map_err(|e| DaemonError::Setup {
+        what: format!("listen on {}", request::SOCKET_PATH),
+        source: io::Error::other(e.to_string()),
+    })
+}
+
+/// Raises the soft RLIMIT_NOFILE to [`NOFILE_WANTED`] (or the hard limit, if
+/// lower), so the connection caps, not the file limit, bound what the
+/// daemon accepts. A failure is logged: the caps still hold, and accept(2)
+/// failing with EMFILE only delays connections.
+fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            log::warn!("getrlimit(RLIMIT_NOFILE): {}", io::Error::last_os_error());
+            return;
+        }
+        let want = NOFILE_WANTED.min(lim.rlim_max);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                log::warn!("setrlimit(RLIMIT_NOFILE): {}", io::Error::last_os_error());
+            }
+        }
     }
-    fs::set_permissions(request::REQ_DIR, fs::Permissions::from_mode(0o1733))
-        .map_err(setup(format!("chmod {}", request::REQ_DIR)))?;
-    request::open_dir(request::REQ_DIR).map_err(setup(format!("open {}", request::REQ_DIR)))
 }
 
 fn publish_ready() -> Result<(), DaemonError> {
@@ -374,10 +404,27 @@ fn sd_notify(state: &str) {
     }
 }
 
+/// An accepted connection: its socket, the kernel's record of who
+/// connected, and its place in the [`Ledger`] (given back when it is
+/// dropped, which closes the socket).
+#[derive(Debug)]
+struct Conn {
+    fd: OwnedFd,
+    peer: Peer,
+    _ticket: Ticket,
+}
+
+/// A connection that has not sent its request yet.
+#[derive(Debug)]
+struct Incoming {
+    conn: Conn,
+    deadline: Instant,
+}
+
 /// A request that passed authentication and waits for its uid's resolver.
 #[derive(Debug)]
 struct Pending {
-    token: String,
+    conn: Conn,
     uid: u32,
     pidfd: Pidfd,
 }
@@ -391,7 +438,14 @@ struct Running {
 struct Daemon {
     tree: Tree,
     bpf: Bpf,
-    dir: OwnedFd,
+    /// The listening request socket (non-blocking).
+    listener: OwnedFd,
+    /// Accepted connections waiting for their request.
+    incoming: Vec<Incoming>,
+    /// The connections held, per uid: the caps of [`crate::admission`].
+    ledger: Ledger,
+    /// One line per uid and kind of abuse per interval.
+    abuse: LogLimiter,
     /// Authenticated requests waiting for a resolver, per uid.
     queue: HashMap<u32, Vec<Pending>>,
     running: Vec<Running>,
@@ -524,7 +578,7 @@ impl Daemon {
         let busy = |d: &Daemon| !d.reapply.is_empty() || !d.running.is_empty();
         while busy(self) && !STOP.load(Ordering::SeqCst) {
             self.dispatch();
-            match self.wait(&[]) {
+            match self.wait(&[], &[]) {
                 Ok(ready) => self.pump_resolvers(&ready),
                 Err(e) => {
                     log::error!("poll: {e}");
@@ -535,11 +589,12 @@ impl Daemon {
     }
 
     /// Polls `extra` and every running resolver's sockets until one is
-    /// readable or the nearest resolver deadline (at most [`TICK`]) passes.
+    /// readable or the nearest resolver or `incoming` deadline (at most
+    /// [`TICK`]) passes.
     /// Returns the readiness of `extra`, then of `self.running` (a resolver
     /// is ready if any of its sockets is), in order; an interrupted poll
     /// reports nothing ready.
-    fn wait(&self, extra: &[BorrowedFd<'_>]) -> nix::Result<Vec<bool>> {
+    fn wait(&self, extra: &[BorrowedFd<'_>], incoming: &[Incoming]) -> nix::Result<Vec<bool>> {
         // owner[i]: which entry of the result fds[i] counts for.
         let mut owner: Vec<usize> = (0..extra.len()).collect();
         let mut fds: Vec<PollFd> = extra
@@ -553,7 +608,12 @@ impl Daemon {
             }
         }
         let mut ready = vec![false; extra.len() + self.running.len()];
-        let ms = u16::try_from(self.next_timeout().as_millis()).unwrap_or(u16::MAX);
+        let now = Instant::now();
+        let timeout = incoming
+            .iter()
+            .map(|i| i.deadline.saturating_duration_since(now))
+            .fold(self.next_timeout(), Duration::min);
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) => {
                 for (f, &o) in fds.iter().zip(&owner) {
@@ -566,29 +626,32 @@ impl Daemon {
         }
     }
 
-    fn serve(&mut self, inotify: &Inotify, wake: OwnedFd) -> Result<(), DaemonError> {
-        self.scan();
+    fn serve(&mut self, wake: OwnedFd) -> Result<(), DaemonError> {
         while !STOP.load(Ordering::SeqCst) {
             if RELOAD.swap(false, Ordering::SeqCst) {
                 log::info!("SIGHUP: re-applying every sandbox");
                 self.reconcile();
             }
             self.dispatch();
-            let ready = self
-                .wait(&[inotify.as_fd(), wake.as_fd()])
-                .map_err(|e| setup("poll")(io::Error::from(e)))?;
+            let incoming = std::mem::take(&mut self.incoming);
+            let ready = {
+                let mut extra = vec![self.listener.as_fd(), wake.as_fd()];
+                extra.extend(incoming.iter().map(|i| i.conn.fd.as_fd()));
+                self.wait(&extra, &incoming)
+                    .map_err(|e| setup("poll")(io::Error::from(e)))?
+            };
             if ready[1] {
                 drain(&wake);
             }
+            let (conn_ready, resolver_ready) = ready[2..].split_at(incoming.len());
+            self.pump_resolvers(resolver_ready);
+            self.read_requests(incoming, conn_ready);
             if ready[0] {
-                let _ = inotify.read_events();
+                self.accept_connections();
             }
-            self.pump_resolvers(&ready[2..]);
-            // Scan on every wake-up: cheap (a few names) and robust against
-            // inotify queue overflow.
-            self.scan();
             if self.last_expire.elapsed() >= TICK {
                 self.last_expire = Instant::now();
+                self.abuse.expire(self.last_expire);
                 self.pool.expire(&mut self.killed);
                 // Without its resolvers a uid's next answers come from new
                 // processes: not worth the memory of keeping the last ones.
@@ -626,93 +689,144 @@ impl Daemon {
             .map_or(TICK, |d| d.min(TICK))
     }
 
-    /// Looks at every name in the request directory.
-    fn scan(&mut self) {
-        let entries = match fs::read_dir(request::REQ_DIR) {
-            Ok(e) => e,
-            Err(e) => {
-                log::error!("cannot read {}: {e}", request::REQ_DIR);
-                return;
-            }
-        };
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            match request::classify(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) {
-                Name::Request(token) => self.accept(&token),
-                kind => {
-                    // Foreign names and oversized files go at once; replies nobody
-                    // collected and partial requests when old. Age is taken from
-                    // ctime, which a user cannot set (unlike mtime).
-                    let doomed = entry.metadata().is_ok_and(|m| {
-                        kind == Name::Foreign
-                            || m.len() > request::MAX_REPLY_BYTES
-                            || (kind == Name::Partial && m.len() > request::MAX_REQUEST_BYTES)
-                            || now - m.ctime() > STALE_AFTER
-                    });
-                    if doomed {
-                        let n = name.to_string_lossy().into_owned();
-                        log::debug!("removing stale {n}");
-                        let _ = request::unlink_at(self.dir.as_fd(), &n);
+    /// Accepts up to [`ACCEPT_BATCH`] waiting connections. Each takes a
+    /// place in the [`Ledger`] or is refused and closed at once.
+    fn accept_connections(&mut self) {
+        let deadline = Instant::now() + REQUEST_DEADLINE;
+        for _ in 0..ACCEPT_BATCH {
+            let fd = match request::accept(self.listener.as_fd()) {
+                Ok(Some(fd)) => fd,
+                Ok(None) => return,
+                Err(e) => {
+                    // Not a user's doing (EMFILE, ENOMEM): once per interval.
+                    if self
+                        .abuse
+                        .note(0, Abuse::TooManyInAll, Instant::now())
+                        .is_some()
+                    {
+                        log::error!("{e}");
                     }
+                    return;
+                }
+            };
+            let peer = match request::peer_of(fd.as_fd()) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::debug!("dropping a connection: {e}");
+                    continue;
+                }
+            };
+            match self.ledger.admit(peer.uid, admission::LIMITS) {
+                Ok(ticket) => self.incoming.push(Incoming {
+                    conn: Conn {
+                        fd,
+                        peer,
+                        _ticket: ticket,
+                    },
+                    deadline,
+                }),
+                Err(kind) => {
+                    let why = match kind {
+                        Abuse::TooManyOfUid => format!(
+                            "uid {} already has {} connections open to the daemon",
+                            peer.uid,
+                            admission::MAX_PER_UID
+                        ),
+                        _ => format!(
+                            "the daemon holds {} connections, its limit; try again",
+                            admission::MAX_TOTAL
+                        ),
+                    };
+                    self.log_abuse(peer, kind, &why);
+                    let _ =
+                        request::send_packet(fd.as_fd(), Reply::refused(why).encode().as_bytes());
                 }
             }
         }
     }
 
-    /// Reads, consumes and authenticates one request; queues it or refuses it.
-    fn accept(&mut self, token: &str) {
-        let name = format!("req.{token}");
-        let opened = request::open_plain(self.dir.as_fd(), &name, request::MAX_REQUEST_BYTES);
-        if let Err(e) = request::unlink_at(self.dir.as_fd(), &name) {
-            log::warn!("cannot remove request {}: {e}", shown(token));
-        }
-        let opened = match opened {
-            Ok(o) => o,
-            Err(e) => {
-                // Without a plain file there is no trustworthy owner to reply to.
-                log::warn!("request {} rejected: {e}", shown(token));
-                return;
+    /// Reads the request of each connection in `incoming` that polled ready
+    /// (`ready[i]` belongs to `incoming[i]`), and drops the ones past their
+    /// deadline; the others wait on.
+    fn read_requests(&mut self, incoming: Vec<Incoming>, ready: &[bool]) {
+        let now = Instant::now();
+        for (i, inc) in incoming.into_iter().enumerate() {
+            if !ready.get(i).copied().unwrap_or(false) {
+                if now >= inc.deadline {
+                    let why = format!(
+                        "a connection sent no request within {} s",
+                        REQUEST_DEADLINE.as_secs()
+                    );
+                    self.log_abuse(inc.conn.peer, Abuse::Silent, &why);
+                } else {
+                    self.incoming.push(inc);
+                }
+                continue;
             }
+            let received =
+                match request::recv_packet(inc.conn.fd.as_fd(), request::MAX_REQUEST_BYTES) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        log::debug!("uid {}: {e}", inc.conn.peer.uid);
+                        continue;
+                    }
+                };
+            match admission::screen(inc.conn.peer.pid, received) {
+                Screened::Request(pid) => self.take_request(inc.conn, pid),
+                Screened::Refuse(kind, why) => self.refuse_conn(inc.conn, kind, why),
+                Screened::Wait => self.incoming.push(inc),
+                Screened::Close => {}
+            }
+        }
+    }
+
+    /// Logs `why` for the connection's uid, unless this kind was logged for
+    /// it less than [`admission::LOG_INTERVAL`] ago.
+    fn log_abuse(&mut self, peer: Peer, kind: Abuse, why: &str) {
+        let Some(quiet) = self.abuse.note(peer.uid, kind, Instant::now()) else {
+            return;
         };
-        let uid = opened.uid;
-        let refuse = |d: &Daemon, why: String| {
-            log::warn!("request {} from uid {uid} refused: {why}", shown(token));
-            d.reply(token, uid, &Reply::refused(why));
+        let since = if quiet > 0 {
+            format!("; {quiet} more like it since the last such line")
+        } else {
+            String::new()
         };
-        let req = match Request::parse(&opened.content) {
-            Ok(r) => r,
-            Err(e) => return refuse(self, format!("bad request: {e}")),
-        };
-        let pidfd = match authenticate(uid, req.pid) {
+        log::warn!(
+            "uid {} pid {}: {why} (logged at most once every {} s per uid{since})",
+            peer.uid,
+            peer.pid,
+            admission::LOG_INTERVAL.as_secs()
+        );
+    }
+
+    /// Refuses a request before it is queued: a rate-limited log line and
+    /// the refusal on its connection, which is then closed.
+    fn refuse_conn(&mut self, conn: Conn, kind: Abuse, why: String) {
+        self.log_abuse(conn.peer, kind, &why);
+        self.reply(&conn, &Reply::refused(why));
+    }
+
+    /// Authenticates the request of process `pid`, which [`admission::screen`]
+    /// found to be the connecting process (`SO_PEERCRED`), for the uid the
+    /// kernel recorded; queues it or refuses it.
+    fn take_request(&mut self, conn: Conn, pid: i32) {
+        let uid = conn.peer.uid;
+        let pidfd = match authenticate(uid, pid) {
             Ok(p) => p,
-            Err(why) => return refuse(self, why),
+            Err(why) => return self.refuse_conn(conn, Abuse::Refused, why),
         };
         // A resolver process runs this binary as the user too; moving one in
         // would pass its request off as a launch from outside.
-        if self.is_resolver(req.pid) {
-            return refuse(
-                self,
-                format!(
-                    "process {} is one of the daemon's list resolvers, not a launcher",
-                    req.pid
-                ),
-            );
+        if self.is_resolver(pid) {
+            let why =
+                format!("process {pid} is one of the daemon's list resolvers, not a launcher");
+            return self.refuse_conn(conn, Abuse::Refused, why);
         }
-        if self.queue.get(&uid).map_or(0, Vec::len) >= MAX_QUEUED_PER_UID {
-            return refuse(
-                self,
-                format!("uid {uid} already has {MAX_QUEUED_PER_UID} launches waiting"),
-            );
-        }
-        log::debug!("request {}: uid {uid} pid {}", shown(token), req.pid);
-        self.queue.entry(uid).or_default().push(Pending {
-            token: token.to_owned(),
-            uid,
-            pidfd,
-        });
+        log::debug!("request: uid {uid} pid {pid}");
+        self.queue
+            .entry(uid)
+            .or_default()
+            .push(Pending { conn, uid, pidfd });
     }
 
     /// Starts resolvers for uids with waiting requests or pending re-applies.
@@ -1111,15 +1225,13 @@ impl Daemon {
                 warnings: warnings.to_vec(),
                 notices: notices.to_vec(),
             };
-            self.reply(&p.token, p.uid, &reply);
-            p.pidfd.wake();
+            self.reply(&p.conn, &reply);
         }
     }
 
     fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
         for p in batch {
-            self.reply(&p.token, p.uid, &Reply::refused(why.to_owned()));
-            p.pidfd.wake();
+            self.reply(&p.conn, &Reply::refused(why.to_owned()));
         }
     }
 
@@ -1169,26 +1281,20 @@ impl Daemon {
         }
     }
 
-    /// Writes the reply file for `token`, owned by `uid`. Failure is logged:
-    /// the launcher then times out and refuses.
-    fn reply(&self, token: &str, uid: u32, reply: &Reply) {
-        let result = request::publish(
-            self.dir.as_fd(),
-            &format!(".rep.{token}"),
-            &format!("rep.{token}"),
-            reply.encode().as_bytes(),
-            0o400,
-            Some(uid),
-        );
-        if let Err(e) = result {
-            log::warn!("cannot reply to uid {uid} (request {}): {e}", shown(token));
+    /// Sends `reply` on the connection (one packet, never blocking). A
+    /// failure means the launcher is gone or stopped reading: it is logged at
+    /// debug level only, since any user can cause it at will.
+    fn reply(&self, conn: &Conn, reply: &Reply) {
+        if let Err(e) = request::send_packet(conn.fd.as_fd(), reply.encode().as_bytes()) {
+            log::debug!(
+                "cannot reply to uid {} pid {}: {e}",
+                conn.peer.uid,
+                conn.peer.pid
+            );
         }
     }
 }
 
-/// A request's name for the log: only the first 8 of the token's 32 hex
-/// digits, so the journal (readable by the adm group) cannot be used to plant
-/// a file under a waiting launcher's reply name.
 /// Returns the heap's free pages to the kernel (malloc_trim(3)).
 fn trim() {
     #[cfg(target_env = "gnu")]
@@ -1225,10 +1331,6 @@ fn removal_notice(mode: ApplyMode, n: usize) -> String {
              a sandbox only adds; launch from outside to apply removals"
         ),
     }
-}
-
-fn shown(token: &str) -> String {
-    format!("req.{}…", token.get(..8).unwrap_or(token))
 }
 
 /// At most [`MAX_WARNINGS`] of `warnings`, and the notices to send with
@@ -1271,7 +1373,7 @@ fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
     }
     if uids != [uid; 4] {
         return Err(format!(
-            "process {pid} runs as uids {uids:?}, not as the request file's owner {uid}"
+            "process {pid} runs as uids {uids:?}, not only as uid {uid}, which connected"
         ));
     }
     Ok(pidfd)

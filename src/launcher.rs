@@ -1,9 +1,10 @@
 //! `agent-sandbox-exec PROGRAM [ARGS...]`: enter the caller's sandbox, then exec.
 //!
 //! 1. The daemon must be serving: the ready file names a live process.
-//! 2. Drop a request (`.req.<token>` written, renamed to `req.<token>`).
-//! 3. Wait, bounded, for `rep.<token>` (woken by the daemon's SIGURG, with a
-//!    polling back-off as the fallback); show the user's list warnings.
+//! 2. Connect to its socket (listened on by root) and send the request, which
+//!    names this very process (the daemon checks it is the one that connected).
+//! 3. Wait, bounded, for the reply on the same connection; an EOF, a timeout
+//!    or a daemon that stopped refuses. Show the user's list warnings.
 //! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
 //! 5. execvp(PROGRAM, ARGS) with argv and environment unchanged.
 //!
@@ -14,20 +15,20 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::request::{self, Reply, Request};
+use crate::request::{self, Received, Reply, Request, RequestError};
 use crate::{cgroup, process};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
-/// How long to wait for the daemon's reply. Longer than the resolver deadline
-/// plus a queue of other users' launches.
+/// How long to wait for the daemon's reply, from the start of the connect.
+/// Longer than the resolver deadline plus a queue of other users' launches.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the launcher refuses; printed as `agent-sandbox-exec: <this>`.
@@ -142,44 +143,34 @@ pub fn main(args: &[OsString]) -> u8 {
 pub fn enter_sandbox() -> Result<(), LaunchError> {
     let daemon = daemon_pid()?;
     let uid = nix::unistd::getuid().as_raw();
-    let token = request::new_token().map_err(|e| LaunchError::Request(e.to_string()))?;
-    let dir = request::open_dir(request::REQ_DIR)
-        .map_err(|e| LaunchError::NoDaemon(format!("{}: {e}", request::REQ_DIR)))?;
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT).map_err(|e| match &e {
+        RequestError::Io { source, .. } if source.raw_os_error() == Some(libc::EAGAIN) => {
+            LaunchError::NoReply(format!(
+                "its socket's queue stayed full for {} s",
+                REPLY_TIMEOUT.as_secs()
+            ))
+        }
+        _ => LaunchError::NoDaemon(e.to_string()),
+    })?;
+    // The listening end's credentials are those of the process that called
+    // listen(2): only root can bind in the daemon's 0755 root directory,
+    // checked anyway so that a misconfigured tree fails closed.
+    let server = request::peer_of(conn.as_fd()).map_err(|e| LaunchError::Request(e.to_string()))?;
+    if server.uid != 0 {
+        return Err(LaunchError::Request(format!(
+            "{} is served by uid {}, not by root",
+            request::SOCKET_PATH,
+            server.uid
+        )));
+    }
     let req = Request {
         pid: std::process::id() as i32,
     };
-    // The daemon signals WAKE_SIGNAL once the reply is written; blocked, it
-    // stays pending for sigtimedwait() below. Afterwards a pending one is
-    // consumed and the caller's mask restored exactly, so PROGRAM starts with
-    // the signal mask it was given and no signal of ours pending.
-    let mut wake = SigSet::empty();
-    wake.add(
-        Signal::try_from(process::WAKE_SIGNAL).map_err(|e| LaunchError::Request(e.to_string()))?,
-    );
-    let caller_mask = wake
-        .thread_swap_mask(SigmaskHow::SIG_BLOCK)
-        .map_err(|e| LaunchError::Request(format!("sigprocmask: {e}")))?;
-    let published = request::publish(
-        dir.as_fd(),
-        &format!(".req.{token}"),
-        &format!("req.{token}"),
-        req.encode().as_bytes(),
-        0o600,
-        None,
-    )
-    .map_err(|e| LaunchError::Request(e.to_string()));
-    let reply = published.and_then(|()| wait_reply(&dir, &token, uid, daemon, &wake));
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: wake is a valid sigset; a null siginfo is allowed; zero is valid.
-    while unsafe { libc::sigtimedwait(wake.as_ref(), std::ptr::null_mut(), &zero) } > 0 {}
-    let _ = caller_mask.thread_set_mask();
-    if reply.is_err() {
-        // Take back a request nobody served (ignore: the daemon may have consumed it).
-        let _ = request::unlink_at(dir.as_fd(), &format!("req.{token}"));
-    }
+    request::send_packet(conn.as_fd(), req.encode().as_bytes())
+        .map_err(|e| LaunchError::Request(e.to_string()))?;
+    let reply = wait_reply(&conn, daemon, deadline);
+    drop(conn);
     let reply = reply?;
     for w in &reply.warnings {
         eprintln!("agent-sandbox-exec: warning: {w}");
@@ -227,59 +218,53 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-fn wait_reply(
-    dir: &std::os::fd::OwnedFd,
-    token: &str,
-    uid: u32,
-    daemon: i32,
-    wake: &SigSet,
-) -> Result<Reply, LaunchError> {
-    let name = format!("rep.{token}");
-    let start = Instant::now();
-    let mut sleep = Duration::from_millis(1);
-    let mut last_check = Instant::now();
+/// Waits until `deadline` for the reply on `conn`, checking every 250 ms
+/// that the daemon that was ready is still the one serving.
+fn wait_reply(conn: &OwnedFd, daemon: i32, deadline: Instant) -> Result<Reply, LaunchError> {
     loop {
-        match request::open_plain(dir.as_fd(), &name, request::MAX_REPLY_BYTES) {
-            Ok(opened) => {
-                let _ = request::unlink_at(dir.as_fd(), &name);
-                if opened.uid != uid {
-                    return Err(LaunchError::NoReply(format!(
-                        "{name} is owned by uid {}, not by us",
-                        opened.uid
-                    )));
-                }
-                return Reply::parse(&opened.content)
-                    .map_err(|e| LaunchError::NoReply(e.to_string()));
-            }
-            Err(request::RequestError::Io { source, .. })
-                if source.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(LaunchError::NoReply(e.to_string())),
-        }
-        if start.elapsed() > REPLY_TIMEOUT {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(LaunchError::NoReply(format!(
                 "timed out after {} s",
                 REPLY_TIMEOUT.as_secs()
             )));
         }
-        if last_check.elapsed() > Duration::from_millis(250) {
-            last_check = Instant::now();
-            let same = fs::read_to_string(request::READY_FILE)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-                == Some(daemon);
-            if !same || !alive(daemon) {
-                return Err(LaunchError::NoDaemon("it stopped while we waited".into()));
+        let ms = left.min(Duration::from_millis(250)).as_millis().max(1);
+        let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::from(u16::try_from(ms).unwrap_or(250)),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(LaunchError::NoReply(format!("poll: {e}"))),
+        }
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            match request::recv_packet(conn.as_fd(), request::MAX_REPLY_BYTES) {
+                Ok(Received::Message(m)) => {
+                    return Reply::parse(&m).map_err(|e| LaunchError::NoReply(e.to_string()));
+                }
+                Ok(Received::TooLarge(n)) => {
+                    return Err(LaunchError::NoReply(format!(
+                        "a reply of {n} bytes, more than the {} allowed",
+                        request::MAX_REPLY_BYTES
+                    )));
+                }
+                Ok(Received::Closed) => {
+                    return Err(LaunchError::NoReply(
+                        "the daemon closed the connection without an answer".into(),
+                    ));
+                }
+                Ok(Received::Nothing) => {}
+                Err(e) => return Err(LaunchError::NoReply(e.to_string())),
             }
         }
-        // Sleep until the daemon's wake-up or the back-off delay, whichever
-        // comes first (the delay covers a daemon that could not signal).
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: sleep.as_nanos() as libc::c_long,
-        };
-        // SAFETY: wake is a valid sigset; a null siginfo is allowed; ts is valid.
-        unsafe { libc::sigtimedwait(wake.as_ref(), std::ptr::null_mut(), &ts) };
-        sleep = (sleep * 2).min(Duration::from_millis(20));
+        let same = fs::read_to_string(request::READY_FILE)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            == Some(daemon);
+        if !same || !alive(daemon) {
+            return Err(LaunchError::NoDaemon("it stopped while we waited".into()));
+        }
     }
 }
 

@@ -9,11 +9,13 @@
 //! - `agent-sandbox-exec-resolver` — a list resolver ([`resolve`]), started
 //!   only by the daemon: turns one uid's lists into deny keys.
 //!
-//! Follow one launch: [`launcher`] → [`request`] → [`daemon`] → ([`resolve`]:
-//! [`denylist`] → [`keys`]) → [`maps`] → [`cgroup`] → [`request`] reply → exec.
+//! Follow one launch: [`launcher`] → [`request`] → [`daemon`] ([`admission`])
+//! → ([`resolve`]: [`denylist`] → [`keys`]) → [`maps`] → [`cgroup`] →
+//! [`request`] reply → exec.
 
 #![cfg_attr(not(test), no_main)]
 
+mod admission;
 mod cgroup;
 mod daemon;
 mod denylist;

@@ -18,10 +18,6 @@ pub struct Pidfd {
     pid: i32,
 }
 
-/// The signal that tells a launcher its reply is there: SIGURG, whose default
-/// action is to be ignored, so a stray one harms no process (signal(7)).
-pub const WAKE_SIGNAL: i32 = libc::SIGURG;
-
 impl Pidfd {
     /// pidfd_open(2) on `pid`.
     ///
@@ -44,22 +40,6 @@ impl Pidfd {
     /// The pid this pidfd was opened for.
     pub fn pid(&self) -> i32 {
         self.pid
-    }
-
-    /// Sends the process [`WAKE_SIGNAL`] (the daemon does after writing its
-    /// reply, so a waiting launcher need not poll). Errors are ignored: a
-    /// launcher that is gone needs no wake-up, and one that missed it polls.
-    pub fn wake(&self) {
-        // SAFETY: plain syscall; a null siginfo is allowed.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.fd.as_raw_fd(),
-                WAKE_SIGNAL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
     }
 
     /// Whether the process has not exited yet (pidfd_send_signal with signal 0).

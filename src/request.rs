@@ -1,45 +1,53 @@
-//! The request protocol, both sides: files in a world-writable sticky directory.
+//! The request protocol, both sides: one message each way on an `AF_UNIX`
+//! `SOCK_SEQPACKET` connection.
 //!
 //! ```text
 //! /run/agent-sandbox-exec/           0755 root (systemd RuntimeDirectory)
 //! ├── ready                          daemon pid; exists only while it serves
-//! └── req/                           1733 root: anyone may create, nobody but root may list
-//!     ├── .req.<token>               launcher writes here first ...
-//!     ├── req.<token>                ... then renames (the daemon sees only whole files)
-//!     ├── .rep.<token>               daemon writes here first ...
-//!     └── rep.<token>                ... then renames; chowned to the requester, mode 0400
+//! └── socket                         0666 root: listening SOCK_SEQPACKET socket
 //! ```
-//! `<token>` is 32 lowercase hex digits from getrandom(2): as the directory
-//! cannot be listed, only the requester knows its reply's name.
+//! The launcher connects and sends one request; the daemon sends one reply
+//! on the same connection and closes it. The requester's identity is what
+//! the kernel recorded at connect(2) (`SO_PEERCRED`: the connecting
+//! process's pid and uid), not anything the message says; see
+//! [`crate::daemon`] for how that process is authenticated. Nothing is
+//! written to the file system per request, so no user can make the daemon
+//! keep a byte of /run.
 //!
-//! A request is `key=value` lines: `version=1`, `pid=<pid>`; unknown keys are
-//! ignored. A reply is `status=ok` or `status=refused`, optional
-//! `reason=<text>`, and any number of `warning=<text>` lines.
-//!
-//! The daemon opens request files with O_NOFOLLOW|O_NONBLOCK relative to a
-//! directory descriptor, and accepts only small regular files with one link.
-//! The requester's identity is the file owner, checked against the process's
-//! uids (see [`crate::daemon`]).
+//! A request is `key=value` lines: `version=2`, `pid=<pid>` (which must be
+//! the connecting process); unknown keys are ignored. A reply is
+//! `status=ok` or `status=refused`, optional `reason=<text>`, and any number
+//! of `warning=<text>` and `notice=<text>` lines. Each is one packet: a
+//! sequenced-packet socket delivers a message whole or not at all, so
+//! there are no partial messages to wait for.
 
-use std::ffi::{CStr, CString};
-use std::fs;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 
 /// The daemon's runtime directory.
 pub const RUN_DIR: &str = "/run/agent-sandbox-exec";
-/// The request directory (mode 1733).
-pub const REQ_DIR: &str = "/run/agent-sandbox-exec/req";
+/// The listening socket (mode 0666).
+pub const SOCKET_PATH: &str = "/run/agent-sandbox-exec/socket";
+/// Where 0.5.0 and earlier took requests as files; removed at start-up.
+pub const OLD_REQ_DIR: &str = "/run/agent-sandbox-exec/req";
 /// Exists, holding the daemon's pid, only while the daemon serves requests.
 pub const READY_FILE: &str = "/run/agent-sandbox-exec/ready";
-/// Largest request or reply file accepted, in bytes.
-pub const MAX_REQUEST_BYTES: u64 = 1024;
-/// Largest reply accepted by the launcher, in bytes (it carries warnings).
-pub const MAX_REPLY_BYTES: u64 = 1 << 20;
-/// Protocol version written by this launcher and understood by this daemon.
-pub const VERSION: u32 = 1;
+/// Largest request accepted, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 1024;
+/// Largest reply sent, in bytes: one packet, well below the default socket
+/// send buffer (`net.core.wmem_default`, 208 KiB), so one send never blocks
+/// on an empty buffer and never fails with EMSGSIZE.
+pub const MAX_REPLY_BYTES: usize = 64 << 10;
+/// Longest warning or notice line kept in a reply, in bytes.
+pub const MAX_LINE_BYTES: usize = 2048;
+/// Protocol version written by this launcher and understood by this daemon
+/// (1 was the file protocol of 0.5.0).
+pub const VERSION: u32 = 2;
 
-/// Errors of reading, writing or parsing protocol files.
+/// Errors of parsing protocol messages and of the socket calls.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     /// A system call failed.
@@ -51,112 +59,50 @@ pub enum RequestError {
         #[source]
         source: io::Error,
     },
-    /// The file is not a regular file with exactly one link.
-    #[error("not a regular file with one link (mode {mode:o}, {nlink} links)")]
-    NotPlainFile {
-        /// st_mode.
-        mode: u32,
-        /// st_nlink.
-        nlink: u64,
-    },
-    /// The file is larger than allowed.
-    #[error("{size} bytes, more than the {max} allowed")]
+    /// The message is larger than allowed.
+    #[error("a message of {size} bytes, more than the {max} allowed")]
     TooLarge {
-        /// st_size.
-        size: u64,
+        /// The message's length.
+        size: usize,
         /// The limit.
-        max: u64,
+        max: usize,
     },
     /// The content does not follow the protocol.
     #[error("malformed: {0}")]
     Malformed(String),
 }
 
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RequestError {
+fn io_err(what: impl Into<String>) -> impl FnOnce(nix::errno::Errno) -> RequestError {
     let what = what.into();
-    move |source| RequestError::Io { what, source }
-}
-
-/// The kind of a name found in the request directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Name {
-    /// `req.<token>`: a complete request.
-    Request(String),
-    /// `rep.<token>`: a reply waiting for its launcher.
-    Reply(String),
-    /// `.req.<token>` / `.rep.<token>`: being written.
-    Partial,
-    /// Anything else.
-    Foreign,
-}
-
-/// Whether `token` has the form of a token (32 lowercase hex digits).
-pub fn is_token(token: &str) -> bool {
-    token.len() == 32
-        && token
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// Classifies a directory entry name.
-pub fn classify(name: &[u8]) -> Name {
-    let Ok(name) = std::str::from_utf8(name) else {
-        return Name::Foreign;
-    };
-    let token_of = |prefix: &str| name.strip_prefix(prefix).filter(|t| is_token(t));
-    if let Some(t) = token_of("req.") {
-        Name::Request(t.to_owned())
-    } else if let Some(t) = token_of("rep.") {
-        Name::Reply(t.to_owned())
-    } else if token_of(".req.").is_some() || token_of(".rep.").is_some() {
-        Name::Partial
-    } else {
-        Name::Foreign
+    move |e| RequestError::Io {
+        what,
+        source: io::Error::from(e),
     }
-}
-
-/// A fresh random token.
-///
-/// # Errors
-/// The getrandom(2) error.
-pub fn new_token() -> io::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: writes at most buf.len() - filled bytes into buf[filled..].
-        let n =
-            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        filled += n as usize;
-    }
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A parsed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// The process to move into the sandbox (the launcher itself).
+    /// The process to move into the sandbox: the launcher itself, which
+    /// must be the process that connected.
     pub pid: i32,
 }
 
 impl Request {
-    /// The file content for this request.
+    /// The message for this request.
     pub fn encode(&self) -> String {
         format!("version={VERSION}\npid={}\n", self.pid)
     }
 
-    /// Parses request content. Unknown keys are ignored; `version` must be
+    /// Parses a request message. Unknown keys are ignored; `version` must be
     /// [`VERSION`]; `pid` must be a positive decimal.
     ///
     /// # Errors
     /// [`RequestError::Malformed`] naming the problem.
     pub fn parse(content: &[u8]) -> Result<Request, RequestError> {
+        if content.is_empty() {
+            return Err(RequestError::Malformed("an empty message".into()));
+        }
         let text = std::str::from_utf8(content)
             .map_err(|_| RequestError::Malformed("not UTF-8".into()))?;
         let mut version = None;
@@ -164,7 +110,8 @@ impl Request {
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 return Err(RequestError::Malformed(format!(
-                    "line without '=': {line:?}"
+                    "line without '=': {:?}",
+                    shorten(line)
                 )));
             };
             match key {
@@ -177,7 +124,8 @@ impl Request {
             Some(v) if v == VERSION.to_string() => {}
             Some(v) => {
                 return Err(RequestError::Malformed(format!(
-                    "protocol version {v:?}, this daemon speaks {VERSION}"
+                    "protocol version {:?}, this daemon speaks {VERSION}",
+                    shorten(v)
                 )));
             }
             None => return Err(RequestError::Malformed("no version".into())),
@@ -185,8 +133,19 @@ impl Request {
         let pid = pid.ok_or_else(|| RequestError::Malformed("no pid".into()))?;
         match pid.parse::<i32>() {
             Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request { pid: p }),
-            _ => Err(RequestError::Malformed(format!("bad pid {pid:?}"))),
+            _ => Err(RequestError::Malformed(format!(
+                "bad pid {:?}",
+                shorten(pid)
+            ))),
         }
+    }
+}
+
+/// At most 40 characters of a user's text, for an error message.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
     }
 }
 
@@ -201,11 +160,18 @@ pub struct Reply {
     pub notices: Vec<String>,
 }
 
-/// Replaces control characters so a text stays on one protocol line.
+/// Replaces control characters so a text stays on one protocol line, and
+/// cuts it to [`MAX_LINE_BYTES`] (at a character boundary, marked `…`).
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.len() + c.len_utf8() > MAX_LINE_BYTES {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { '?' } else { c });
+    }
+    out
 }
 
 impl Reply {
@@ -218,7 +184,9 @@ impl Reply {
         }
     }
 
-    /// The file content for this reply.
+    /// The message for this reply, at most [`MAX_REPLY_BYTES`]: the status
+    /// and reason always, then the notices and warnings that fit, and a
+    /// notice counting the lines left out, if any.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         match &self.refusal {
@@ -228,16 +196,32 @@ impl Reply {
                 out.push_str(&format!("reason={}\n", one_line(reason)));
             }
         }
-        for w in &self.warnings {
-            out.push_str(&format!("warning={}\n", one_line(w)));
+        // Room kept for the notice about lines left out.
+        let budget = MAX_REPLY_BYTES - 100;
+        let mut left_out = 0;
+        let lines = self
+            .notices
+            .iter()
+            .map(|n| ("notice", n))
+            .chain(self.warnings.iter().map(|w| ("warning", w)));
+        for (key, text) in lines {
+            let line = format!("{key}={}\n", one_line(text));
+            if out.len() + line.len() > budget {
+                left_out += 1;
+            } else {
+                out.push_str(&line);
+            }
         }
-        for n in &self.notices {
-            out.push_str(&format!("notice={}\n", one_line(n)));
+        if left_out > 0 {
+            out.push_str(&format!(
+                "notice={left_out} more lines of this answer are not shown (it is limited to {} KiB)\n",
+                MAX_REPLY_BYTES >> 10
+            ));
         }
         out
     }
 
-    /// Parses reply content.
+    /// Parses a reply message.
     ///
     /// # Errors
     /// [`RequestError::Malformed`] when there is no valid status line.
@@ -269,214 +253,211 @@ impl Reply {
     }
 }
 
-/// A file opened from the request directory, with its fstat facts.
-#[derive(Debug)]
-pub struct Opened {
-    /// The owner (st_uid): the requester's identity.
-    pub uid: u32,
-    /// The content.
-    pub content: Vec<u8>,
+/// What one receive of a packet found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A whole message of at most the allowed size.
+    Message(Vec<u8>),
+    /// A message of this many bytes, more than allowed; it was discarded.
+    TooLarge(usize),
+    /// Nothing yet (EAGAIN on a non-blocking receive).
+    Nothing,
+    /// The peer closed the connection, or sent an empty message (a
+    /// sequenced-packet receive returns 0 for both).
+    Closed,
 }
 
-fn cstr(name: &str) -> Result<CString, RequestError> {
-    CString::new(name).map_err(|_| RequestError::Malformed("NUL in name".into()))
-}
-
-/// Opens `name` in `dir` without following a symlink and without blocking on
-/// a FIFO, checks it is a regular file with one link of at most `max` bytes,
-/// and reads it.
+/// Receives one packet of at most `max` bytes from `fd` without blocking.
+/// A larger packet is consumed and reported as [`Received::TooLarge`]
+/// (`MSG_TRUNC` makes the receive return its real length, socket(7) and
+/// unix(7)); at most `max + 1` bytes are ever copied.
 ///
 /// # Errors
-/// [`RequestError`]: the open/read error, not a plain file, too large.
-pub fn open_plain(dir: BorrowedFd<'_>, name: &str, max: u64) -> Result<Opened, RequestError> {
-    let c = cstr(name)?;
-    let flags =
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    // SAFETY: c is NUL-terminated; dir is a valid descriptor.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io_err(format!("open {name}"))(io::Error::last_os_error()));
+/// The recv(2) error other than EAGAIN/EINTR.
+pub fn recv_packet(fd: BorrowedFd<'_>, max: usize) -> Result<Received, RequestError> {
+    let mut buf = vec![0u8; max + 1];
+    loop {
+        match socket::recv(
+            fd.as_raw_fd(),
+            &mut buf,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_TRUNC,
+        ) {
+            Ok(0) => return Ok(Received::Closed),
+            Ok(n) if n > max => return Ok(Received::TooLarge(n)),
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Received::Message(buf));
+            }
+            Err(nix::errno::Errno::EAGAIN) => return Ok(Received::Nothing),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io_err("receive")(e)),
+        }
     }
-    // SAFETY: openat returned a new descriptor that we own.
-    let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let st = nix::sys::stat::fstat(&file)
-        .map_err(|e| io_err(format!("fstat {name}"))(io::Error::from(e)))?;
-    let mode = st.st_mode;
-    let nlink = st.st_nlink;
-    if mode & libc::S_IFMT != libc::S_IFREG || nlink != 1 {
-        return Err(RequestError::NotPlainFile { mode, nlink });
+}
+
+/// Sends one packet without blocking and without SIGPIPE.
+///
+/// # Errors
+/// The send(2) error (EPIPE: the peer is gone; EAGAIN: its buffer is full).
+pub fn send_packet(fd: BorrowedFd<'_>, bytes: &[u8]) -> Result<(), RequestError> {
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    loop {
+        match socket::send(fd.as_raw_fd(), bytes, flags) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io_err("send")(e)),
+        }
     }
-    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-    if size > max {
-        return Err(RequestError::TooLarge { size, max });
-    }
-    let mut content = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut content)
-        .map_err(io_err(format!("read {name}")))?;
-    if content.len() as u64 > max {
-        return Err(RequestError::TooLarge {
-            size: content.len() as u64,
-            max,
-        });
-    }
-    Ok(Opened {
-        uid: st.st_uid,
-        content,
+}
+
+/// The credentials the kernel recorded for the peer of a connected socket
+/// (`SO_PEERCRED`, unix(7)): for an accepted connection, those of the
+/// process that called connect(2), at that time; for the launcher's
+/// connection, those of the process that called listen(2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Its pid (in the daemon's pid namespace).
+    pub pid: i32,
+    /// Its effective uid.
+    pub uid: u32,
+}
+
+/// `SO_PEERCRED` of `fd`.
+///
+/// # Errors
+/// The getsockopt(2) error.
+pub fn peer_of(fd: BorrowedFd<'_>) -> Result<Peer, RequestError> {
+    let cred = socket::getsockopt(&fd, socket::sockopt::PeerCredentials)
+        .map_err(io_err("getsockopt SO_PEERCRED"))?;
+    Ok(Peer {
+        pid: cred.pid(),
+        uid: cred.uid(),
     })
 }
 
-/// Writes `content` to a new file `tmp` in `dir` (O_EXCL|O_NOFOLLOW, `mode`),
-/// optionally chowns it to `owner`, then renames it to `name` without
-/// replacing an existing file (RENAME_NOREPLACE). Nothing is written through
-/// a name that already exists.
+fn seqpacket(flags: SockFlag) -> Result<OwnedFd, RequestError> {
+    socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        flags | SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io_err("socket(AF_UNIX, SOCK_SEQPACKET)"))
+}
+
+/// Binds a non-blocking listening socket at `path` with this `backlog`
+/// (replacing a socket left there by an earlier daemon) and makes it mode
+/// 0666, so any user may connect. The caller must own the directory.
 ///
 /// # Errors
-/// The first failing call; the temporary file is removed on failure.
-pub fn publish(
-    dir: BorrowedFd<'_>,
-    tmp: &str,
-    name: &str,
-    content: &[u8],
-    mode: u32,
-    owner: Option<u32>,
-) -> Result<(), RequestError> {
-    let c_tmp = cstr(tmp)?;
-    let c_name = cstr(name)?;
-    let flags = libc::O_WRONLY
-        | libc::O_CREAT
-        | libc::O_EXCL
-        | libc::O_NOFOLLOW
-        | libc::O_NOCTTY
-        | libc::O_CLOEXEC;
-    // SAFETY: valid NUL-terminated name and descriptor.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_tmp.as_ptr(), flags, mode) };
-    if fd < 0 {
-        return Err(io_err(format!("create {tmp}"))(io::Error::last_os_error()));
-    }
-    // SAFETY: openat returned a new descriptor that we own.
-    let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let result = (|| {
-        file.write_all(content)
-            .map_err(io_err(format!("write {tmp}")))?;
-        if let Some(uid) = owner {
-            std::os::unix::fs::fchown(&file, Some(uid), None)
-                .map_err(io_err(format!("chown {tmp}")))?;
+/// The first failing call.
+pub fn listen_at(path: &str, backlog: i32) -> Result<OwnedFd, RequestError> {
+    let fd = seqpacket(SockFlag::SOCK_NONBLOCK)?;
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => std::fs::remove_file(path).map_err(|source| RequestError::Io {
+            what: format!("remove the old {path}"),
+            source,
+        })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(RequestError::Io {
+                what: format!("stat {path}"),
+                source,
+            });
         }
-        rename_noreplace(dir, &c_tmp, &c_name).map_err(io_err(format!("rename {tmp} to {name}")))
-    })();
-    if result.is_err() {
-        let _ = unlink_at(dir, tmp);
     }
-    result
+    let addr = UnixAddr::new(path).map_err(io_err(format!("address {path}")))?;
+    socket::bind(fd.as_raw_fd(), &addr).map_err(io_err(format!("bind {path}")))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).map_err(
+        |source| RequestError::Io {
+            what: format!("chmod {path}"),
+            source,
+        },
+    )?;
+    let backlog = socket::Backlog::new(backlog).map_err(io_err("listen backlog"))?;
+    socket::listen(&fd, backlog).map_err(io_err(format!("listen on {path}")))?;
+    Ok(fd)
 }
 
-fn rename_noreplace(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
-    // SAFETY: valid NUL-terminated names and descriptors.
-    let rc = unsafe {
-        libc::renameat2(
-            dir.as_raw_fd(),
-            from.as_ptr(),
-            dir.as_raw_fd(),
-            to.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// unlinkat(2) of a plain name in `dir` (never follows anything).
+/// Accepts one pending connection without blocking: Ok(None) when there is
+/// none. The new socket is non-blocking and close-on-exec (a resolver the
+/// daemon starts later inherits none).
 ///
 /// # Errors
-/// The unlinkat error.
-pub fn unlink_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: valid NUL-terminated name and descriptor.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
-        return Err(io::Error::last_os_error());
+/// The accept4(2) error other than EAGAIN, EINTR and ECONNABORTED.
+pub fn accept(listener: BorrowedFd<'_>) -> Result<Option<OwnedFd>, RequestError> {
+    loop {
+        match socket::accept4(listener, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC) {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNABORTED) => continue,
+            Err(e) => return Err(io_err("accept")(e)),
+        }
     }
-    Ok(())
 }
 
-/// Opens a directory as a descriptor for the *at() calls
-/// (O_PATH|O_DIRECTORY|O_NOFOLLOW: needs search permission only, which is all
-/// a user has on the 1733 request directory).
+/// Connects to the daemon's socket at `path`, waiting at most `timeout`
+/// for room in its listen queue (the wait of a blocking connect(2) on a
+/// Unix socket is bounded by `SO_SNDTIMEO`, unix(7)); the socket stays
+/// blocking, with that send timeout.
 ///
 /// # Errors
-/// The open error.
-pub fn open_dir(path: &str) -> io::Result<OwnedFd> {
-    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: valid NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+/// The failing call (ENOENT/ECONNREFUSED: no daemon listens; EAGAIN: the
+/// queue stayed full for `timeout`).
+pub fn connect_to(path: &str, timeout: Duration) -> Result<OwnedFd, RequestError> {
+    let fd = seqpacket(SockFlag::empty())?;
+    let tv = nix::sys::time::TimeVal::new(
+        timeout.as_secs() as libc::time_t,
+        timeout.subsec_micros() as libc::suseconds_t,
+    );
+    socket::setsockopt(&fd, socket::sockopt::SendTimeout, &tv)
+        .map_err(io_err("setsockopt SO_SNDTIMEO"))?;
+    let addr = UnixAddr::new(path).map_err(io_err(format!("address {path}")))?;
+    loop {
+        match socket::connect(fd.as_fd().as_raw_fd(), &addr) {
+            Ok(()) => return Ok(fd),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io_err(format!("connect to {path}"))(e)),
+        }
     }
-    // SAFETY: open returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn names() {
-        let t = "0123456789abcdef0123456789abcdef";
-        assert_eq!(
-            classify(format!("req.{t}").as_bytes()),
-            Name::Request(t.into())
-        );
-        assert_eq!(
-            classify(format!("rep.{t}").as_bytes()),
-            Name::Reply(t.into())
-        );
-        assert_eq!(classify(format!(".req.{t}").as_bytes()), Name::Partial);
-        assert_eq!(classify(b"req.0123"), Name::Foreign);
-        assert_eq!(
-            classify(format!("req.{}", t.to_uppercase()).as_bytes()),
-            Name::Foreign
-        );
-        assert_eq!(classify(b"req.\xff"), Name::Foreign);
-        assert_eq!(classify(format!("req.{t}/../x").as_bytes()), Name::Foreign);
-        let tok = new_token().unwrap();
-        assert!(is_token(&tok));
-        assert_ne!(tok, new_token().unwrap());
-    }
 
     #[test]
     fn request_round_trip_and_rejections() {
         let r = Request { pid: 4242 };
         assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
         assert_eq!(
-            Request::parse(b"future=1\nversion=1\npid=7\n").unwrap(),
+            Request::parse(b"future=1\nversion=2\npid=7\n").unwrap(),
             Request { pid: 7 }
         );
         for bad in [
-            &b"pid=7\n"[..],
-            b"version=2\npid=7\n",
-            b"version=1\n",
-            b"version=1\npid=-1\n",
-            b"version=1\npid=0\n",
-            b"version=1\npid=+5\n",
-            b"version=1\npid=99999999999\n",
-            b"version=1\ngarbage\npid=5\n",
-            b"version=1\npid=\xff\n",
+            &b""[..],
+            b"pid=7\n",
+            b"version=1\npid=7\n",
+            b"version=3\npid=7\n",
+            b"version=2\n",
+            b"version=2\npid=-1\n",
+            b"version=2\npid=0\n",
+            b"version=2\npid=+5\n",
+            b"version=2\npid=99999999999\n",
+            b"version=2\ngarbage\npid=5\n",
+            b"version=2\npid=\xff\n",
+            b"\xff\xfe garbage",
         ] {
             assert!(
-                Request::parse(bad).is_err(),
+                matches!(Request::parse(bad), Err(RequestError::Malformed(_))),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
         }
+        // A user's long text is cut in the error.
+        let long = format!("version=2\n{}\n", "x".repeat(500));
+        let e = Request::parse(long.as_bytes()).unwrap_err().to_string();
+        assert!(e.len() < 120, "{e}");
     }
 
     #[test]
@@ -492,6 +473,7 @@ mod tests {
             parsed.warnings,
             vec!["a:1: x".to_string(), "line?break".to_string()]
         );
+        assert_eq!(parsed.notices, vec!["2 files".to_string()]);
         let no = Reply {
             refusal: Some("map full".into()),
             warnings: vec![],
@@ -502,68 +484,90 @@ mod tests {
         assert!(Reply::parse(b"").is_err());
     }
 
-    fn scratch() -> (std::path::PathBuf, OwnedFd) {
-        let dir = std::env::temp_dir().join(format!(
-            "asx-req-{}-{}",
-            std::process::id(),
-            new_token().unwrap()
-        ));
-        fs::create_dir(&dir).unwrap();
-        let fd = open_dir(dir.to_str().unwrap()).unwrap();
-        (dir, fd)
+    #[test]
+    fn reply_is_bounded() {
+        let big = Reply {
+            refusal: Some("r".repeat(10_000)),
+            warnings: (0..500)
+                .map(|i| format!("{i}: {}", "w".repeat(5000)))
+                .collect(),
+            notices: vec!["kept".into()],
+        };
+        let text = big.encode();
+        assert!(text.len() <= MAX_REPLY_BYTES, "{}", text.len());
+        let parsed = Reply::parse(text.as_bytes()).unwrap();
+        assert!(parsed.refusal.unwrap().len() <= MAX_LINE_BYTES + 3);
+        assert_eq!(parsed.notices[0], "kept");
+        let shown = parsed.warnings.len();
+        assert!(shown > 0 && shown < 500);
+        assert!(
+            parsed
+                .notices
+                .last()
+                .unwrap()
+                .starts_with(&format!("{} more lines", 500 - shown))
+        );
+        // Multi-byte characters are cut at a boundary.
+        assert!(one_line(&"é".repeat(3000)).len() <= MAX_LINE_BYTES + 3);
     }
 
     #[test]
-    fn open_plain_rejects_links_fifos_hardlinks_and_large_files() {
-        let (dir, fd) = scratch();
-        fs::write(dir.join("ok"), b"version=1\npid=1\n").unwrap();
-        let opened = open_plain(fd.as_fd(), "ok", MAX_REQUEST_BYTES).unwrap();
-        assert_eq!(opened.uid, nix::unistd::getuid().as_raw());
-        assert_eq!(opened.content, b"version=1\npid=1\n");
-
-        std::os::unix::fs::symlink(dir.join("ok"), dir.join("sym")).unwrap();
-        assert!(matches!(
-            open_plain(fd.as_fd(), "sym", MAX_REQUEST_BYTES),
-            Err(RequestError::Io { .. })
-        ));
-        nix::unistd::mkfifo(
-            &dir.join("fifo"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
+    fn packets_over_a_socket_pair() {
+        let (a, b) = socket::socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
         )
         .unwrap();
-        assert!(matches!(
-            open_plain(fd.as_fd(), "fifo", MAX_REQUEST_BYTES),
-            Err(RequestError::NotPlainFile { .. })
-        ));
-        fs::hard_link(dir.join("ok"), dir.join("hard")).unwrap();
-        assert!(matches!(
-            open_plain(fd.as_fd(), "hard", MAX_REQUEST_BYTES),
-            Err(RequestError::NotPlainFile { nlink: 2, .. })
-        ));
-        fs::write(dir.join("big"), vec![b'x'; 2000]).unwrap();
-        assert!(matches!(
-            open_plain(fd.as_fd(), "big", MAX_REQUEST_BYTES),
-            Err(RequestError::TooLarge { .. })
-        ));
-        fs::create_dir(dir.join("d")).unwrap();
-        assert!(open_plain(fd.as_fd(), "d", MAX_REQUEST_BYTES).is_err());
-        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(recv_packet(b.as_fd(), 16).unwrap(), Received::Nothing);
+        send_packet(a.as_fd(), b"hello").unwrap();
+        send_packet(a.as_fd(), &[b'x'; 100]).unwrap();
+        send_packet(a.as_fd(), b"after").unwrap();
+        assert_eq!(
+            recv_packet(b.as_fd(), 16).unwrap(),
+            Received::Message(b"hello".to_vec())
+        );
+        // An oversized packet is reported with its length and consumed whole.
+        assert_eq!(recv_packet(b.as_fd(), 16).unwrap(), Received::TooLarge(100));
+        assert_eq!(
+            recv_packet(b.as_fd(), 16).unwrap(),
+            Received::Message(b"after".to_vec())
+        );
+        let me = peer_of(b.as_fd()).unwrap();
+        assert_eq!(me.pid, std::process::id() as i32);
+        assert_eq!(me.uid, nix::unistd::getuid().as_raw());
+        drop(a);
+        assert_eq!(recv_packet(b.as_fd(), 16).unwrap(), Received::Closed);
+        assert!(send_packet(b.as_fd(), b"x").is_err());
     }
 
     #[test]
-    fn publish_never_replaces_or_follows() {
-        let (dir, fd) = scratch();
-        publish(fd.as_fd(), ".t1", "one", b"hello", 0o400, None).unwrap();
-        assert_eq!(fs::read(dir.join("one")).unwrap(), b"hello");
-        // An existing target is not replaced and the temp file is cleaned up.
-        assert!(publish(fd.as_fd(), ".t2", "one", b"other", 0o400, None).is_err());
-        assert_eq!(fs::read(dir.join("one")).unwrap(), b"hello");
-        assert!(!dir.join(".t2").exists());
-        // A pre-planted symlink at the temp name is not written through.
-        fs::write(dir.join("victim"), b"v").unwrap();
-        std::os::unix::fs::symlink(dir.join("victim"), dir.join(".t3")).unwrap();
-        assert!(publish(fd.as_fd(), ".t3", "three", b"evil", 0o400, None).is_err());
-        assert_eq!(fs::read(dir.join("victim")).unwrap(), b"v");
-        fs::remove_dir_all(&dir).unwrap();
+    fn listen_accept_connect() {
+        let dir = std::env::temp_dir().join(format!("asx-sock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("socket");
+        let path = path.to_str().unwrap();
+        // A file left at the path is replaced.
+        std::fs::write(path, b"stale").unwrap();
+        let l = listen_at(path, 4).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::symlink_metadata(path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o666);
+        assert!(accept(l.as_fd()).unwrap().is_none());
+        let c = connect_to(path, Duration::from_secs(1)).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        assert_eq!(peer_of(s.as_fd()).unwrap().pid, std::process::id() as i32);
+        assert_eq!(peer_of(c.as_fd()).unwrap().pid, std::process::id() as i32);
+        send_packet(c.as_fd(), Request { pid: 1 }.encode().as_bytes()).unwrap();
+        match recv_packet(s.as_fd(), MAX_REQUEST_BYTES).unwrap() {
+            Received::Message(m) => assert_eq!(Request::parse(&m).unwrap().pid, 1),
+            other => panic!("{other:?}"),
+        }
+        drop(l);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(connect_to(path, Duration::from_millis(100)).is_err());
     }
 }
