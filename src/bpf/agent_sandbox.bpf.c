@@ -267,17 +267,26 @@ static __always_inline bool alias_listed(__u64 cgid, struct dentry *dentry)
 			   BPF_CORE_READ(dentry, d_name.len));
 }
 
-/* Does sandbox `cgid` hold the deny_map entry {inode, kind}? */
-static __always_inline bool marked(__u64 cgid, struct inode *inode, __u32 kind)
+/* Does sandbox `cgid` hold the deny_map entry {inode key `key`, kind}? */
+static __always_inline bool key_marked(__u64 cgid, const struct file_key *key, __u32 kind)
 {
 	struct deny_key dk = {};
 
+	dk.cgid = cgid;
+	dk.file = *key;
+	dk.file.kind = kind;
+	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+/* Does sandbox `cgid` hold the deny_map entry {inode, kind}? */
+static __always_inline bool marked(__u64 cgid, struct inode *inode, __u32 kind)
+{
+	struct file_key key = {};
+
 	if (!inode)
 		return false;
-	fill_key(&dk.file, inode);
-	dk.file.kind = kind;
-	dk.cgid = cgid;
-	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+	fill_key(&key, inode);
+	return key_marked(cgid, &key, kind);
 }
 
 /*
@@ -327,22 +336,30 @@ static __always_inline bool case_insensitive(struct inode *dir, struct dentry *d
 }
 
 /*
- * Is `dentry` a name in a case-insensitive directory `dir` that holds a name
- * sandbox `cgid` lists? There, any name may be a spelling of the listed one
- * (Unicode case folding cannot be done here), so the name watch works by
- * refusal: no open, create, link or rename of a name in it. Every directory
- * holding a listed name has its key_filter bit, so other directories leave
- * after one array lookup.
+ * Is `dentry` refused to sandbox `cgid` by its name in directory `dir`: a
+ * listed name, or, if `folding`, any name in a case-insensitive directory
+ * that holds a listed name? There any name may be a spelling of the listed
+ * one (Unicode case folding cannot be done here), so the name watch works by
+ * refusal: no open, create, link or rename of a name in it. One key_filter
+ * lookup answers "no" for every directory that holds no listed name, the
+ * common case, before any key is built.
  */
-static __always_inline bool in_folding_listed_dir(__u64 cgid, struct inode *dir,
-						  struct dentry *dentry)
+static __always_inline bool name_refused(__u64 cgid, struct inode *dir, struct dentry *dentry,
+					 bool folding)
 {
+	struct file_key dk = {};
+
 	if (!dir || !dentry || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		return false;
+	fill_key(&dk, dir);
+	if (name_in_map(cgid, &dk, dentry->d_name.name, dentry->d_name.len))
+		return true;
+	if (!folding)
+		return false;
 	if (case_insensitive(dir, dentry))
-		return marked(cgid, dir, AGENT_SANDBOX_KIND_LISTED_DIR);
+		return key_marked(cgid, &dk, AGENT_SANDBOX_KIND_LISTED_DIR);
 	return dir->i_sb->s_magic == XFS_SUPER_MAGIC &&
-	       marked(cgid, dir, AGENT_SANDBOX_KIND_FOLDING_DIR);
+	       key_marked(cgid, &dk, AGENT_SANDBOX_KIND_FOLDING_DIR);
 }
 
 /*
@@ -363,11 +380,8 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file)
 		return true;
 	if (dentry->d_inode == inode) {
 		dir = dentry->d_parent->d_inode;
-		if (name_listed(cgid, dir, dentry))
-			return true;
-		/* Subdirectories stay listable. */
-		return (inode->i_mode & S_IFMT) != S_IFDIR &&
-		       in_folding_listed_dir(cgid, dir, dentry);
+		/* Subdirectories of a case-insensitive directory stay listable. */
+		return name_refused(cgid, dir, dentry, (inode->i_mode & S_IFMT) != S_IFDIR);
 	}
 	first = inode->i_dentry.first;
 	if (!first)
@@ -412,7 +426,7 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
-	    name_listed(cgid, dir, new_dentry) || in_folding_listed_dir(cgid, dir, new_dentry))
+	    name_refused(cgid, dir, new_dentry, true))
 		return -EPERM;
 	return 0;
 }
@@ -433,11 +447,9 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (inode_listed(cgid, old_dentry->d_inode) || name_listed(cgid, old_dir, old_dentry) ||
-	    name_listed(cgid, new_dir, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
-	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
-	    in_folding_listed_dir(cgid, old_dir, old_dentry) ||
-	    in_folding_listed_dir(cgid, new_dir, new_dentry))
+	if (inode_listed(cgid, old_dentry->d_inode) || name_refused(cgid, old_dir, old_dentry, true) ||
+	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
+	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)))
 		return -EPERM;
 	return 0;
 }
@@ -452,7 +464,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	if (name_listed(cgid, dir, dentry) || in_folding_listed_dir(cgid, dir, dentry))
+	if (name_refused(cgid, dir, dentry, true))
 		return -EPERM;
 	return 0;
 }
