@@ -32,14 +32,12 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use crate::cgroup::{self, CgroupError, Tree};
+use crate::failure;
 use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
 use crate::request::{self, Name, Reply, Request};
 use crate::resolve::{self, Outcome, Resolver};
 
-/// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
-/// the unit's `RestartPreventExitStatus=` names it.
-pub const EXIT_UNSUPPORTED: u8 = 78;
 /// Files in the request directory older than this are removed, in seconds.
 const STALE_AFTER: i64 = 120;
 /// Requests one uid may have waiting at once.
@@ -125,16 +123,10 @@ pub fn main(args: &[OsString]) -> u8 {
     match run() {
         Ok(()) => 0,
         Err(e) => {
-            if matches!(e, DaemonError::Bpf(BpfError::Unsupported(_))) {
-                log::error!(
-                    "enforcement unavailable, launches will be refused: {}",
-                    crate::error_chain(&e)
-                );
-                EXIT_UNSUPPORTED
-            } else {
-                log::error!("{}", crate::error_chain(&e));
-                1
-            }
+            // Permanent (78, not restarted) or not (75/1, systemd restarts it).
+            let verdict = failure::classify(&e, failure::KernelFacts::read());
+            log::error!("{}", verdict.message);
+            verdict.class.exit_status()
         }
     }
 }

@@ -17,6 +17,7 @@
 mod cgroup;
 mod daemon;
 mod denylist;
+mod failure;
 mod keys;
 mod launcher;
 mod maps;
