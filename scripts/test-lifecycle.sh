@@ -30,6 +30,11 @@
 #   f disable   --disable refuses while the daemon serves; with the service stopped it
 #               unpins everything: the loop now reads the secret (proving it can see a
 #               read), no file_open link is left; systemctl start: denied again
+#   h transient (runs after f, before the purge) a runtime drop-in makes loading the
+#               programs fail with a cause that passes (H_CAUSE): the daemon names it and
+#               exits 75, not 78; a launch exits 2; systemd restarts it more often than
+#               StartLimitBurst and never gives up; the loop stays denied; once the drop-in
+#               is gone the service serves again by itself (no reset-failed, no start)
 #   g purge     apt-get purge while the loop runs: unit, /etc, cgroup tree, pins, links
 #               and programs are gone; the loop lives on outside the tree, unconfined
 #
@@ -45,7 +50,7 @@
 #   ASX_LC_KEEP=1   leave the test user and the temporary directory behind
 #
 # It creates the user asx-lc, a temporary directory /tmp/asx-lc.*, and, during
-# step a only, the runtime drop-in
+# steps a and h only, the runtime drop-in
 # /run/systemd/system/agent-sandbox-execd.service.d/50-asx-lifecycle-test.conf;
 # all of that is removed at exit.
 
@@ -84,6 +89,19 @@ readonly HITS_S=20         # after --disable, the loop must have read the secret
 readonly REAPPLY_S=15      # after the start that follows --disable, hits must stop by then
 readonly GONE_S=10         # unpinned links and programs must have left bpftool by then
 readonly RESTARTS=3        # back-to-back restarts in step c
+# Step h: the cause of a transient start-up failure, as a runtime drop-in line,
+# and the text (std's strerror) the daemon's log must name.  LimitNOFILE: a
+# bpf(2) that needs a descriptor beyond it fails with EMFILE while the daemon
+# loads the programs (3 std + lock + BTF + maps + 10 programs + 10 links need
+# more than 16).  Not MemoryMax=: measured on 6.1, lowering it in 64 KiB steps
+# goes from a start that works straight to the OOM killer (SIGKILL, restarted
+# by any version), never to ENOMEM, since the pinned maps are reused and the
+# user-space peak of parsing the kernel's BTF comes first.
+readonly H_CAUSE="LimitNOFILE=16"
+readonly H_ERRNO="Too many open files"
+readonly H_FAIL_S=60       # the first start under the drop-in has failed by then
+readonly H_RETRY_S=150     # StartLimitBurst more restarts (RestartSec=5s each) by then
+readonly H_BACK_S=60       # after the drop-in is gone, the next automatic start serves by then
 
 PASS_N=0 FAIL_N=0
 
@@ -767,6 +785,72 @@ step_f_disable() {
 	expect_new_launch_denied "$STEP"
 }
 
+# unit_prop NAME: one property of the unit (systemctl show)
+unit_prop() { sc show -p "$1" --value "$UNIT" 2>/dev/null; }
+restarts_beyond() { [ "$(unit_prop NRestarts)" -gt "$1" ] 2>/dev/null; }
+# retrying_beyond N: restarted more than N times and not given up (failed)
+retrying_beyond() { restarts_beyond "$1" && [ "$(unit_prop ActiveState)" != failed ]; }
+# unit_failed_or_restarted N: the unit gave up (failed) or restarted more than N times
+unit_failed_or_restarted() { [ "$(unit_prop ActiveState)" = failed ] || restarts_beyond "$1"; }
+# journal_since T: the unit's journal since epoch T, messages only
+journal_since() { timeout -k 5 "$SC_TIMEOUT" journalctl -u "$UNIT" --since "@$1" --no-pager -o cat 2>/dev/null; }
+
+step_h_transient() {
+	local m=$LD/marker-h r0 st burst want t0 lines
+	step_begin "h (transient failure)"
+	require_serving "$STEP"
+	burst=$(unit_prop StartLimitBurst)
+	r0=$(unit_prop NRestarts)
+	want=$((r0 + ${burst:-5}))
+	note "step $STEP: cause: drop-in '$H_CAUSE'; unit RestartSec $(unit_prop RestartUSec), start limit ${burst:-?} in $(unit_prop StartLimitIntervalUSec), NRestarts $r0"
+	mkdir -p "$DROPIN_DIR" && printf '[Service]\n%s\n' "$H_CAUSE" >"$DROPIN" && DROPIN_MADE=1
+	sc daemon-reload
+	t0=$(date +%s)
+	daemon_op restart
+	note "step $STEP: systemctl restart under the drop-in: $(snip "$T/systemctl.log")"
+
+	# The first failed start: the daemon names the cause and does not exit 78.
+	okl "$STEP: the start under '$H_CAUSE' fails and systemd either gives up or restarts it" \
+		'state $(unit_state), NRestarts $(unit_prop NRestarts), status $(unit_prop ExecMainStatus)' \
+		wait_for "$H_FAIL_S" unit_failed_or_restarted "$r0"
+	st=$(unit_prop ExecMainStatus)
+	journal_since "$t0" >"$T/journal-h.txt"
+	lines=$(grep -aF "$H_ERRNO" "$T/journal-h.txt" | head -n 1 | cut -c1-400)
+	note "step $STEP: the daemon said: ${lines:-(nothing naming $H_ERRNO)}"
+	ok "$STEP: the daemon's log names the cause ($H_ERRNO) of failing to load or attach the programs" \
+		"journal: $(tailsnip "$T/journal-h.txt")" eval 'grep -aF "$H_ERRNO" "$T/journal-h.txt" | grep -qaE "load the BPF LSM programs|attach the lsm/"'
+	ok "$STEP: the transient failure exits 75, not 78 (which the unit never restarts)" \
+		"ExecMainStatus $st, state $(unit_state), NRestarts $(unit_prop NRestarts)" test "$st" = 75
+	ok "$STEP: the log says that systemd will restart the daemon" \
+		"journal: $(tailsnip "$T/journal-h.txt")" has "systemd restarts the daemon" "$T/journal-h.txt"
+
+	# While it keeps failing: launches fail closed, the pinned programs still deny.
+	launch_probe "$m"
+	expect_refused "$STEP: while the daemon fails to start a launch exits 2 with one line and PROGRAM does not run" "$m"
+	okl "$STEP: systemd keeps restarting it, beyond the start limit's burst (NRestarts $r0 -> > $want) and never gives up" \
+		'NRestarts $(unit_prop NRestarts), state $(unit_state), result $(unit_prop Result), status $(unit_prop ExecMainStatus)' \
+		wait_for "$H_RETRY_S" retrying_beyond "$want"
+	ok "$STEP: zero hits while the daemon failed" "hits: $(hits_count)" test "$(hits_count)" -eq 0
+
+	# The cause goes: the daemon serves again by itself (no reset-failed, no start).
+	rm -f "$DROPIN"
+	rmdir "$DROPIN_DIR" 2>/dev/null
+	DROPIN_MADE=0
+	sc daemon-reload
+	okl "$STEP: without the drop-in the service recovers by itself and serves (no reset-failed, no start)" \
+		'state $(unit_state), NRestarts $(unit_prop NRestarts), status $(unit_prop ExecMainStatus), ready file $(ready_pid)' \
+		wait_for "$H_BACK_S" daemon_serves
+	note "step $STEP: serving again as pid $(main_pid) after NRestarts $(unit_prop NRestarts)"
+	# Leave a serving daemon for the purge, also where the step failed.
+	if ! daemon_serves; then
+		note "step $STEP: starting it by hand for the next step"
+		daemon_ensure >/dev/null 2>&1
+	fi
+	step_check_loop
+	step_check_tree
+	expect_new_launch_denied "$STEP"
+}
+
 step_g_purge() {
 	local c0 h0 cg left
 	step_begin "g (apt-get purge)"
@@ -915,8 +999,9 @@ main() {
 		step_d_reinstall
 		step_e_upgrade
 		step_f_disable
+		step_h_transient
 	else
-		fail "steps a-f" "not run: the sandboxed loop did not start"
+		fail "steps a-f, h" "not run: the sandboxed loop did not start"
 	fi
 	step_g_purge
 	finish
