@@ -29,13 +29,20 @@
 #               old layout directory (v1) to the new one (v2), new launches denied
 #   f disable   --disable refuses while the daemon serves; with the service stopped it
 #               unpins everything: the loop now reads the secret (proving it can see a
-#               read), no file_open link is left; systemctl start: denied again
+#               read), no file_open link is left; systemctl start with nothing pinned
+#               (as at boot) under a MemoryMax= drop-in (F_CAUSE) fails with ENOMEM,
+#               exits 75 and is restarted until the drop-in goes; then denied again
 #   h record    the removal note across a restart (a second user, asx-lc2, without the
 #               loop): an agent empties the list from inside and its launch stays denied;
 #               with no sandboxed process left, a restart forgets the sandbox; the first
 #               launch from outside still prints "N entries denied until now are no
 #               longer denied", once; a corrupt record gives the fail-safe note, once,
 #               and a log line, and the daemon keeps serving
+#   i transient a runtime drop-in makes loading the programs fail with a cause that
+#               passes (H_CAUSE): the daemon names it and exits 75, not 78; a launch
+#               exits 2; systemd restarts it more often than StartLimitBurst and never
+#               gives up; the loop stays denied; once the drop-in is gone the service
+#               serves again by itself (no reset-failed, no start)
 #   g purge     apt-get purge while the loop runs: unit, /etc, /var/lib records, cgroup
 #               tree, pins, links and programs are gone; the loop lives on outside the
 #               tree, unconfined
@@ -52,7 +59,7 @@
 #   ASX_LC_KEEP=1   leave the test user and the temporary directory behind
 #
 # It creates the users asx-lc and asx-lc2, a temporary directory /tmp/asx-lc.*, and, during
-# step a only, the runtime drop-in
+# steps a and i only, the runtime drop-in
 # /run/systemd/system/agent-sandbox-execd.service.d/50-asx-lifecycle-test.conf;
 # all of that is removed at exit.
 
@@ -95,6 +102,26 @@ readonly HITS_S=20         # after --disable, the loop must have read the secret
 readonly REAPPLY_S=15      # after the start that follows --disable, hits must stop by then
 readonly GONE_S=10         # unpinned links and programs must have left bpftool by then
 readonly RESTARTS=3        # back-to-back restarts in step c
+# Step h: the cause of a transient start-up failure, as a runtime drop-in line,
+# and the text (std's strerror) the daemon's log must name.  LimitNOFILE: a
+# bpf(2) that needs a descriptor beyond it fails with EMFILE while the daemon
+# loads the programs (3 std + lock + BTF + maps + 10 programs + 10 links need
+# more than 16).  Not MemoryMax=: measured on 6.1, lowering it in 64 KiB steps
+# goes from a start that works straight to the OOM killer (SIGKILL, restarted
+# by any version), never to ENOMEM, since the pinned maps are reused and the
+# user-space peak of parsing the kernel's BTF comes first.
+readonly H_CAUSE="LimitNOFILE=16"
+readonly H_ERRNO="Too many open files"
+# Step f: after --disable nothing is pinned (as at every boot), so the start
+# creates the maps, whose hash buckets alone take 16 MiB each (1,048,576 x 16
+# bytes, charged to the unit's memory cgroup) and fail with ENOMEM under this
+# limit; the process itself peaks at about 10 MiB (measured on 6.1: 8M is
+# OOM-killed, 12M-16M fail with ENOMEM).
+readonly F_CAUSE="MemoryMax=20M"
+readonly F_ERRNO="Cannot allocate memory"
+readonly H_FAIL_S=60       # the first start under the drop-in has failed by then
+readonly H_RETRY_S=150     # StartLimitBurst more restarts (RestartSec=5s each) by then
+readonly H_BACK_S=60       # after the drop-in is gone, the next automatic start serves by then
 
 PASS_N=0 FAIL_N=0
 
@@ -751,7 +778,10 @@ step_f_disable() {
 	expect_refused "$STEP: disabled and stopped, a launch still exits 2 and PROGRAM does not run" "$LD/marker-f"
 
 	# Starting the service turns enforcement back on, for the running loop too.
-	daemon_op start
+	# Nothing is pinned now, as at boot: the first start creates the maps,
+	# under F_CAUSE too little memory for them (ENOMEM), a cause that passes.
+	transient_cycle "$F_CAUSE" "$F_ERRNO" start hits-ok
+	daemon_serves || daemon_op start
 	okl "$STEP: systemctl start: the daemon serves again" \
 		'$(snip "$T/systemctl.log"); state $(unit_state), ready file $(ready_pid)' wait_for "$BACK_S" daemon_serves
 	found=0
@@ -867,6 +897,94 @@ step_h_record() {
 	ok "$STEP: the daemon still serves" "state $(unit_state)" daemon_serves
 	expect_new_launch_denied "$STEP"
 	kill_user_procs "$NOTE_USER"
+}
+
+# unit_prop NAME: one property of the unit (systemctl show)
+unit_prop() { sc show -p "$1" --value "$UNIT" 2>/dev/null; }
+restarts_beyond() { [ "$(unit_prop NRestarts)" -gt "$1" ] 2>/dev/null; }
+# retrying_beyond N: restarted more than N times and not given up (failed)
+retrying_beyond() { restarts_beyond "$1" && [ "$(unit_prop ActiveState)" != failed ]; }
+# unit_failed_or_restarted N: the unit gave up (failed) or restarted more than N times
+unit_failed_or_restarted() { [ "$(unit_prop ActiveState)" = failed ] || restarts_beyond "$1"; }
+# journal_since T: the unit's journal since epoch T, messages only
+journal_since() { timeout -k 5 "$SC_TIMEOUT" journalctl -u "$UNIT" --since "@$1" --no-pager -o cat 2>/dev/null; }
+# journal_has_exit T: since epoch T systemd logged an exit of the main process
+# (the journal lands in $T/journal-transient.txt)
+journal_has_exit() {
+	journal_since "$1" >"$T/journal-transient.txt"
+	grep -q "Main process exited, code=exited, status=" "$T/journal-transient.txt"
+}
+
+# transient_cycle CAUSE STRERROR VERB HITS: with a runtime drop-in holding the
+# line CAUSE, `systemctl VERB` the unit: its start fails while loading the
+# programs, the log names STRERROR, the daemon exits 75 (not 78), a launch
+# exits 2, systemd restarts it more than StartLimitBurst times without giving
+# up, and (unless HITS is hits-ok) the loop is never served a read; then the
+# drop-in goes and the service must serve again by itself (no reset-failed, no
+# start).  Leaves a serving daemon behind even where a check failed.
+transient_cycle() {
+	local cause=$1 errno=$2 verb=$3 hits=$4 m=$LD/marker-transient r0 st burst want t0 h0 lines
+	burst=$(unit_prop StartLimitBurst)
+	r0=$(unit_prop NRestarts)
+	want=$((r0 + ${burst:-5}))
+	h0=$(hits_count)
+	note "step $STEP: cause: drop-in '$cause'; RestartSec $(unit_prop RestartUSec), start limit ${burst:-?} in $(unit_prop StartLimitIntervalUSec), NRestarts $r0"
+	mkdir -p "$DROPIN_DIR" && printf '[Service]\n%s\n' "$cause" >"$DROPIN" && DROPIN_MADE=1
+	sc daemon-reload
+	t0=$(date +%s)
+	daemon_op "$verb"
+	note "step $STEP: systemctl $verb under the drop-in: $(snip "$T/systemctl.log")"
+
+	okl "$STEP: the start under '$cause' fails and systemd either gives up or restarts it" \
+		'state $(unit_state), NRestarts $(unit_prop NRestarts), status $(unit_prop ExecMainStatus)' \
+		wait_for "$H_FAIL_S" unit_failed_or_restarted "$r0"
+	# The exit status as systemd logged it: ExecMainStatus is reset as soon as
+	# the next automatic start runs.
+	wait_for 10 journal_has_exit "$t0"
+	st=$(sed -n 's/.*Main process exited, code=exited, status=\([0-9]*\).*/\1/p' "$T/journal-transient.txt" | head -n 1)
+	lines=$(grep -aF "$errno" "$T/journal-transient.txt" | head -n 1 | cut -c1-600)
+	note "step $STEP: the daemon said: ${lines:-(nothing naming $errno)}"
+	ok "$STEP: the daemon's log names the cause ($errno) of failing to load or attach the programs" \
+		"journal: $(tailsnip "$T/journal-transient.txt")" \
+		eval 'grep -aF "$errno" "$T/journal-transient.txt" | grep -qaE "load the BPF LSM programs|attach the lsm/"'
+	ok "$STEP: the transient failure exits 75, not 78 (which the unit never restarts)" \
+		"first exit status in the journal: '$st'; state $(unit_state), NRestarts $(unit_prop NRestarts)" test "$st" = 75
+	ok "$STEP: the log says that systemd will restart the daemon" \
+		"journal: $(tailsnip "$T/journal-transient.txt")" has "systemd restarts the daemon" "$T/journal-transient.txt"
+
+	launch_probe "$m"
+	expect_refused "$STEP: while the daemon fails to start a launch exits 2 with one line and PROGRAM does not run" "$m"
+	okl "$STEP: systemd keeps restarting it, beyond the start limit's burst (NRestarts $r0 -> > $want) and never gives up" \
+		'NRestarts $(unit_prop NRestarts), state $(unit_state), result $(unit_prop Result), status $(unit_prop ExecMainStatus)' \
+		wait_for "$H_RETRY_S" retrying_beyond "$want"
+	if [ "$hits" != hits-ok ]; then
+		ok "$STEP: zero hits while the daemon failed (the pinned programs deny)" "hits: $h0 -> $(hits_count)" \
+			test "$(hits_count)" -eq "$h0"
+	fi
+
+	rm -f "$DROPIN"
+	rmdir "$DROPIN_DIR" 2>/dev/null
+	DROPIN_MADE=0
+	sc daemon-reload
+	okl "$STEP: without the drop-in the service recovers by itself and serves (no reset-failed, no start)" \
+		'state $(unit_state), NRestarts $(unit_prop NRestarts), status $(unit_prop ExecMainStatus), ready file $(ready_pid)' \
+		wait_for "$H_BACK_S" daemon_serves
+	note "step $STEP: serving again as pid $(main_pid) after NRestarts $(unit_prop NRestarts)"
+	if ! daemon_serves; then
+		note "step $STEP: starting it by hand for the rest of the run"
+		daemon_ensure >/dev/null 2>&1
+	fi
+}
+
+step_h_transient() {
+	step_begin "i (transient failure)"
+	require_serving "$STEP"
+	transient_cycle "$H_CAUSE" "$H_ERRNO" restart no-hits
+	# Step f let the loop read on purpose: count the hits of this step only.
+	step_check_loop hits-ok
+	ok "$STEP: zero new hits during the step" "hits $STEP_H0 -> $(hits_count)" test "$(hits_count)" -eq "$STEP_H0"
+	step_check_tree
+	expect_new_launch_denied "$STEP"
 }
 
 step_g_purge() {
@@ -1020,8 +1138,9 @@ main() {
 		step_e_upgrade
 		step_f_disable
 		step_h_record
+		step_h_transient
 	else
-		fail "steps a-f" "not run: the sandboxed loop did not start"
+		fail "steps a-f, h, i" "not run: the sandboxed loop did not start"
 	fi
 	step_g_purge
 	finish

@@ -35,6 +35,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
 use crate::cgroup::{self, CgroupError, Tree};
+use crate::failure;
 use crate::keys;
 use crate::maps::{self, ApplyMode, Bpf, BpfError};
 use crate::process::{self, Pidfd};
@@ -42,9 +43,6 @@ use crate::record::{self, Prior, Verdict};
 use crate::request::{self, Peer, Reply};
 use crate::resolve::{self, Outcome, Resolver};
 
-/// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
-/// the unit's `RestartPreventExitStatus=` names it.
-pub const EXIT_UNSUPPORTED: u8 = 78;
 /// How long an accepted connection may take to send its request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections accepted per turn of the loop, at most, so that a flood of
@@ -140,16 +138,10 @@ pub fn main(args: &[OsString]) -> u8 {
     match run() {
         Ok(()) => 0,
         Err(e) => {
-            if matches!(e, DaemonError::Bpf(BpfError::Unsupported(_))) {
-                log::error!(
-                    "enforcement unavailable, launches will be refused: {}",
-                    crate::error_chain(&e)
-                );
-                EXIT_UNSUPPORTED
-            } else {
-                log::error!("{}", crate::error_chain(&e));
-                1
-            }
+            // Permanent (78, not restarted) or not (75/1, systemd restarts it).
+            let verdict = failure::classify(&e, failure::KernelFacts::read());
+            log::error!("{}", verdict.message);
+            verdict.class.exit_status()
         }
     }
 }

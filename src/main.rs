@@ -19,6 +19,7 @@ mod admission;
 mod cgroup;
 mod daemon;
 mod denylist;
+mod failure;
 mod keys;
 mod launcher;
 mod maps;

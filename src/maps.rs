@@ -297,6 +297,18 @@ pub enum BpfError {
     /// The kernel lacks a prerequisite; retrying cannot help.
     #[error("{0}")]
     Unsupported(String),
+    /// The kernel (or libbpf's checks before the syscall) refused to load
+    /// or attach the programs; [`crate::failure::classify`] tells from the
+    /// errno whether a restart can help.
+    #[error("cannot {what}: {source:#}")]
+    Kernel {
+        /// What was being done ("load the BPF LSM programs", "attach the
+        /// lsm/<hook> program").
+        what: String,
+        /// The libbpf error, carrying the errno.
+        #[source]
+        source: libbpf_rs::Error,
+    },
     /// A libbpf operation failed.
     #[error("{what}: {source}")]
     Libbpf {
@@ -484,7 +496,8 @@ impl Bpf {
     /// links of earlier daemons.
     ///
     /// # Errors
-    /// [`BpfError`]; a kernel that refuses the program is [`BpfError::Unsupported`].
+    /// [`BpfError`]; the kernel's refusal to load or attach is
+    /// [`BpfError::Kernel`] with its errno.
     pub fn load_and_attach() -> Result<Bpf, BpfError> {
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
         // (module or vmlinux) is then there for the CO-RE relocations.
@@ -526,11 +539,9 @@ impl Bpf {
             );
         }
         open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = open.load().map_err(|e| {
-            BpfError::Unsupported(format!(
-                "the kernel refused to load the BPF LSM programs ({e}); \
-                 BPF LSM programs need a kernel with CONFIG_BPF_LSM=y and bpf in the active LSM list"
-            ))
+        let skel = open.load().map_err(|source| BpfError::Kernel {
+            what: "load the BPF LSM programs".into(),
+            source,
         })?;
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
@@ -542,10 +553,9 @@ impl Bpf {
         let mut attached = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
-            let mut link = prog.attach_lsm().map_err(|e| {
-                BpfError::Unsupported(format!(
-                    "the kernel refused to attach the lsm/{name} program ({e})"
-                ))
+            let mut link = prog.attach_lsm().map_err(|source| BpfError::Kernel {
+                what: format!("attach the lsm/{name} program"),
+                source,
             })?;
             link.pin(pin_dir.join(format!("{generation}{name}")))
                 .map_err(lb(format!("pin the lsm/{name} link")))?;
