@@ -460,9 +460,15 @@ impl KeyContext {
     /// sandbox that could move or replace a directory or symlink on the way
     /// (`mv ~/.config ~/.c; mkdir -p ~/.config/gh`) would make the user's
     /// later writes to the path land where nothing watches.
+    ///
+    /// Sorted, so that a resolution that finds the same keys sends the same
+    /// bytes: the daemon skips the parse and apply of an answer equal to the
+    /// last one (a set's iteration order differs between processes).
     pub fn take_marks(&mut self) -> Vec<FileKey> {
         self.marked_paths.clear();
-        self.marks.drain().collect()
+        let mut marks: Vec<FileKey> = self.marks.drain().collect();
+        marks.sort_unstable();
+        marks
     }
 
     /// Closes the cached directories. Call when a resolution ends: an open
@@ -1154,6 +1160,7 @@ mod tests {
         );
         let listed = marks.iter().find(|m| m.kind == KIND_LISTED_DIR).unwrap();
         assert_eq!(listed.with_kind(KIND_OPEN), l.names[0].dir);
+        assert!(marks.windows(2).all(|w| w[0] < w[1]), "sorted: {marks:?}");
         assert!(cx.take_marks().is_empty(), "taken");
         // A directory that cannot be looked up gives no marks.
         assert!(
