@@ -55,6 +55,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::hash::Hasher;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -202,11 +203,12 @@ pub fn encode(
     // from the names, and the note counts entries.
     for f in held.files().iter().filter(|f| f.kind == KIND_OPEN) {
         let i = fs_of(f.dev, &mut fs_lines);
-        body.extend_from_slice(format!("f {i} {:016x}\n", file_digest(key, f)).as_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = writeln!(body, "f {i} {:016x}", file_digest(key, f));
     }
     for n in held.names() {
         let i = fs_of(n.dir.dev, &mut fs_lines);
-        body.extend_from_slice(format!("n {i} {:016x}\n", name_digest(key, n)).as_bytes());
+        let _ = writeln!(body, "n {i} {:016x}", name_digest(key, n));
     }
     body.extend_from_slice(format!("end {}\n", held.entries()).as_bytes());
     let size = head.len() + fs_lines.len() + body.len();
@@ -525,31 +527,24 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
+/// The digest of a file key: SipHash-2-4 of `f`, its inode number and its
+/// subvolume (little-endian), fed in pieces (no buffer per entry).
 fn file_digest(key: [u64; 2], f: &FileKey) -> u64 {
-    let mut m = Vec::with_capacity(17);
-    m.push(b'f');
-    m.extend_from_slice(&f.ino.to_le_bytes());
-    m.extend_from_slice(&f.subvol.to_le_bytes());
-    siphash24(key, &m)
+    let mut h = siphasher::sip::SipHasher24::new_with_keys(key[0], key[1]);
+    h.write(b"f");
+    h.write(&f.ino.to_le_bytes());
+    h.write(&f.subvol.to_le_bytes());
+    h.finish()
 }
 
+/// The digest of a name key: SipHash-2-4 of `n`, the directory's inode
+/// number and subvolume (little-endian) and the name.
 fn name_digest(key: [u64; 2], n: &NameKey) -> u64 {
-    let mut m = Vec::with_capacity(17 + n.name.len());
-    m.push(b'n');
-    m.extend_from_slice(&n.dir.ino.to_le_bytes());
-    m.extend_from_slice(&n.dir.subvol.to_le_bytes());
-    m.extend_from_slice(&n.name);
-    siphash24(key, &m)
-}
-
-/// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
-/// 2012) of `msg` under the key `k` (k0, k1 as little-endian halves of the
-/// 16 key bytes), from the siphasher crate: std's hasher may change between
-/// Rust releases, and a record must read the same after an upgrade.
-pub fn siphash24(k: [u64; 2], msg: &[u8]) -> u64 {
-    use std::hash::Hasher;
-    let mut h = siphasher::sip::SipHasher24::new_with_keys(k[0], k[1]);
-    h.write(msg);
+    let mut h = siphasher::sip::SipHasher24::new_with_keys(key[0], key[1]);
+    h.write(b"n");
+    h.write(&n.dir.ino.to_le_bytes());
+    h.write(&n.dir.subvol.to_le_bytes());
+    h.write(&n.name);
     h.finish()
 }
 
@@ -578,6 +573,40 @@ fn hex_u64(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
+    /// 2012) of `msg` under the key `k` (k0, k1 as little-endian halves of the
+    /// 16 key bytes), from the siphasher crate: std's hasher may change between
+    /// Rust releases, and a record must read the same after an upgrade.
+    fn siphash24(k: [u64; 2], msg: &[u8]) -> u64 {
+        let mut h = siphasher::sip::SipHasher24::new_with_keys(k[0], k[1]);
+        h.write(msg);
+        h.finish()
+    }
+
+    #[test]
+    fn digests_are_siphash_of_the_key_bytes() {
+        let key = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
+        let f = FileKey {
+            dev: 7,
+            ino: 0x1122,
+            subvol: 5,
+            kind: KIND_OPEN,
+        };
+        let mut m = b"f".to_vec();
+        m.extend_from_slice(&f.ino.to_le_bytes());
+        m.extend_from_slice(&f.subvol.to_le_bytes());
+        assert_eq!(file_digest(key, &f), siphash24(key, &m));
+        let n = NameKey {
+            dir: f,
+            name: b"id_ed25519".to_vec(),
+        };
+        let mut m = b"n".to_vec();
+        m.extend_from_slice(&f.ino.to_le_bytes());
+        m.extend_from_slice(&f.subvol.to_le_bytes());
+        m.extend_from_slice(b"id_ed25519");
+        assert_eq!(name_digest(key, &n), siphash24(key, &m));
+    }
 
     fn fk(dev: u32, ino: u64) -> FileKey {
         FileKey {
