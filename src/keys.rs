@@ -423,6 +423,10 @@ pub struct KeyContext {
     marks: HashSet<FileKey>,
     /// Paths whose inode is in `marks` already.
     marked_paths: HashSet<Vec<u8>>,
+    /// The directory whose [`KIND_LISTED_DIR`] mark was added last: lists
+    /// name their files directory by directory, so most names need no
+    /// insert into `marks`.
+    last_listed: Option<FileKey>,
 }
 
 /// How many directories [`KeyContext`] keeps open at most.
@@ -446,6 +450,7 @@ impl KeyContext {
             watches: Watches::new().ok(),
             marks: HashSet::new(),
             marked_paths: HashSet::new(),
+            last_listed: None,
         })
     }
 
@@ -466,6 +471,7 @@ impl KeyContext {
     /// last one (a set's iteration order differs between processes).
     pub fn take_marks(&mut self) -> Vec<FileKey> {
         self.marked_paths.clear();
+        self.last_listed = None;
         let mut marks: Vec<FileKey> = self.marks.drain().collect();
         marks.sort_unstable();
         marks
@@ -631,9 +637,12 @@ impl KeyContext {
         let unwatched = match &dir.watchable {
             Ok(()) => {
                 sink.name(dir.key, name);
-                self.marks.insert(dir.key.with_kind(KIND_LISTED_DIR));
-                if dir.folding {
-                    self.marks.insert(dir.key.with_kind(KIND_FOLDING_DIR));
+                if self.last_listed != Some(dir.key) {
+                    self.marks.insert(dir.key.with_kind(KIND_LISTED_DIR));
+                    if dir.folding {
+                        self.marks.insert(dir.key.with_kind(KIND_FOLDING_DIR));
+                    }
+                    self.last_listed = Some(dir.key);
                 }
                 dir.folding.then(|| CASE_INSENSITIVE.to_string())
             }
