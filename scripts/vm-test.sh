@@ -149,6 +149,7 @@ guest_packages() {
     echo systemd systemd-sysv udev dbus sudo kmod linux-image-amd64 initramfs-tools \
         util-linux procps coreutils openssh-client curl python3-minimal strace bubblewrap \
         btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool \
+        tmux socat git cron at dbus-user-session libpam-systemd \
         "$libelf" zlib1g libc6 libgcc-s1
 }
 
