@@ -57,7 +57,7 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
@@ -163,27 +163,40 @@ build/asx-ioctl32: scripts/guest-tools/ioctl32.c
 # The guest suite (scripts/guest-suite.sh: test.sh, test-fs.sh, then
 # test-lifecycle.sh) on Debian 12 (kernel 6.1) and Debian 13 (kernel 6.12), one
 # boot each (and a second boot for scripts/test-reboot.sh).
-# VM_CPUS_<suite>: the Debian 13 guest runs on one vCPU. With two, its 6.12
-# kernel panicked now and then (RIP bpf_lsm_file_open+0x5, "Fatal exception
-# in interrupt") while the daemon attached its programs during a restart: the
-# call site that attaching patches (text_poke_bp: int3 first) was executed
-# half-written by the other vCPU, which points at QEMU's multi-threaded
-# TCG (not seen on bookworm, nor outside QEMU here). One vCPU has no other
-# CPU to race.
+# VM_PARALLEL=1 (the default) boots the suites at the same time, one vCPU
+# each, so that the two host cores serve one guest each: the whole run then
+# takes about as long as its slowest suite. Each line a guest prints is
+# prefixed with its suite ([bookworm] ...) and kept in build/vm-<suite>.log;
+# the run fails if any suite fails. VM_PARALLEL=0 runs them one after the
+# other, in VM_SUITES order.
+# VM_CPUS_<suite>: vCPUs of that guest (default 1). Debian 13's 6.12 kernel
+# must stay on one: with two it panicked now and then (RIP
+# bpf_lsm_file_open+0x5, "Fatal exception in interrupt") while the daemon
+# attached its programs during a restart: the call site that attaching
+# patches (text_poke_bp: int3 first) was executed half-written by the other
+# vCPU, which points at QEMU's multi-threaded TCG (not seen on bookworm, nor
+# outside QEMU here). One vCPU has no other CPU to race.
 VM_SUITES ?= bookworm trixie
-VM_CPUS_bookworm ?= 2
+VM_PARALLEL ?= 1
+VM_CPUS_bookworm ?= 1
 VM_CPUS_trixie ?= 1
-vm-test: package package-next guest-tools
-	@for suite in $(VM_SUITES); do \
-	  echo "== vm-test: $$suite"; \
-	  cpus=2; [ "$$suite" != trixie ] || cpus=$(VM_CPUS_trixie); \
-	  [ "$$suite" != bookworm ] || cpus=$(VM_CPUS_bookworm); \
-	  scripts/vm-test.sh --suite $$suite --cpus $$cpus --timeout 2400 \
+VM_TIMEOUT ?= 3000
+# vm_suite SUITE: one guest run of the whole suite, its output prefixed and kept
+vm_suite = scripts/vm-test.sh --suite $(1) --cpus $(VM_CPUS_$(1)) --timeout $(VM_TIMEOUT) \
 	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
 	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
-	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
-	done
+	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh 2>&1 | tee build/vm-$(1).log | sed -u 's/^/[$(1)] /'
+vm-test: package package-next guest-tools
+	@rc=0; pids=; \
+	$(foreach s,$(VM_SUITES),echo "== vm-test: $(s) ($(VM_CPUS_$(s)) vCPU)"; \
+	  if [ "$(VM_PARALLEL)" = 1 ]; then { $(call vm_suite,$(s)); } & pids="$$pids $$!"; \
+	  else $(call vm_suite,$(s)) || rc=1; fi; ) \
+	for p in $$pids; do wait "$$p" || rc=1; done; \
+	for s in $(VM_SUITES); do \
+	  printf '== vm-test: %s: %s\n' "$$s" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' build/vm-$$s.log | tr '\n' ' ')"; \
+	done; \
+	exit "$$rc"
 
 # Benchmarks (BENCHMARKS.md): scripts/bench-guest.sh in a Debian 12 guest, one
 # boot per mode in BENCH_MODES: icount (deterministic: guest time = executed
