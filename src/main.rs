@@ -23,6 +23,7 @@ mod failure;
 mod keys;
 mod launcher;
 mod maps;
+mod policy;
 mod process;
 mod record;
 mod request;

@@ -436,15 +436,7 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
-/// Whether an apply may remove keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApplyMode {
-    /// Make the sandbox's keys exactly the desired set.
-    Exact,
-    /// Only add: keys no longer desired stay (launches from inside a sandbox,
-    /// whose agent may have edited the user's list, and re-applies without a launch).
-    AddOnly,
-}
+pub use crate::policy::ApplyMode;
 
 /// Counts of one diff-apply (file keys and names together).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -801,7 +793,7 @@ impl Bpf {
         };
         self.mirror.insert(cgid, held);
         self.add_sandbox(cgid)?;
-        if mode == ApplyMode::Exact {
+        if crate::policy::may_loosen(mode) {
             self.remove(cgid, stale.files(), stale.names());
         }
         if let (true, Some(d)) = (write_all, drops) {

@@ -585,10 +585,9 @@ impl Resolver {
         if let Some((why, retry)) = broken {
             let retried = self.retried;
             self.kill(reap);
-            return if retry && !retried {
-                Outcome::Retry(why)
-            } else {
-                Outcome::Failed(why)
+            return match crate::policy::after_break(retry, retried) {
+                crate::policy::AfterBreak::Retry => Outcome::Retry(why),
+                crate::policy::AfterBreak::Fail => Outcome::Failed(why),
             };
         }
         let [base, user] = self.parts;
