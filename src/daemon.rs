@@ -40,6 +40,7 @@ use crate::keys;
 use crate::maps::{self, Bpf, BpfError};
 use crate::policy::{self, ApplyMode, LastApply, Requester};
 use crate::process::{self, Pidfd};
+use crate::procfs;
 use crate::record::{self, Prior, Verdict};
 use crate::request::{self, Peer, Reply};
 use crate::resolve::{self, Outcome, Resolver};
@@ -235,7 +236,7 @@ fn run() -> Result<(), DaemonError> {
         killed: Vec::new(),
         pool: resolve::Pool::default(),
         stuck: HashMap::new(),
-        own_cgroup: process::read_v2_cgroup(std::process::id() as i32)
+        own_cgroup: procfs::read_v2_cgroup(std::process::id() as i32)
             .map_err(setup("read /proc/self/cgroup"))?,
         last_expire: Instant::now(),
         reapply_failures: 0,
@@ -858,7 +859,7 @@ impl Daemon {
     /// knows are checked too.
     fn is_resolver(&self, pid: i32) -> bool {
         let in_service = self.own_cgroup != "/"
-            && process::read_v2_cgroup(pid).is_ok_and(|c| c == self.own_cgroup);
+            && procfs::read_v2_cgroup(pid).is_ok_and(|c| c == self.own_cgroup);
         let known = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == pid);
         in_service
             || self.pool.holds(pid)
@@ -1173,7 +1174,7 @@ impl Daemon {
         let seen: Vec<Requester> = batch
             .iter()
             .map(|p| {
-                let cgroup = process::read_v2_cgroup(p.pidfd.pid()).ok();
+                let cgroup = procfs::read_v2_cgroup(p.pidfd.pid()).ok();
                 Requester {
                     cgroup,
                     alive_after: p.pidfd.alive(),
@@ -1226,9 +1227,8 @@ impl Daemon {
     /// wins the race a way out.
     fn migrate_checked(&self, p: &Pending) -> Result<(), String> {
         let pid = p.pidfd.pid();
-        let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        let (start, _) =
-            process::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        let (start, _) = procfs::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
         policy::check_before_move(pid, p.uid, uids, p.pidfd.alive()).map_err(|r| r.to_string())?;
         let moved = self.tree.migrate(p.uid, pid).map_err(|e| e.to_string());
         let verdict = policy::judge_move(pid, moved, p.pidfd.alive());
@@ -1243,9 +1243,9 @@ impl Daemon {
     /// launcher (started at `start`) and sits in `uid`'s sandbox
     /// ([`policy::reused_pid_stays`]).
     fn log_reused_pid(&self, uid: u32, pid: i32, start: u64) {
-        let now = process::read_start_ppid(pid).ok();
+        let now = procfs::read_start_ppid(pid).ok();
         let in_sandbox =
-            process::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
+            procfs::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
         if let Some((start_now, ppid)) = now
             && policy::reused_pid_stays(start, Some(start_now), in_sandbox)
         {
@@ -1299,7 +1299,7 @@ fn mount_labels() -> HashMap<u32, Vec<u8>> {
 /// belong to the pinned process.
 fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
     let pidfd = Pidfd::open(pid).map_err(|e| format!("process {pid}: {e}"))?;
-    let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+    let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
     let runs_launcher = process::runs_same_executable(pid);
     if !pidfd.alive() {
         return Err(format!("process {pid} exited"));

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::request::{self, Received, Reply, Request, RequestError};
-use crate::{cgroup, process};
+use crate::{cgroup, procfs};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -181,10 +181,10 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     if let Some(why) = reply.refusal {
         return Err(LaunchError::Refused(why));
     }
-    let own = process::read_pseudo_text("/proc/self/cgroup")
+    let own = procfs::read_pseudo_text("/proc/self/cgroup")
         .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/cgroup: {e}")))?;
     let want = cgroup::sandbox_path_for(uid);
-    match cgroup::v2_path_of(&own) {
+    match procfs::v2_path_of(&own) {
         Some(p) if p == want => Ok(()),
         other => Err(LaunchError::NotInSandbox(format!(
             "cgroup is {}, expected {want}",

@@ -19,15 +19,18 @@ mod admission;
 mod cgroup;
 mod daemon;
 mod denylist;
+mod entries;
 mod failure;
 mod keys;
 mod launcher;
 mod maps;
 mod policy;
 mod process;
+mod procfs;
 mod record;
 mod request;
 mod resolve;
+mod sys;
 mod watch;
 
 use std::ffi::{OsStr, OsString};

@@ -30,7 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::keys::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
+use crate::entries::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
 
 #[allow(clippy::all, missing_docs, unused_imports, dead_code)]
 mod skel {
@@ -1173,7 +1173,7 @@ mod tests {
         let raw: [u8; 32] = unsafe { std::mem::transmute(k) };
         assert_eq!(raw, b);
         // The kind of an entry is the C struct's last field.
-        let p = DenyKey::new(7, fk(99, 42, 0).with_kind(crate::keys::KIND_LISTED_DIR));
+        let p = DenyKey::new(7, fk(99, 42, 0).with_kind(crate::entries::KIND_LISTED_DIR));
         assert_eq!(&p.to_bytes()[28..32], &2u32.to_ne_bytes());
         assert_eq!(
             DenyKey::from_bytes(&p.to_bytes()).map(|k| k.file().kind),

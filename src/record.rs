@@ -60,7 +60,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::keys::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::procfs;
 
 /// Where the records live: the unit's `StateDirectory=` (root, 0700).
 pub const STATE_DIR: &str = "/var/lib/agent-sandbox-exec";
@@ -141,36 +142,20 @@ pub enum Verdict {
 /// kernel escapes them. Malformed lines are skipped.
 pub fn labels_from_mountinfo(text: &[u8]) -> HashMap<u32, Vec<u8>> {
     let mut out = HashMap::new();
-    for line in text.split(|&b| b == b'\n') {
-        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-        let Some(sep) = fields.iter().position(|f| *f == b"-") else {
-            continue;
-        };
-        if sep < 6 || fields.len() < sep + 3 {
-            continue;
-        }
-        let Some((major, minor)) = parse_major_minor(fields[2]) else {
-            continue;
-        };
+    for m in procfs::mountinfo(text) {
         let mut label = Vec::new();
-        label.extend_from_slice(fields[sep + 1]);
+        label.extend_from_slice(m.fs_type);
         label.push(0);
-        label.extend_from_slice(fields[sep + 2]);
-        if major == 0 {
+        label.extend_from_slice(m.source);
+        if m.major == 0 {
             label.push(0);
-            label.extend_from_slice(fields[4]);
+            label.extend_from_slice(m.mount_point);
         }
         if label.len() <= MAX_LABEL_BYTES {
-            out.entry(kernel_dev(major, minor)).or_insert(label);
+            out.entry(kernel_dev(m.major, m.minor)).or_insert(label);
         }
     }
     out
-}
-
-fn parse_major_minor(f: &[u8]) -> Option<(u32, u32)> {
-    let s = std::str::from_utf8(f).ok()?;
-    let (a, b) = s.split_once(':')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// The record text of `held` (the entries a sandbox holds), written in boot
