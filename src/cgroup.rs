@@ -29,23 +29,22 @@ pub enum CgroupError {
     #[error("no cgroup2 hierarchy is mounted (looked in /proc/self/mountinfo)")]
     NoCgroup2,
     /// A filesystem operation on the tree failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         /// The operation.
         what: &'static str,
         /// The path operated on.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
-    move |source| CgroupError::Io {
+    move |cause| CgroupError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 

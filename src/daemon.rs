@@ -80,19 +80,18 @@ pub enum DaemonError {
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     /// Any other set-up step failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Setup {
         /// The step.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
     let what = what.into();
-    move |source| DaemonError::Setup { what, source }
+    move |cause| DaemonError::Setup { what, cause }
 }
 
 /// Entry point of the daemon mode; `args` excludes argv[0].
@@ -190,12 +189,12 @@ fn run() -> Result<(), DaemonError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(DaemonError::Setup {
             what: "agent-sandbox-execd must run as root".into(),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
+            cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
     let _lock = lock_instance()?.ok_or_else(|| DaemonError::Setup {
         what: format!("another agent-sandbox-execd holds {LOCK_FILE}"),
-        source: io::Error::from(io::ErrorKind::AddrInUse),
+        cause: io::Error::from(io::ErrorKind::AddrInUse),
     })?;
     maps::check_kernel(
         maps::read_lsm_list().as_deref(),
@@ -321,7 +320,7 @@ fn prepare_socket() -> Result<OwnedFd, DaemonError> {
                 "{} must be a root-owned directory not writable by others",
                 request::RUN_DIR
             ),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
+            cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
     // std's remove_dir_all does not follow symlinks in the tree it removes.
@@ -334,7 +333,7 @@ fn prepare_socket() -> Result<OwnedFd, DaemonError> {
     }
     request::listen_at(request::SOCKET_PATH, LISTEN_BACKLOG).map_err(|e| DaemonError::Setup {
         what: format!("listen on {}", request::SOCKET_PATH),
-        source: io::Error::other(e.to_string()),
+        cause: io::Error::other(e.to_string()),
     })
 }
 

@@ -163,7 +163,7 @@ pub enum KeyError {
     Unsupported(&'static str),
     /// Any other failure to examine the path (EACCES, ELOOP, EIO, ...).
     #[error("cannot stat: {0}")]
-    Stat(#[source] io::Error),
+    Stat(io::Error),
 }
 
 /// statfs f_type values (include/uapi/linux/magic.h).

@@ -145,7 +145,7 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     let uid = nix::unistd::getuid().as_raw();
     let deadline = Instant::now() + REPLY_TIMEOUT;
     let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT).map_err(|e| match &e {
-        RequestError::Io { source, .. } if source.raw_os_error() == Some(libc::EAGAIN) => {
+        RequestError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => {
             LaunchError::NoReply(format!(
                 "its socket's queue stayed full for {} s",
                 REPLY_TIMEOUT.as_secs()

@@ -300,43 +300,40 @@ pub enum BpfError {
     /// The kernel (or libbpf's checks before the syscall) refused to load
     /// or attach the programs; [`crate::failure::classify`] tells from the
     /// errno whether a restart can help.
-    #[error("cannot {what}: {source:#}")]
+    #[error("cannot {what}: {cause:#}")]
     Kernel {
         /// What was being done ("load the BPF LSM programs", "attach the
         /// lsm/<hook> program").
         what: String,
         /// The libbpf error, carrying the errno.
-        #[source]
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A libbpf operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Libbpf {
         /// What was being done.
         what: String,
         /// The libbpf error.
-        #[source]
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A filesystem operation on bpffs failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn lb(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> BpfError {
     let what = what.into();
-    move |source| BpfError::Libbpf { what, source }
+    move |cause| BpfError::Libbpf { what, cause }
 }
 
 fn io_e(what: impl Into<String>) -> impl FnOnce(io::Error) -> BpfError {
     let what = what.into();
-    move |source| BpfError::Io { what, source }
+    move |cause| BpfError::Io { what, cause }
 }
 
 /// Checks the kernel can run the program at all: the bpf LSM is active and
@@ -478,7 +475,7 @@ pub struct Bpf {
     versions: HashMap<u64, u64>,
 }
 
-/// The source of [`Bpf::version`] numbers: one counter for the process, so
+/// The cause of [`Bpf::version`] numbers: one counter for the process, so
 /// that a number is never handed out twice, even by a `Bpf` loaded again.
 static NEXT_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -531,9 +528,9 @@ impl Bpf {
             );
         }
         open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = open.load().map_err(|source| BpfError::Kernel {
+        let skel = open.load().map_err(|cause| BpfError::Kernel {
             what: "load the BPF LSM programs".into(),
-            source,
+            cause,
         })?;
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
@@ -545,9 +542,9 @@ impl Bpf {
         let mut attached = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
-            let mut link = prog.attach_lsm().map_err(|source| BpfError::Kernel {
+            let mut link = prog.attach_lsm().map_err(|cause| BpfError::Kernel {
                 what: format!("attach the lsm/{name} program"),
-                source,
+                cause,
             })?;
             link.pin(pin_dir.join(format!("{generation}{name}")))
                 .map_err(lb(format!("pin the lsm/{name} link")))?;
@@ -936,7 +933,7 @@ fn insert(
                             "insert into {what} ({total} entries, capacity {}; batch error: {e})",
                             map.max_entries()
                         ),
-                        source: e2,
+                        cause: e2,
                     })?;
             }
         }
