@@ -874,7 +874,7 @@ impl Daemon {
             resolve::reap(pids);
             policy::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
-        Resolver::start(&mut self.pool, uid, retried, &mut self.killed)
+        Resolver::start(&mut self.pool, uid, retried, &mut self.killed).map_err(|e| e.to_string())
     }
 
     /// Reads from the resolvers whose pipes polled readable (`readable[i]`
