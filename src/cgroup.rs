@@ -13,8 +13,11 @@
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+use crate::procfs;
 
 /// Name of the parent cgroup directly below the cgroup2 root.
 pub const PARENT: &str = "agent-sandbox-exec";
@@ -26,23 +29,22 @@ pub enum CgroupError {
     #[error("no cgroup2 hierarchy is mounted (looked in /proc/self/mountinfo)")]
     NoCgroup2,
     /// A filesystem operation on the tree failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         /// The operation.
         what: &'static str,
         /// The path operated on.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
-    move |source| CgroupError::Io {
+    move |cause| CgroupError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 
@@ -50,45 +52,13 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> C
 /// hybrid: usually /sys/fs/cgroup/unified). Only mounts of the hierarchy's
 /// root (mountinfo field 4 is `/`) qualify; the first one wins.
 pub fn find_cgroup2(mountinfo: &str) -> Option<PathBuf> {
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        if right.split(' ').next() != Some("cgroup2") {
-            continue;
-        }
-        let fields: Vec<&str> = left.split(' ').collect();
-        if fields.len() >= 5 && fields[3] == "/" {
-            return Some(PathBuf::from(unescape_mountinfo(fields[4])));
-        }
-    }
-    None
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for space, etc.).
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The v2 cgroup path of a process from the text of /proc/<pid>/cgroup: the
-/// `0::<path>` line (Documentation/admin-guide/cgroup-v2.rst, "Processes").
-pub fn v2_path_of(proc_cgroup: &str) -> Option<&str> {
-    proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))
+    procfs::mountinfo(mountinfo.as_bytes())
+        .find(|m| m.fs_type == b"cgroup2" && m.root == b"/")
+        .map(|m| {
+            PathBuf::from(std::ffi::OsString::from_vec(procfs::unescape(
+                m.mount_point,
+            )))
+        })
 }
 
 /// The cgroup path, relative to the cgroup2 root, of uid `uid`'s sandbox
@@ -121,7 +91,7 @@ impl Tree {
     /// # Errors
     /// [`CgroupError::NoCgroup2`], or the mkdir/read error.
     pub fn open() -> Result<Tree, CgroupError> {
-        let info = crate::process::read_pseudo_text("/proc/self/mountinfo")
+        let info = procfs::read_pseudo_text("/proc/self/mountinfo")
             .map_err(io_err("read", Path::new("/proc/self/mountinfo")))?;
         let root = find_cgroup2(&info).ok_or(CgroupError::NoCgroup2)?;
         let parent = root.join(PARENT);
@@ -236,9 +206,10 @@ mod tests {
     fn proc_cgroup_v2_line() {
         let hybrid =
             "12:pids:/user.slice\n1:name=systemd:/user.slice/x\n0::/agent-sandbox-exec/uid-1000\n";
-        assert_eq!(v2_path_of(hybrid), Some("/agent-sandbox-exec/uid-1000"));
-        assert_eq!(v2_path_of("0::/\n"), Some("/"));
-        assert_eq!(v2_path_of("1:cpu:/\n"), None);
+        assert_eq!(
+            procfs::v2_path_of(hybrid),
+            Some(sandbox_path_for(1000).as_str())
+        );
         assert_eq!(sandbox_path_for(1000), "/agent-sandbox-exec/uid-1000");
     }
 

@@ -37,8 +37,10 @@ use crate::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
 use crate::cgroup::{self, CgroupError, Tree};
 use crate::failure;
 use crate::keys;
-use crate::maps::{self, ApplyMode, Bpf, BpfError};
+use crate::maps::{self, Bpf, BpfError};
+use crate::policy::{self, ApplyMode, LastApply, Requester};
 use crate::process::{self, Pidfd};
+use crate::procfs;
 use crate::record::{self, Prior, Verdict};
 use crate::request::{self, Peer, Reply};
 use crate::resolve::{self, Outcome, Resolver};
@@ -59,14 +61,6 @@ const LISTEN_BACKLOG: i32 = 512;
 const NOFILE_WANTED: u64 = 8192;
 /// Resolutions running at once (one per uid at most).
 const MAX_RESOLVERS: usize = 16;
-/// Resolver processes killed while they owed an answer and not reaped yet
-/// that one uid may have before its launches are refused: each may sit in
-/// the daemon's cgroup for good (a request to a FUSE server that never
-/// answers), counted against its task limit. A pair just killed for a
-/// retry counts too, so this leaves room for one.
-const MAX_STUCK_PER_UID: usize = 4;
-/// Warnings about a user's list carried in one reply.
-const MAX_WARNINGS: usize = 50;
 /// Applies that parse or remove at least this many entries are followed by
 /// a malloc_trim(3).
 const TRIM_AFTER: usize = 10_000;
@@ -86,19 +80,18 @@ pub enum DaemonError {
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
     /// Any other set-up step failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Setup {
         /// The step.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
     let what = what.into();
-    move |source| DaemonError::Setup { what, source }
+    move |cause| DaemonError::Setup { what, cause }
 }
 
 /// Entry point of the daemon mode; `args` excludes argv[0].
@@ -196,12 +189,12 @@ fn run() -> Result<(), DaemonError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(DaemonError::Setup {
             what: "agent-sandbox-execd must run as root".into(),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
+            cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
     let _lock = lock_instance()?.ok_or_else(|| DaemonError::Setup {
         what: format!("another agent-sandbox-execd holds {LOCK_FILE}"),
-        source: io::Error::from(io::ErrorKind::AddrInUse),
+        cause: io::Error::from(io::ErrorKind::AddrInUse),
     })?;
     maps::check_kernel(
         maps::read_lsm_list().as_deref(),
@@ -242,7 +235,7 @@ fn run() -> Result<(), DaemonError> {
         killed: Vec::new(),
         pool: resolve::Pool::default(),
         stuck: HashMap::new(),
-        own_cgroup: process::read_v2_cgroup(std::process::id() as i32)
+        own_cgroup: procfs::read_v2_cgroup(std::process::id() as i32)
             .map_err(setup("read /proc/self/cgroup"))?,
         last_expire: Instant::now(),
         reapply_failures: 0,
@@ -327,7 +320,7 @@ fn prepare_socket() -> Result<OwnedFd, DaemonError> {
                 "{} must be a root-owned directory not writable by others",
                 request::RUN_DIR
             ),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
+            cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
     // std's remove_dir_all does not follow symlinks in the tree it removes.
@@ -340,7 +333,7 @@ fn prepare_socket() -> Result<OwnedFd, DaemonError> {
     }
     request::listen_at(request::SOCKET_PATH, LISTEN_BACKLOG).map_err(|e| DaemonError::Setup {
         what: format!("listen on {}", request::SOCKET_PATH),
-        source: io::Error::other(e.to_string()),
+        cause: io::Error::other(e.to_string()),
     })
 }
 
@@ -865,7 +858,7 @@ impl Daemon {
     /// knows are checked too.
     fn is_resolver(&self, pid: i32) -> bool {
         let in_service = self.own_cgroup != "/"
-            && process::read_v2_cgroup(pid).is_ok_and(|c| c == self.own_cgroup);
+            && procfs::read_v2_cgroup(pid).is_ok_and(|c| c == self.own_cgroup);
         let known = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == pid);
         in_service
             || self.pool.holds(pid)
@@ -874,20 +867,14 @@ impl Daemon {
             || self.stuck.values().any(|pids| known(pids))
     }
 
-    /// Starts a resolution for `uid`, unless it has [`MAX_STUCK_PER_UID`]
-    /// killed resolver processes that have not exited.
+    /// Starts a resolution for `uid`, unless it has too many killed
+    /// resolver processes that have not exited ([`policy::check_stuck`]).
     fn start_resolver(&mut self, uid: u32, retried: bool) -> Result<Resolver, String> {
         if let Some(pids) = self.stuck.get_mut(&uid) {
             resolve::reap(pids);
-            if pids.len() >= MAX_STUCK_PER_UID {
-                return Err(format!(
-                    "{} list resolver processes of uid {uid} were killed and have not exited \
-                     (a listed path on a stalled FUSE or NFS mount?); fix or unmount it",
-                    pids.len()
-                ));
-            }
+            policy::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
-        Resolver::start(&mut self.pool, uid, retried, &mut self.killed)
+        Resolver::start(&mut self.pool, uid, retried, &mut self.killed).map_err(|e| e.to_string())
     }
 
     /// Reads from the resolvers whose pipes polled readable (`readable[i]`
@@ -956,12 +943,16 @@ impl Daemon {
         let mode = self.mode_for(uid, &batch);
         // The sandbox's id as it is (a cgroup made anew has another one).
         let existing = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
-        let repeat = self.applied.get(&uid).filter(|a| {
-            existing == Some(a.cgid)
-                && a.answers == answers
-                && (a.unlisted == 0 || mode == ApplyMode::AddOnly)
-                && self.bpf.unchanged_since(a.cgid, a.version)
+        let last = self.applied.get(&uid).map(|a| LastApply {
+            cgid: a.cgid,
+            same_answers: a.answers == answers,
+            unlisted: a.unlisted,
+            unchanged: self.bpf.unchanged_since(a.cgid, a.version),
         });
+        let repeat = self
+            .applied
+            .get(&uid)
+            .filter(|_| policy::may_reuse(last.as_ref(), existing, mode));
         if let Some(a) = repeat {
             for w in &a.admin_warnings {
                 log::warn!("{w}");
@@ -970,11 +961,14 @@ impl Daemon {
                 "uid {uid}: lists and sandbox unchanged since the last apply; {} launch(es)",
                 batch.len()
             );
-            let (warnings, mut notices) = capped(&a.user_warnings);
+            let (warnings, mut notices) = policy::capped(&a.user_warnings);
             // What a full add-only apply would say again; an exact one
             // would remove nothing, so it would say nothing.
             if mode == ApplyMode::AddOnly && a.unlisted_entries > 0 {
-                notices.push(removal_notice(ApplyMode::AddOnly, a.unlisted_entries));
+                notices.push(policy::removal_notice(
+                    ApplyMode::AddOnly,
+                    a.unlisted_entries,
+                ));
             }
             let cgid = a.cgid;
             self.record(uid, cgid, false);
@@ -991,14 +985,10 @@ impl Daemon {
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
-        let need = res.deny.files().len().max(res.deny.names().len());
-        if need > resolve::MAX_KEYS_PER_UID {
-            let why = format!(
-                "the lists name {need} files, more than the {} allowed per user",
-                resolve::MAX_KEYS_PER_UID
-            );
-            log::warn!("uid {uid}: {why}");
-            self.refuse_all(batch, &why);
+        let cap = resolve::MAX_KEYS_PER_UID;
+        if let Err(r) = policy::check_keys(res.deny.files().len(), res.deny.names().len(), cap) {
+            log::warn!("uid {uid}: {r}");
+            self.refuse_all(batch, &r.to_string());
             return parsed;
         }
         let cgid = match self.tree.ensure(uid) {
@@ -1014,19 +1004,13 @@ impl Daemon {
             // the union, or launches from inside with ever new lists would
             // fill the shared maps for every other user.
             let (files, names) = self.bpf.union_len(cgid, &res.deny);
-            let after = files.max(names);
-            if after > resolve::MAX_KEYS_PER_UID {
-                let why = format!(
-                    "with what the running sandbox already denies, the lists would name {after} files, \
-                     more than the {} allowed per user; launch from outside a sandbox to drop old entries",
-                    resolve::MAX_KEYS_PER_UID
-                );
-                log::warn!("uid {uid}: {why}");
-                self.refuse_all(batch, &why);
+            if let Err(r) = policy::check_union(files, names, cap) {
+                log::warn!("uid {uid}: {r}");
+                self.refuse_all(batch, &r.to_string());
                 return 0;
             }
         }
-        let (warnings, mut notices) = capped(&res.user_warnings);
+        let (warnings, mut notices) = policy::capped(&res.user_warnings);
         if self.bpf.needs_reload_for(&res.deny) {
             // btrfs was loaded after the programs: load them again so that
             // their CO-RE relocations find its types (no gap: the new links
@@ -1066,7 +1050,7 @@ impl Daemon {
                     batch.len()
                 );
                 if stats.removed_entries > 0 {
-                    notices.push(removal_notice(mode, stats.removed_entries));
+                    notices.push(policy::removal_notice(mode, stats.removed_entries));
                 } else if let Some(prior) = &prior {
                     notices.extend(self.recorded_notice(uid, prior, &res.deny));
                 }
@@ -1123,7 +1107,7 @@ impl Daemon {
                 log::info!(
                     "uid {uid}: {n} entries its record says were denied until now are no longer denied"
                 );
-                Some(removal_notice(ApplyMode::Exact, n))
+                Some(policy::removal_notice(ApplyMode::Exact, n))
             }
             Verdict::Unknown(why) => {
                 log::error!(
@@ -1186,15 +1170,17 @@ impl Daemon {
     /// read: a launcher that died meanwhile (its cgroup can no longer be
     /// read) may have been an agent's. Called once the lists are resolved.
     fn mode_for(&self, uid: u32, batch: &[Pending]) -> ApplyMode {
-        let sandboxed = cgroup::sandbox_path_for(uid);
-        let outside = |p: &Pending| {
-            process::read_v2_cgroup(p.pidfd.pid()).is_ok_and(|c| c != sandboxed) && p.pidfd.alive()
-        };
-        if batch.is_empty() || !batch.iter().all(outside) {
-            ApplyMode::AddOnly
-        } else {
-            ApplyMode::Exact
-        }
+        let seen: Vec<Requester> = batch
+            .iter()
+            .map(|p| {
+                let cgroup = procfs::read_v2_cgroup(p.pidfd.pid()).ok();
+                Requester {
+                    cgroup,
+                    alive_after: p.pidfd.alive(),
+                }
+            })
+            .collect();
+        policy::apply_mode(&cgroup::sandbox_path_for(uid), &seen)
     }
 
     /// Moves the launchers of `batch` (their lists applied) into the sandbox
@@ -1240,33 +1226,28 @@ impl Daemon {
     /// wins the race a way out.
     fn migrate_checked(&self, p: &Pending) -> Result<(), String> {
         let pid = p.pidfd.pid();
-        let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        let (start, _) =
-            process::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        if !p.pidfd.alive() {
-            return Err(format!("process {pid} exited before it could be moved"));
+        let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        let (start, _) = procfs::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
+        policy::check_before_move(pid, p.uid, uids, p.pidfd.alive()).map_err(|r| r.to_string())?;
+        let moved = self.tree.migrate(p.uid, pid).map_err(|e| e.to_string());
+        let verdict = policy::judge_move(pid, moved, p.pidfd.alive());
+        if let Err(policy::MoveRefusal::ExitedDuringMove { .. }) = verdict {
+            log::error!("pid {pid} exited while being moved; checking for a reused pid");
+            self.log_reused_pid(p.uid, pid, start);
         }
-        if uids != [p.uid; 4] {
-            return Err(format!("process {pid} changed its uids to {uids:?}"));
-        }
-        let moved = self.tree.migrate(p.uid, pid);
-        if p.pidfd.alive() {
-            return moved.map_err(|e| format!("cannot move process {pid} into its sandbox: {e}"));
-        }
-        log::error!("pid {pid} exited while being moved; checking for a reused pid");
-        self.log_reused_pid(p.uid, pid, start);
-        Err(format!("process {pid} exited while being moved"))
+        verdict.map_err(|r| r.to_string())
     }
 
+    /// Logs the process that now holds `pid` if it is another one than the
+    /// launcher (started at `start`) and sits in `uid`'s sandbox
+    /// ([`policy::reused_pid_stays`]).
     fn log_reused_pid(&self, uid: u32, pid: i32, start: u64) {
-        let Ok((start_now, ppid)) = process::read_start_ppid(pid) else {
-            return; // nobody holds the pid: nothing was moved
-        };
-        if start_now == start {
-            return;
-        }
-        let cg = process::read_v2_cgroup(pid).unwrap_or_default();
-        if cg == cgroup::sandbox_path_for(uid) {
+        let now = procfs::read_start_ppid(pid).ok();
+        let in_sandbox =
+            procfs::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
+        if let Some((start_now, ppid)) = now
+            && policy::reused_pid_stays(start, Some(start_now), in_sandbox)
+        {
             log::error!(
                 "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"
             );
@@ -1310,35 +1291,6 @@ fn mount_labels() -> HashMap<u32, Vec<u8>> {
     }
 }
 
-/// The note for a launcher about entries an apply in `mode` removed
-/// (exact) or kept though no longer listed (add-only).
-fn removal_notice(mode: ApplyMode, n: usize) -> String {
-    match mode {
-        ApplyMode::Exact => format!(
-            "{n} entries denied until now are no longer denied to your sandboxes \
-             (paths removed from the lists, or files replaced or moved away)"
-        ),
-        ApplyMode::AddOnly => format!(
-            "{n} entries no longer in the lists stay denied: a launch from inside \
-             a sandbox only adds; launch from outside to apply removals"
-        ),
-    }
-}
-
-/// At most [`MAX_WARNINGS`] of `warnings`, and the notices to send with
-/// them (a line counting the warnings left out, if any).
-fn capped(warnings: &[String]) -> (Vec<String>, Vec<String>) {
-    let kept = warnings.iter().take(MAX_WARNINGS).cloned().collect();
-    let mut notices = Vec::new();
-    if warnings.len() > MAX_WARNINGS {
-        notices.push(format!(
-            "{} more problems in your list are not shown",
-            warnings.len() - MAX_WARNINGS
-        ));
-    }
-    (kept, notices)
-}
-
 /// Checks that process `pid` runs entirely as `uid` (real, effective, saved
 /// and filesystem uid) and is executing this very binary (the launcher), and
 /// returns a pidfd pinning it. The uids are read after
@@ -1346,7 +1298,7 @@ fn capped(warnings: &[String]) -> (Vec<String>, Vec<String>) {
 /// belong to the pinned process.
 fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
     let pidfd = Pidfd::open(pid).map_err(|e| format!("process {pid}: {e}"))?;
-    let uids = process::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
+    let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
     let runs_launcher = process::runs_same_executable(pid);
     if !pidfd.alive() {
         return Err(format!("process {pid} exited"));

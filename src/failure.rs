@@ -240,8 +240,8 @@ pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
             class: Class::Permanent,
             message: format!("enforcement unavailable: {chain}; {PERMANENT_TAIL}"),
         },
-        DaemonError::Bpf(BpfError::Kernel { what, source }) => {
-            let errno = errno_of(source);
+        DaemonError::Bpf(BpfError::Kernel { what, cause: err }) => {
+            let errno = errno_of(err);
             let class = classify_kernel_errno(errno);
             let cause = kernel_cause(errno, facts);
             let tail = match class {
@@ -250,7 +250,7 @@ pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
             };
             Verdict {
                 class,
-                message: format!("cannot {what} ({source:#}): {cause}; {tail}"),
+                message: format!("cannot {what} ({err:#}): {cause}; {tail}"),
             }
         }
         DaemonError::Bpf(_) => Verdict {
@@ -278,7 +278,7 @@ mod tests {
     fn load_err(errno: i32) -> DaemonError {
         DaemonError::Bpf(BpfError::Kernel {
             what: "load the BPF LSM programs".into(),
-            source: libbpf_rs::Error::from_raw_os_error(errno),
+            cause: libbpf_rs::Error::from_raw_os_error(errno),
         })
     }
 
@@ -286,7 +286,7 @@ mod tests {
     fn attach_err(errno: i32) -> DaemonError {
         DaemonError::Bpf(BpfError::Kernel {
             what: "attach the lsm/file_open program".into(),
-            source: libbpf_rs::Error::from_raw_os_error(errno).context("failed to attach LSM"),
+            cause: libbpf_rs::Error::from_raw_os_error(errno).context("failed to attach LSM"),
         })
     }
 
@@ -450,7 +450,7 @@ mod tests {
     fn other_bpf_errors_are_transient_and_the_rest_other() {
         let pin = DaemonError::Bpf(BpfError::Libbpf {
             what: "pin the lsm/file_open link".into(),
-            source: libbpf_rs::Error::from_raw_os_error(libc::EPERM),
+            cause: libbpf_rs::Error::from_raw_os_error(libc::EPERM),
         });
         let v = classify(&pin, MET);
         assert_eq!(v.class, Class::Transient, "{}", v.message);
@@ -461,12 +461,12 @@ mod tests {
         );
         let io = DaemonError::Bpf(BpfError::Io {
             what: "mmap key_filter".into(),
-            source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            cause: std::io::Error::from_raw_os_error(libc::ENOMEM),
         });
         assert_eq!(classify(&io, MET).class, Class::Transient);
         let setup = DaemonError::Setup {
             what: "watch /run/agent-sandbox-exec/req".into(),
-            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            cause: std::io::Error::from_raw_os_error(libc::ENOSPC),
         };
         let v = classify(&setup, MET);
         assert_eq!(v.class, Class::Other);

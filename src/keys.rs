@@ -23,193 +23,21 @@
 //!   cannot be watched and only the file's own key applies (with a warning).
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::{CStr, CString};
 use std::fmt;
 use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::sys::{fs_type, open_at, statx_at};
 use crate::watch::Watches;
 
-/// What the hook reads from an inode (`struct file_key` in
-/// src/bpf/agent_sandbox.h), with what a deny_map entry for it says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileKey {
-    /// `i_sb->s_dev` in kernel encoding (see [`kernel_dev`]).
-    pub dev: u32,
-    /// `i_ino`.
-    pub ino: u64,
-    /// btrfs subvolume (tree) id; 0 on other filesystems.
-    pub subvol: u64,
-    /// [`KIND_OPEN`], [`KIND_PATH`] or [`KIND_LISTED_DIR`]; always
-    /// [`KIND_OPEN`] (0) in a [`NameKey`]'s directory.
-    pub kind: u32,
-}
-
-/// `AGENT_SANDBOX_KIND_OPEN` (agent_sandbox.h): the inode may not be opened.
-pub const KIND_OPEN: u32 = 0;
-/// `AGENT_SANDBOX_KIND_PATH`: a directory or symlink on the way to a listed
-/// name, which a sandbox may not remove, rename or replace.
-pub const KIND_PATH: u32 = 1;
-/// `AGENT_SANDBOX_KIND_LISTED_DIR`: the directory holding a listed name (also
-/// on the way); if it is case-insensitive, a sandbox may open, create, link
-/// or rename nothing in it.
-pub const KIND_LISTED_DIR: u32 = 2;
-/// `AGENT_SANDBOX_KIND_FOLDING_DIR`: a directory holding a listed name that
-/// [`case_insensitive`] found case-insensitive, for filesystems where the
-/// hook cannot tell by itself (XFS ASCII-ci).
-pub const KIND_FOLDING_DIR: u32 = 3;
-
-impl FileKey {
-    /// The same inode with another `kind`.
-    pub fn with_kind(self, kind: u32) -> FileKey {
-        FileKey { kind, ..self }
-    }
-}
-
-/// "Whatever inode is linked as `name` in directory `dir`": the name part of
-/// a listing, which keeps a replaced or re-created file denied.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NameKey {
-    /// The directory's key.
-    pub dir: FileKey,
-    /// One path component: 1 to [`NAME_MAX`] bytes, no `/` or NUL.
-    pub name: Vec<u8>,
-}
-
-/// What one sandbox denies: file keys and directory + name pairs, each kept
-/// sorted and free of duplicates, so that two sets compare in one merge
-/// (no hashing: a no-change relaunch of 100,000 entries walks two sorted
-/// vectors once).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct DenySet {
-    files: Vec<FileKey>,
-    names: Vec<NameKey>,
-}
-
-impl DenySet {
-    /// A set of `files` and `names`, in any order and with repeats.
-    pub fn new(mut files: Vec<FileKey>, mut names: Vec<NameKey>) -> DenySet {
-        files.sort_unstable();
-        files.dedup();
-        names.sort_unstable();
-        names.dedup();
-        DenySet { files, names }
-    }
-
-    /// Inodes denied under any name, sorted.
-    pub fn files(&self) -> &[FileKey] {
-        &self.files
-    }
-
-    /// Names denied whatever inode they link to, sorted.
-    pub fn names(&self) -> &[NameKey] {
-        &self.names
-    }
-
-    /// Number of map entries this set takes.
-    pub fn len(&self) -> usize {
-        self.files.len() + self.names.len()
-    }
-
-    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names;
-    /// the marks on the way to the names ([`KIND_PATH`], ...) follow from
-    /// the names and are not counted. What messages to the user count.
-    pub fn entries(&self) -> usize {
-        self.files.iter().filter(|f| f.kind == KIND_OPEN).count() + self.names.len()
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.names.is_empty()
-    }
-
-    /// The entries of `self` that `other` lacks.
-    pub fn minus(&self, other: &DenySet) -> DenySet {
-        DenySet {
-            files: merge(&self.files, &other.files, Merge::Minus),
-            names: merge(&self.names, &other.names, Merge::Minus),
-        }
-    }
-
-    /// (files, names) of `self.union(other)`, counted without building it.
-    pub fn union_len(&self, other: &DenySet) -> (usize, usize) {
-        (
-            self.files.len() + not_in(&other.files, &self.files),
-            self.names.len() + not_in(&other.names, &self.names),
-        )
-    }
-
-    /// The entries of either set.
-    pub fn union(&self, other: &DenySet) -> DenySet {
-        DenySet {
-            files: merge(&self.files, &other.files, Merge::Union),
-            names: merge(&self.names, &other.names, Merge::Union),
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Merge {
-    Minus,
-    Union,
-}
-
-/// How many of `a` are not in the sorted slice `b`.
-fn not_in<T: Ord>(a: &[T], b: &[T]) -> usize {
-    a.iter().filter(|x| b.binary_search(x).is_err()).count()
-}
-
-/// One pass over two sorted, duplicate-free slices: `a` without `b`, or both.
-fn merge<T: Ord + Clone>(a: &[T], b: &[T], how: Merge) -> Vec<T> {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-    let mut out = Vec::with_capacity(if how == Merge::Union {
-        a.len() + b.len()
-    } else {
-        a.len()
-    });
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            Less => {
-                out.push(a[i].clone());
-                i += 1;
-            }
-            Equal => {
-                if how == Merge::Union {
-                    out.push(a[i].clone());
-                }
-                i += 1;
-                j += 1;
-            }
-            Greater => {
-                if how == Merge::Union {
-                    out.push(b[j].clone());
-                }
-                j += 1;
-            }
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    if how == Merge::Union {
-        out.extend_from_slice(&b[j..]);
-    }
-    out
-}
-
-/// Longest file name component (include/uapi/linux/limits.h: NAME_MAX).
-pub const NAME_MAX: usize = 255;
-
-/// Encodes a device number as the kernel stores it in `s_dev`:
-/// `MAJOR << 20 | MINOR` (include/linux/kdev_t.h: MINORBITS = 20, MKDEV).
-/// Majors above 4095 or minors above 2^20-1 cannot occur in `s_dev`; they are
-/// masked like `MKDEV` would.
-pub fn kernel_dev(major: u32, minor: u32) -> u32 {
-    ((major & 0xfff) << 20) | (minor & 0xf_ffff)
-}
+pub use crate::entries::{
+    DenySet, FileKey, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, NAME_MAX, NameKey,
+    kernel_dev,
+};
 
 /// Mount id → device (major, minor) of the mounted superblock, from
 /// /proc/self/mountinfo (Documentation/filesystems/proc.rst, "3.5 mountinfo").
@@ -227,17 +55,14 @@ impl MountTable {
     pub fn read_from(file: &mut fs::File) -> io::Result<MountTable> {
         use std::io::Seek;
         file.rewind()?;
-        Ok(MountTable::parse(&crate::process::read_pseudo_from(file)?))
+        Ok(MountTable::parse(&crate::procfs::read_pseudo_from(file)?))
     }
 
     /// Parses mountinfo text; lines that do not parse are ignored.
     pub fn parse(text: &[u8]) -> MountTable {
-        let mut by_id = HashMap::new();
-        for line in text.split(|&b| b == b'\n') {
-            if let Some((id, dev)) = parse_mountinfo_ids(line) {
-                by_id.insert(id, dev);
-            }
-        }
+        let by_id = crate::procfs::mountinfo(text)
+            .map(|m| (m.mount_id, (m.major, m.minor)))
+            .collect();
         MountTable { by_id }
     }
 
@@ -245,29 +70,6 @@ impl MountTable {
     pub fn device(&self, mnt_id: u64) -> Option<(u32, u32)> {
         self.by_id.get(&mnt_id).copied()
     }
-}
-
-/// Fields 1 (mount id) and 3 (major:minor) of one mountinfo line.
-fn parse_mountinfo_ids(line: &[u8]) -> Option<(u64, (u32, u32))> {
-    let mut fields = std::str::from_utf8(line_prefix(line)?).ok()?.split(' ');
-    let id = fields.next()?.parse().ok()?;
-    let _parent = fields.next()?;
-    let (major, minor) = fields.next()?.split_once(':')?;
-    Some((id, (major.parse().ok()?, minor.parse().ok()?)))
-}
-
-/// The first three space-separated fields of a mountinfo line (always ASCII).
-fn line_prefix(line: &[u8]) -> Option<&[u8]> {
-    let mut spaces = 0;
-    for (i, &b) in line.iter().enumerate() {
-        if b == b' ' {
-            spaces += 1;
-            if spaces == 3 {
-                return Some(&line[..i]);
-            }
-        }
-    }
-    None
 }
 
 /// What kind of file a path named, for messages.
@@ -361,7 +163,7 @@ pub enum KeyError {
     Unsupported(&'static str),
     /// Any other failure to examine the path (EACCES, ELOOP, EIO, ...).
     #[error("cannot stat: {0}")]
-    Stat(#[source] io::Error),
+    Stat(io::Error),
 }
 
 /// statfs f_type values (include/uapi/linux/magic.h).
@@ -872,71 +674,6 @@ impl KeyContext {
     }
 }
 
-/// openat(2) with `O_CLOEXEC` added: a new descriptor for `name` in `dir`.
-///
-/// # Errors
-/// openat's, or `InvalidInput` for a name with a NUL byte.
-pub(crate) fn open_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<OwnedFd> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: c is NUL-terminated; the returned descriptor is owned below.
-    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat() returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// statx(2) of `name` in `dir` (with `flags`; `AT_STATX_SYNC_AS_STAT`
-/// added) for type, inode number and mount id; the attributes come with it.
-///
-/// # Errors
-/// statx's, or `InvalidInput` for a name with a NUL byte.
-pub(crate) fn statx_at(dir: RawFd, name: &[u8], flags: i32) -> io::Result<libc::statx> {
-    // A component (at most NAME_MAX bytes) becomes a C string on the stack.
-    let mut buf = [0u8; NAME_MAX + 1];
-    let owned;
-    let c: &CStr = if name.len() < buf.len() && !name.contains(&0) {
-        buf[..name.len()].copy_from_slice(name);
-        CStr::from_bytes_until_nul(&buf).expect("NUL-terminated")
-    } else {
-        owned = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        &owned
-    };
-    let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
-    let mut stx = MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: c is NUL-terminated; stx is a valid out-buffer of the right type.
-    let rc = unsafe {
-        libc::statx(
-            dir,
-            c.as_ptr(),
-            flags | libc::AT_STATX_SYNC_AS_STAT,
-            mask,
-            stx.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: statx() returned 0, so it filled the buffer.
-    Ok(unsafe { stx.assume_init() })
-}
-
-/// The statfs `f_type` of the filesystem holding `fd` (an O_PATH descriptor
-/// will do).
-///
-/// # Errors
-/// fstatfs's.
-pub(crate) fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
-    let mut st = MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: fd is open (fstatfs accepts O_PATH descriptors); st is a valid out-buffer.
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatfs() returned 0, so it filled the buffer.
-    Ok(unsafe { st.assume_init() }.f_type)
-}
-
 /// The warning for a listed name in a case-insensitive directory.
 pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name has many spellings \
      there and the hook compares bytes, so a sandbox may open, create, link or rename no file \
@@ -1042,56 +779,6 @@ fn kind_of(mode: u32) -> FileKind {
 mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, symlink};
-
-    #[test]
-    fn deny_sets_sort_dedup_and_merge() {
-        let f = |ino| FileKey {
-            dev: 45,
-            ino,
-            subvol: 0,
-            kind: KIND_OPEN,
-        };
-        let n = |ino, name: &[u8]| NameKey {
-            dir: f(ino),
-            name: name.to_vec(),
-        };
-        let a = DenySet::new(
-            vec![f(3), f(1), f(3), f(2)],
-            vec![n(9, b"b"), n(9, b"a"), n(9, b"b")],
-        );
-        assert_eq!(a.files(), &[f(1), f(2), f(3)][..]);
-        assert_eq!(a.names(), &[n(9, b"a"), n(9, b"b")][..]);
-        assert_eq!(a.len(), 5);
-        let b = DenySet::new(vec![f(2), f(4)], vec![n(9, b"b"), n(8, b"z")]);
-        let a_b = a.minus(&b);
-        assert_eq!(a_b.files(), &[f(1), f(3)][..]);
-        assert_eq!(a_b.names(), &[n(9, b"a")][..]);
-        let u = a.union(&b);
-        assert_eq!(u.files(), &[f(1), f(2), f(3), f(4)][..]);
-        assert_eq!(u.names(), &[n(8, b"z"), n(9, b"a"), n(9, b"b")][..]);
-        assert_eq!(a.union_len(&b), (u.files().len(), u.names().len()));
-        assert_eq!(b.union_len(&a), (4, 3));
-        assert_eq!(a.union_len(&DenySet::default()), (3, 2));
-        assert!(a.minus(&a).is_empty());
-        assert_eq!(a.union(&DenySet::default()), a);
-        assert_eq!(DenySet::default().minus(&a), DenySet::default());
-    }
-
-    #[test]
-    fn kernel_dev_encoding() {
-        // tmpfs-style anonymous device 0:45 and virtio disk 254:1 (kdev_t.h MKDEV).
-        assert_eq!(kernel_dev(0, 45), 45);
-        assert_eq!(kernel_dev(254, 1), (254 << 20) | 1);
-        // loop device with minor >= 256: glibc's st_dev would put minor bits 8..
-        // above the major; the kernel keeps all 20 minor bits together.
-        assert_eq!(kernel_dev(7, 300), (7 << 20) | 300);
-        assert_ne!(
-            u64::from(kernel_dev(7, 300)),
-            libc::makedev(7, 300),
-            "glibc's st_dev differs from s_dev for large minors"
-        );
-        assert_eq!(kernel_dev(8, 0), 8 << 20);
-    }
 
     #[test]
     fn mountinfo_parsing() {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::request::{self, Received, Reply, Request, RequestError};
-use crate::{cgroup, process};
+use crate::{cgroup, procfs};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -145,7 +145,7 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     let uid = nix::unistd::getuid().as_raw();
     let deadline = Instant::now() + REPLY_TIMEOUT;
     let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT).map_err(|e| match &e {
-        RequestError::Io { source, .. } if source.raw_os_error() == Some(libc::EAGAIN) => {
+        RequestError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => {
             LaunchError::NoReply(format!(
                 "its socket's queue stayed full for {} s",
                 REPLY_TIMEOUT.as_secs()
@@ -181,10 +181,10 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     if let Some(why) = reply.refusal {
         return Err(LaunchError::Refused(why));
     }
-    let own = process::read_pseudo_text("/proc/self/cgroup")
+    let own = procfs::read_pseudo_text("/proc/self/cgroup")
         .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/cgroup: {e}")))?;
     let want = cgroup::sandbox_path_for(uid);
-    match cgroup::v2_path_of(&own) {
+    match procfs::v2_path_of(&own) {
         Some(p) if p == want => Ok(()),
         other => Err(LaunchError::NotInSandbox(format!(
             "cgroup is {}, expected {want}",

@@ -19,14 +19,18 @@ mod admission;
 mod cgroup;
 mod daemon;
 mod denylist;
+mod entries;
 mod failure;
 mod keys;
 mod launcher;
 mod maps;
+mod policy;
 mod process;
+mod procfs;
 mod record;
 mod request;
 mod resolve;
+mod sys;
 mod watch;
 
 use std::ffi::{OsStr, OsString};
@@ -50,7 +54,10 @@ fn mode_for(argv0: &OsStr) -> Option<Mode> {
     }
 }
 
-/// Formats an error with its whole `source()` chain on one line.
+/// Formats an error with its whole `source()` chain on one line. The
+/// project's own errors carry their cause in their message and not as a
+/// `source()` (so that every printer shows it once); the chain adds what
+/// foreign errors keep behind `source()`, skipping text already shown.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
@@ -142,8 +149,17 @@ mod tests {
         let inner = std::io::Error::other("inner cause");
         let outer = crate::daemon::DaemonError::Setup {
             what: "step".into(),
-            source: inner,
+            cause: inner,
         };
         assert_eq!(error_chain(&outer), "step: inner cause");
+        // Through a transparent wrapper, the cause is printed once.
+        let wrapped = crate::daemon::DaemonError::Cgroup(crate::cgroup::CgroupError::Io {
+            what: "mkdir",
+            path: "/sys/fs/cgroup/x".into(),
+            cause: std::io::Error::other("inner cause"),
+        });
+        let text = error_chain(&wrapped);
+        assert_eq!(text, "mkdir /sys/fs/cgroup/x: inner cause");
+        assert_eq!(wrapped.to_string(), text);
     }
 }

@@ -30,7 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::keys::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
+use crate::entries::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
 
 #[allow(clippy::all, missing_docs, unused_imports, dead_code)]
 mod skel {
@@ -59,127 +59,117 @@ const FILTER_BITS_LOG2: u32 = 23;
 const FILTER_WORDS: usize = 1 << (FILTER_BITS_LOG2 - 6);
 const TAG_FILE: u64 = 0;
 const TAG_DIR: u64 = 1;
-/// AGENT_SANDBOX_NAME_LEN (agent_sandbox.h).
-const NAME_LEN: usize = NAME_MAX + 1;
-/// Size of `struct name_key`.
-const NAME_KEY_LEN: usize = 32 + NAME_LEN;
-/// Bytes of a deny_map key (struct deny_key).
-const DENY_KEY_LEN: usize = 32;
+/// The map keys as the skeleton generates them from the object's BTF, i.e.
+/// from src/bpf/agent_sandbox.h as clang laid it out: the one description of
+/// their layout ([`KeyBytes`] turns them into the bytes libbpf sends).
+type CDenyKey = skel::types::deny_key;
+type CFileKey = skel::types::file_key;
+type CNameKey = skel::types::name_key;
+/// Bytes of a deny_map key (`struct deny_key`: 32).
+const DENY_KEY_LEN: usize = size_of::<CDenyKey>();
+/// Bytes of a name_map key (`struct name_key`: 288).
+const NAME_KEY_LEN: usize = size_of::<CNameKey>();
+/// Bytes of a layout-2 deny_map key ({cgid, ino, dev, reserved}, before the
+/// btrfs subvolume; read only to carry old pins over).
+const LAYOUT2_KEY_LEN: usize = 24;
 
-/// Key of `deny_map`, byte-for-byte `struct deny_key` in
-/// src/bpf/agent_sandbox.h (32 bytes, no implicit padding).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DenyKey {
-    /// Sandbox cgroup id.
-    pub cgid: u64,
-    /// `i_ino`.
-    pub ino: u64,
-    /// btrfs subvolume id, or 0.
-    pub subvol: u64,
-    /// `i_sb->s_dev`, kernel encoding.
-    pub dev: u32,
-    /// [`FileKey::kind`].
-    pub kind: u32,
+/// A key type of the skeleton, seen as the bytes the kernel hashes.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` types without padding bytes (every byte
+/// initialised) for which any bit pattern is valid; the unit test
+/// `rust_keys_match_the_c_layout` checks their sizes.
+unsafe trait KeyBytes: Copy + Default {
+    /// The key's bytes, native endianness.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: per the trait's contract, all size_of::<Self>() bytes are initialised.
+        unsafe { std::slice::from_raw_parts((self as *const Self).cast::<u8>(), size_of::<Self>()) }
+    }
+
+    /// The key in `b` (read back from a map), if `b` has its size.
+    fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() != size_of::<Self>() {
+            return None;
+        }
+        // SAFETY: b holds size_of::<Self>() bytes and any bit pattern is a valid Self.
+        Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<Self>()) })
+    }
 }
 
-impl DenyKey {
-    /// The key denying `file` to the sandbox `cgid`.
-    pub fn new(cgid: u64, file: FileKey) -> DenyKey {
-        DenyKey {
-            cgid,
-            ino: file.ino,
-            subvol: file.subvol,
-            dev: file.dev,
-            kind: file.kind,
-        }
-    }
+// SAFETY: repr(C) {u64, {u64, u64, u32, u32}}: 32 bytes, no padding.
+unsafe impl KeyBytes for CDenyKey {}
+// SAFETY: repr(C) {u64, {u64, u64, u32, u32}, [i8; 256]}: 288 bytes, no padding.
+unsafe impl KeyBytes for CNameKey {}
 
-    /// The key's bytes as the kernel compares them (native endianness).
-    pub fn to_bytes(self) -> [u8; DENY_KEY_LEN] {
-        let mut b = [0u8; DENY_KEY_LEN];
-        b[0..8].copy_from_slice(&self.cgid.to_ne_bytes());
-        b[8..32].copy_from_slice(&file_key_bytes(self.file()));
-        b
+fn c_file(k: FileKey) -> CFileKey {
+    CFileKey {
+        ino: k.ino,
+        subvol: k.subvol,
+        dev: k.dev,
+        kind: k.kind,
     }
+}
 
-    /// Parses bytes read back from a map: this layout's 32-byte keys, or the
-    /// 24-byte keys of layout 2 ({cgid, ino, dev, reserved}, no subvolume).
-    pub fn from_bytes(b: &[u8]) -> Option<DenyKey> {
+fn file_of(c: &CFileKey) -> FileKey {
+    FileKey {
+        ino: c.ino,
+        subvol: c.subvol,
+        dev: c.dev,
+        kind: c.kind,
+    }
+}
+
+/// The deny_map key denying `file` to sandbox `cgid`.
+fn deny_key(cgid: u64, file: FileKey) -> CDenyKey {
+    CDenyKey {
+        cgid,
+        file: c_file(file),
+    }
+}
+
+/// Parses a deny_map key read back from a map: this layout's, or a
+/// layout-2 one ([`LAYOUT2_KEY_LEN`]; subvolume 0, kind [`KIND_OPEN`]).
+fn parse_deny_key(b: &[u8]) -> Option<(u64, FileKey)> {
+    if b.len() == LAYOUT2_KEY_LEN {
         let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
-        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap_or_default());
-        match b.len() {
-            32 => Some(DenyKey {
-                cgid: u64_at(0),
-                ino: u64_at(8),
-                subvol: u64_at(16),
-                dev: u32_at(24),
-                kind: u32_at(28),
-            }),
-            24 => Some(DenyKey {
-                cgid: u64_at(0),
+        let dev = u32::from_ne_bytes(b[16..20].try_into().unwrap_or_default());
+        return Some((
+            u64_at(0),
+            FileKey {
                 ino: u64_at(8),
                 subvol: 0,
-                dev: u32_at(16),
-                kind: 0,
-            }),
-            _ => None,
-        }
+                dev,
+                kind: KIND_OPEN,
+            },
+        ));
     }
-
-    fn file(&self) -> FileKey {
-        FileKey {
-            dev: self.dev,
-            ino: self.ino,
-            subvol: self.subvol,
-            kind: self.kind,
-        }
-    }
+    CDenyKey::from_bytes(b).map(|k| (k.cgid, file_of(&k.file)))
 }
 
-/// `struct file_key` bytes.
-fn file_key_bytes(k: FileKey) -> [u8; 24] {
-    let mut b = [0u8; 24];
-    b[0..8].copy_from_slice(&k.ino.to_ne_bytes());
-    b[8..16].copy_from_slice(&k.subvol.to_ne_bytes());
-    b[16..20].copy_from_slice(&k.dev.to_ne_bytes());
-    b[20..24].copy_from_slice(&k.kind.to_ne_bytes());
-    b
-}
-
-fn file_key_from(b: &[u8]) -> FileKey {
-    let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
-    FileKey {
-        ino: u64_at(0),
-        subvol: u64_at(8),
-        dev: u32::from_ne_bytes(b[16..20].try_into().unwrap_or_default()),
-        kind: u32::from_ne_bytes(b[20..24].try_into().unwrap_or_default()),
-    }
-}
-
-/// `struct name_key` bytes for sandbox `cgid` (288 bytes, name zero-padded).
-pub fn name_key_bytes(cgid: u64, n: &NameKey) -> [u8; NAME_KEY_LEN] {
-    let mut b = [0u8; NAME_KEY_LEN];
-    b[0..8].copy_from_slice(&cgid.to_ne_bytes());
-    b[8..32].copy_from_slice(&file_key_bytes(n.dir));
-    let len = n.name.len().min(NAME_MAX);
-    b[32..32 + len].copy_from_slice(&n.name[..len]);
-    b
-}
-
-/// Parses a `struct name_key` read back from a map.
-pub fn name_key_from(b: &[u8]) -> Option<(u64, NameKey)> {
-    if b.len() != NAME_KEY_LEN {
-        return None;
-    }
-    let cgid = u64::from_ne_bytes(b[0..8].try_into().ok()?);
-    let raw = &b[32..];
-    let len = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-    Some((
+/// The name_map key for `n` in sandbox `cgid` (name zero-padded; a name is
+/// at most [`NAME_MAX`] bytes, so the last byte stays 0).
+fn name_key(cgid: u64, n: &NameKey) -> CNameKey {
+    let mut k = CNameKey {
         cgid,
+        dir: c_file(n.dir),
+        ..Default::default()
+    };
+    for (slot, &c) in k.name.iter_mut().zip(n.name.iter().take(NAME_MAX)) {
+        *slot = c as i8;
+    }
+    k
+}
+
+/// Parses a name_map key read back from a map.
+fn parse_name_key(b: &[u8]) -> Option<(u64, NameKey)> {
+    let k = CNameKey::from_bytes(b)?;
+    let len = k.name.iter().position(|&c| c == 0).unwrap_or(k.name.len());
+    let name = k.name[..len].iter().map(|&c| c as u8).collect();
+    Some((
+        k.cgid,
         NameKey {
-            dir: file_key_from(&b[8..32]),
-            name: raw[..len].to_vec(),
+            dir: file_of(&k.dir),
+            name,
         },
     ))
 }
@@ -300,43 +290,40 @@ pub enum BpfError {
     /// The kernel (or libbpf's checks before the syscall) refused to load
     /// or attach the programs; [`crate::failure::classify`] tells from the
     /// errno whether a restart can help.
-    #[error("cannot {what}: {source:#}")]
+    #[error("cannot {what}: {cause:#}")]
     Kernel {
         /// What was being done ("load the BPF LSM programs", "attach the
         /// lsm/<hook> program").
         what: String,
         /// The libbpf error, carrying the errno.
-        #[source]
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A libbpf operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Libbpf {
         /// What was being done.
         what: String,
         /// The libbpf error.
-        #[source]
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// A filesystem operation on bpffs failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn lb(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> BpfError {
     let what = what.into();
-    move |source| BpfError::Libbpf { what, source }
+    move |cause| BpfError::Libbpf { what, cause }
 }
 
 fn io_e(what: impl Into<String>) -> impl FnOnce(io::Error) -> BpfError {
     let what = what.into();
-    move |source| BpfError::Io { what, source }
+    move |cause| BpfError::Io { what, cause }
 }
 
 /// Checks the kernel can run the program at all: the bpf LSM is active and
@@ -436,15 +423,7 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
-/// Whether an apply may remove keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApplyMode {
-    /// Make the sandbox's keys exactly the desired set.
-    Exact,
-    /// Only add: keys no longer desired stay (launches from inside a sandbox,
-    /// whose agent may have edited the user's list, and re-applies without a launch).
-    AddOnly,
-}
+pub use crate::policy::ApplyMode;
 
 /// Counts of one diff-apply (file keys and names together).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -486,7 +465,7 @@ pub struct Bpf {
     versions: HashMap<u64, u64>,
 }
 
-/// The source of [`Bpf::version`] numbers: one counter for the process, so
+/// The cause of [`Bpf::version`] numbers: one counter for the process, so
 /// that a number is never handed out twice, even by a `Bpf` loaded again.
 static NEXT_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -539,9 +518,9 @@ impl Bpf {
             );
         }
         open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = open.load().map_err(|source| BpfError::Kernel {
+        let skel = open.load().map_err(|cause| BpfError::Kernel {
             what: "load the BPF LSM programs".into(),
-            source,
+            cause,
         })?;
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
@@ -553,9 +532,9 @@ impl Bpf {
         let mut attached = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
-            let mut link = prog.attach_lsm().map_err(|source| BpfError::Kernel {
+            let mut link = prog.attach_lsm().map_err(|cause| BpfError::Kernel {
                 what: format!("attach the lsm/{name} program"),
-                source,
+                cause,
             })?;
             link.pin(pin_dir.join(format!("{generation}{name}")))
                 .map_err(lb(format!("pin the lsm/{name} link")))?;
@@ -601,12 +580,12 @@ impl Bpf {
     fn load_mirror(&mut self) {
         let mut found: HashMap<u64, (Vec<FileKey>, Vec<NameKey>)> = HashMap::new();
         for k in self.skel.maps.deny_map.keys() {
-            if let Some(k) = DenyKey::from_bytes(&k) {
-                found.entry(k.cgid).or_default().0.push(k.file());
+            if let Some((cgid, f)) = parse_deny_key(&k) {
+                found.entry(cgid).or_default().0.push(f);
             }
         }
         for k in self.skel.maps.name_map.keys() {
-            if let Some((cgid, n)) = name_key_from(&k) {
+            if let Some((cgid, n)) = parse_name_key(&k) {
                 found.entry(cgid).or_default().1.push(n);
             }
         }
@@ -801,7 +780,7 @@ impl Bpf {
         };
         self.mirror.insert(cgid, held);
         self.add_sandbox(cgid)?;
-        if mode == ApplyMode::Exact {
+        if crate::policy::may_loosen(mode) {
             self.remove(cgid, stale.files(), stale.names());
         }
         if let (true, Some(d)) = (write_all, drops) {
@@ -900,7 +879,7 @@ impl Bpf {
 fn deny_key_bytes(cgid: u64, files: &[FileKey]) -> Vec<u8> {
     files
         .iter()
-        .flat_map(|f| DenyKey::new(cgid, *f).to_bytes())
+        .flat_map(|f| deny_key(cgid, *f).bytes().to_vec())
         .collect()
 }
 
@@ -909,7 +888,7 @@ fn deny_key_bytes(cgid: u64, files: &[FileKey]) -> Vec<u8> {
 fn name_keys_bytes(cgid: u64, names: &[NameKey]) -> Vec<u8> {
     let mut out = Vec::with_capacity(names.len() * NAME_KEY_LEN);
     for n in names {
-        out.extend_from_slice(&name_key_bytes(cgid, n));
+        out.extend_from_slice(name_key(cgid, n).bytes());
     }
     out
 }
@@ -944,7 +923,7 @@ fn insert(
                             "insert into {what} ({total} entries, capacity {}; batch error: {e})",
                             map.max_entries()
                         ),
-                        source: e2,
+                        cause: e2,
                     })?;
             }
         }
@@ -1033,10 +1012,11 @@ pub fn keys_in_other_layouts(
             }
             for k in map.keys() {
                 if name == "deny_map" {
-                    if let Some(k) = DenyKey::from_bytes(&k).filter(|k| cgids.contains(&k.cgid)) {
-                        found.entry(k.cgid).or_default().0.push(k.file());
+                    if let Some((cgid, f)) = parse_deny_key(&k).filter(|(c, _)| cgids.contains(c)) {
+                        found.entry(cgid).or_default().0.push(f);
                     }
-                } else if let Some((cgid, n)) = name_key_from(&k).filter(|(c, _)| cgids.contains(c))
+                } else if let Some((cgid, n)) =
+                    parse_name_key(&k).filter(|(c, _)| cgids.contains(c))
                 {
                     found.entry(cgid).or_default().1.push(n);
                 }
@@ -1140,69 +1120,58 @@ mod tests {
 
     #[test]
     fn rust_keys_match_the_c_layout() {
-        // skel::types::* are generated from the object's BTF, i.e. from
-        // src/bpf/agent_sandbox.h as clang laid it out.
-        type C = skel::types::deny_key;
-        type F = skel::types::file_key;
-        assert_eq!(size_of::<DenyKey>(), size_of::<C>());
-        assert_eq!(size_of::<DenyKey>(), 32);
-        assert_eq!(offset_of!(DenyKey, cgid), offset_of!(C, cgid));
-        assert_eq!(
-            offset_of!(DenyKey, ino),
-            offset_of!(C, file) + offset_of!(F, ino)
-        );
-        assert_eq!(
-            offset_of!(DenyKey, subvol),
-            offset_of!(C, file) + offset_of!(F, subvol)
-        );
-        assert_eq!(
-            offset_of!(DenyKey, dev),
-            offset_of!(C, file) + offset_of!(F, dev)
-        );
-        assert_eq!(
-            offset_of!(DenyKey, kind),
-            offset_of!(C, file) + offset_of!(F, kind)
-        );
-        assert_eq!(size_of::<F>(), 24);
-        assert_eq!(size_of::<skel::types::name_key>(), NAME_KEY_LEN);
-        assert_eq!(offset_of!(skel::types::name_key, name), 32);
-        assert_eq!(offset_of!(skel::types::name_key, dir), 8);
+        // The KeyBytes contract: no padding, so every byte is a field's.
+        assert_eq!(size_of::<CFileKey>(), 8 + 8 + 4 + 4);
+        assert_eq!(DENY_KEY_LEN, 8 + size_of::<CFileKey>());
+        assert_eq!(DENY_KEY_LEN, 32);
+        assert_eq!(NAME_KEY_LEN, 8 + size_of::<CFileKey>() + NAME_MAX + 1);
+        assert_eq!(offset_of!(CNameKey, dir), 8);
+        assert_eq!(offset_of!(CNameKey, name), 32);
+        assert_eq!(offset_of!(CDenyKey, file), 8);
+        assert_eq!(offset_of!(CFileKey, kind), 20);
     }
 
     #[test]
     fn key_bytes_round_trip_and_zero_padding() {
-        let k = DenyKey::new(0x1122_3344_5566_7788, fk((254 << 20) | 1, 42, 257));
-        let b = k.to_bytes();
+        let f = fk((254 << 20) | 1, 42, 257);
+        let k = deny_key(0x1122_3344_5566_7788, f);
+        let b = k.bytes().to_vec();
+        assert_eq!(b.len(), 32);
+        assert_eq!(&b[0..8], &0x1122_3344_5566_7788u64.to_ne_bytes());
+        assert_eq!(&b[8..16], &42u64.to_ne_bytes());
+        assert_eq!(&b[16..24], &257u64.to_ne_bytes());
+        assert_eq!(&b[24..28], &((254u32 << 20) | 1).to_ne_bytes());
         assert_eq!(&b[28..32], &[0, 0, 0, 0]);
-        assert_eq!(DenyKey::from_bytes(&b), Some(k));
-        assert_eq!(DenyKey::from_bytes(&b[..23]), None);
-        // Same bytes as the struct in memory (what libbpf would send).
-        // SAFETY: DenyKey is repr(C), 32 bytes, no padding.
-        let raw: [u8; 32] = unsafe { std::mem::transmute(k) };
-        assert_eq!(raw, b);
+        assert_eq!(parse_deny_key(&b), Some((0x1122_3344_5566_7788, f)));
+        assert_eq!(parse_deny_key(&b[..23]), None);
         // The kind of an entry is the C struct's last field.
-        let p = DenyKey::new(7, fk(99, 42, 0).with_kind(crate::keys::KIND_LISTED_DIR));
-        assert_eq!(&p.to_bytes()[28..32], &2u32.to_ne_bytes());
-        assert_eq!(
-            DenyKey::from_bytes(&p.to_bytes()).map(|k| k.file().kind),
-            Some(2)
-        );
+        let p = deny_key(7, fk(99, 42, 0).with_kind(crate::entries::KIND_LISTED_DIR));
+        assert_eq!(&p.bytes()[28..32], &2u32.to_ne_bytes());
+        assert_eq!(parse_deny_key(p.bytes()).map(|(_, f)| f.kind), Some(2));
         // Layout 2 keys: {cgid, ino, dev, reserved}.
         let mut old = [0u8; 24];
         old[0..8].copy_from_slice(&7u64.to_ne_bytes());
         old[8..16].copy_from_slice(&42u64.to_ne_bytes());
         old[16..20].copy_from_slice(&99u32.to_ne_bytes());
-        assert_eq!(
-            DenyKey::from_bytes(&old).map(|k| (k.cgid, k.file())),
-            Some((7, fk(99, 42, 0)))
-        );
+        assert_eq!(parse_deny_key(&old), Some((7, fk(99, 42, 0))));
         let n = NameKey {
             dir: fk(45, 7, 5),
             name: b"id_ed25519".to_vec(),
         };
-        let nb = name_key_bytes(9, &n);
+        let nk = name_key(9, &n);
+        let nb = nk.bytes();
+        assert_eq!(nb.len(), 288);
+        assert_eq!(&nb[32..42], b"id_ed25519");
         assert!(nb[32 + 10..].iter().all(|&c| c == 0));
-        assert_eq!(name_key_from(&nb), Some((9, n)));
+        assert_eq!(parse_name_key(nb), Some((9, n)));
+        // A 255-byte name keeps its terminating NUL.
+        let long = NameKey {
+            dir: fk(45, 7, 5),
+            name: vec![b'x'; NAME_MAX],
+        };
+        let lb = name_key(1, &long);
+        assert_eq!(lb.bytes()[287], 0);
+        assert_eq!(parse_name_key(lb.bytes()), Some((1, long)));
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! (dm, NVMe and anonymous devices: btrfs, tmpfs, overlayfs, NFS, FUSE). So
 //! the device part is compared as recorded within the boot that wrote the
 //! record (same `boot_id`), and otherwise by a stable name of the file
-//! system: its type and source from `/proc/self/mountinfo` (plus the first
+//! system: its type and cause from `/proc/self/mountinfo` (plus the first
 //! mount point, for devices without a block device). A file system that
 //! cannot be named, or whose name changed, makes its entries count as gone:
 //! the error is a note too many, never one too few.
@@ -60,7 +60,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::keys::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::procfs;
 
 /// Where the records live: the unit's `StateDirectory=` (root, 0700).
 pub const STATE_DIR: &str = "/var/lib/agent-sandbox-exec";
@@ -78,13 +79,12 @@ const MAGIC: &str = "agent-sandbox-exec denied-record 1";
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// A system call on the record failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was done, with the path.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
@@ -134,43 +134,27 @@ pub enum Verdict {
 
 /// Stable names of the mounted file systems, by `s_dev` (kernel encoding),
 /// from the text of a `/proc/<pid>/mountinfo` (proc(5)): for each device
-/// the first mount that shows it, named `<fstype> NUL <source>`, plus
+/// the first mount that shows it, named `<fstype> NUL <cause>`, plus
 /// `NUL <mount point>` for devices without a block device (major 0:
 /// tmpfs, btrfs, overlayfs, NFS, FUSE), whose numbers are handed out at
-/// mount time and whose source is often just the type. Fields stay as the
+/// mount time and whose cause is often just the type. Fields stay as the
 /// kernel escapes them. Malformed lines are skipped.
 pub fn labels_from_mountinfo(text: &[u8]) -> HashMap<u32, Vec<u8>> {
     let mut out = HashMap::new();
-    for line in text.split(|&b| b == b'\n') {
-        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-        let Some(sep) = fields.iter().position(|f| *f == b"-") else {
-            continue;
-        };
-        if sep < 6 || fields.len() < sep + 3 {
-            continue;
-        }
-        let Some((major, minor)) = parse_major_minor(fields[2]) else {
-            continue;
-        };
+    for m in procfs::mountinfo(text) {
         let mut label = Vec::new();
-        label.extend_from_slice(fields[sep + 1]);
+        label.extend_from_slice(m.fs_type);
         label.push(0);
-        label.extend_from_slice(fields[sep + 2]);
-        if major == 0 {
+        label.extend_from_slice(m.source);
+        if m.major == 0 {
             label.push(0);
-            label.extend_from_slice(fields[4]);
+            label.extend_from_slice(m.mount_point);
         }
         if label.len() <= MAX_LABEL_BYTES {
-            out.entry(kernel_dev(major, minor)).or_insert(label);
+            out.entry(kernel_dev(m.major, m.minor)).or_insert(label);
         }
     }
     out
-}
-
-fn parse_major_minor(f: &[u8]) -> Option<(u32, u32)> {
-    let s = std::str::from_utf8(f).ok()?;
-    let (a, b) = s.split_once(':')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// The record text of `held` (the entries a sandbox holds), written in boot
@@ -453,7 +437,7 @@ fn check_owner(regular: bool, uid: u32, mode: u32, nlink: u64, len: u64) -> Resu
 /// # Errors
 /// [`RecordError::Io`] naming the step; the old record is then left as it was.
 pub fn store(dir: &Path, uid: u32, text: &[u8]) -> Result<(), RecordError> {
-    let io = |what: String| move |source| RecordError::Io { what, source };
+    let io = |what: String| move |cause| RecordError::Io { what, cause };
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -764,7 +748,7 @@ mod tests {
             verdict(&p, &secrets(), OTHER_BOOT, &mounted()),
             Some(Verdict::Gone(1))
         );
-        // The disk now shows under another source.
+        // The disk now shows under another cause.
         let l = labels(&[(VDA, "ext4\0/dev/vdb1"), (TMP, "tmpfs\0tmpfs\0/tmp")]);
         let p = prior_of(&secrets(), BOOT, &mounted());
         assert_eq!(

@@ -51,13 +51,12 @@ pub const VERSION: u32 = 2;
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The message is larger than allowed.
     #[error("a message of {size} bytes, more than the {max} allowed")]
@@ -76,7 +75,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(nix::errno::Errno) -> RequestE
     let what = what.into();
     move |e| RequestError::Io {
         what,
-        source: io::Error::from(e),
+        cause: io::Error::from(e),
     }
 }
 
@@ -354,24 +353,24 @@ fn seqpacket(flags: SockFlag) -> Result<OwnedFd, RequestError> {
 pub fn listen_at(path: &str, backlog: i32) -> Result<OwnedFd, RequestError> {
     let fd = seqpacket(SockFlag::SOCK_NONBLOCK)?;
     match std::fs::symlink_metadata(path) {
-        Ok(_) => std::fs::remove_file(path).map_err(|source| RequestError::Io {
+        Ok(_) => std::fs::remove_file(path).map_err(|cause| RequestError::Io {
             what: format!("remove the old {path}"),
-            source,
+            cause,
         })?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => {
+        Err(cause) => {
             return Err(RequestError::Io {
                 what: format!("stat {path}"),
-                source,
+                cause,
             });
         }
     }
     let addr = UnixAddr::new(path).map_err(io_err(format!("address {path}")))?;
     socket::bind(fd.as_raw_fd(), &addr).map_err(io_err(format!("bind {path}")))?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).map_err(
-        |source| RequestError::Io {
+        |cause| RequestError::Io {
             what: format!("chmod {path}"),
-            source,
+            cause,
         },
     )?;
     let backlog = socket::Backlog::new(backlog).map_err(io_err("listen backlog"))?;

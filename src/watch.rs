@@ -52,14 +52,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use crate::keys::{fs_type, open_at, statx_at};
+use crate::sys::{fs_type, open_at, statx_fd};
 
 /// statfs `f_type` of the filesystems whose directory changes all pass
 /// through this kernel's VFS, and so raise inotify events
@@ -370,11 +370,6 @@ enum Found {
     Directory(WalkEnd),
     Symlink,
     Other,
-}
-
-/// statx of the descriptor itself, not following a symlink it names.
-fn statx_fd(fd: RawFd) -> io::Result<libc::statx> {
-    statx_at(fd, b"", libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
 }
 
 #[cfg(test)]

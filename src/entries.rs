@@ -1,0 +1,237 @@
+//! The domain's values: the keys the LSM hook compares (a file's
+//! {s_dev, i_ino, subvolume} with the kind of entry it is, a directory's key
+//! plus a name) and the set of them a sandbox denies. No I/O: the resolver
+//! (src/keys.rs) makes them, the BPF layer (src/maps.rs) writes them, the
+//! record (src/record.rs) digests them.
+
+/// What the hook reads from an inode (`struct file_key` in
+/// src/bpf/agent_sandbox.h), with what a deny_map entry for it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    /// `i_sb->s_dev` in kernel encoding (see [`kernel_dev`]).
+    pub dev: u32,
+    /// `i_ino`.
+    pub ino: u64,
+    /// btrfs subvolume (tree) id; 0 on other filesystems.
+    pub subvol: u64,
+    /// [`KIND_OPEN`], [`KIND_PATH`] or [`KIND_LISTED_DIR`]; always
+    /// [`KIND_OPEN`] (0) in a [`NameKey`]'s directory.
+    pub kind: u32,
+}
+
+/// `AGENT_SANDBOX_KIND_OPEN` (agent_sandbox.h): the inode may not be opened.
+pub const KIND_OPEN: u32 = 0;
+/// `AGENT_SANDBOX_KIND_PATH`: a directory or symlink on the way to a listed
+/// name, which a sandbox may not remove, rename or replace.
+pub const KIND_PATH: u32 = 1;
+/// `AGENT_SANDBOX_KIND_LISTED_DIR`: the directory holding a listed name (also
+/// on the way); if it is case-insensitive, a sandbox may open, create, link
+/// or rename nothing in it.
+pub const KIND_LISTED_DIR: u32 = 2;
+/// `AGENT_SANDBOX_KIND_FOLDING_DIR`: a directory holding a listed name that
+/// [`case_insensitive`] found case-insensitive, for filesystems where the
+/// hook cannot tell by itself (XFS ASCII-ci).
+pub const KIND_FOLDING_DIR: u32 = 3;
+
+impl FileKey {
+    /// The same inode with another `kind`.
+    pub fn with_kind(self, kind: u32) -> FileKey {
+        FileKey { kind, ..self }
+    }
+}
+
+/// "Whatever inode is linked as `name` in directory `dir`": the name part of
+/// a listing, which keeps a replaced or re-created file denied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NameKey {
+    /// The directory's key.
+    pub dir: FileKey,
+    /// One path component: 1 to [`NAME_MAX`] bytes, no `/` or NUL.
+    pub name: Vec<u8>,
+}
+
+/// What one sandbox denies: file keys and directory + name pairs, each kept
+/// sorted and free of duplicates, so that two sets compare in one merge
+/// (no hashing: a no-change relaunch of 100,000 entries walks two sorted
+/// vectors once).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DenySet {
+    files: Vec<FileKey>,
+    names: Vec<NameKey>,
+}
+
+impl DenySet {
+    /// A set of `files` and `names`, in any order and with repeats.
+    pub fn new(mut files: Vec<FileKey>, mut names: Vec<NameKey>) -> DenySet {
+        files.sort_unstable();
+        files.dedup();
+        names.sort_unstable();
+        names.dedup();
+        DenySet { files, names }
+    }
+
+    /// Inodes denied under any name, sorted.
+    pub fn files(&self) -> &[FileKey] {
+        &self.files
+    }
+
+    /// Names denied whatever inode they link to, sorted.
+    pub fn names(&self) -> &[NameKey] {
+        &self.names
+    }
+
+    /// Number of map entries this set takes.
+    pub fn len(&self) -> usize {
+        self.files.len() + self.names.len()
+    }
+
+    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names;
+    /// the marks on the way to the names ([`KIND_PATH`], ...) follow from
+    /// the names and are not counted. What messages to the user count.
+    pub fn entries(&self) -> usize {
+        self.files.iter().filter(|f| f.kind == KIND_OPEN).count() + self.names.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.names.is_empty()
+    }
+
+    /// The entries of `self` that `other` lacks.
+    pub fn minus(&self, other: &DenySet) -> DenySet {
+        DenySet {
+            files: merge(&self.files, &other.files, Merge::Minus),
+            names: merge(&self.names, &other.names, Merge::Minus),
+        }
+    }
+
+    /// (files, names) of `self.union(other)`, counted without building it.
+    pub fn union_len(&self, other: &DenySet) -> (usize, usize) {
+        (
+            self.files.len() + not_in(&other.files, &self.files),
+            self.names.len() + not_in(&other.names, &self.names),
+        )
+    }
+
+    /// The entries of either set.
+    pub fn union(&self, other: &DenySet) -> DenySet {
+        DenySet {
+            files: merge(&self.files, &other.files, Merge::Union),
+            names: merge(&self.names, &other.names, Merge::Union),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    Minus,
+    Union,
+}
+
+/// How many of `a` are not in the sorted slice `b`.
+fn not_in<T: Ord>(a: &[T], b: &[T]) -> usize {
+    a.iter().filter(|x| b.binary_search(x).is_err()).count()
+}
+
+/// One pass over two sorted, duplicate-free slices: `a` without `b`, or both.
+fn merge<T: Ord + Clone>(a: &[T], b: &[T], how: Merge) -> Vec<T> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let mut out = Vec::with_capacity(if how == Merge::Union {
+        a.len() + b.len()
+    } else {
+        a.len()
+    });
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            Equal => {
+                if how == Merge::Union {
+                    out.push(a[i].clone());
+                }
+                i += 1;
+                j += 1;
+            }
+            Greater => {
+                if how == Merge::Union {
+                    out.push(b[j].clone());
+                }
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    if how == Merge::Union {
+        out.extend_from_slice(&b[j..]);
+    }
+    out
+}
+
+/// Longest file name component (include/uapi/linux/limits.h: NAME_MAX).
+pub const NAME_MAX: usize = 255;
+
+/// Encodes a device number as the kernel stores it in `s_dev`:
+/// `MAJOR << 20 | MINOR` (include/linux/kdev_t.h: MINORBITS = 20, MKDEV).
+/// Majors above 4095 or minors above 2^20-1 cannot occur in `s_dev`; they are
+/// masked like `MKDEV` would.
+pub fn kernel_dev(major: u32, minor: u32) -> u32 {
+    ((major & 0xfff) << 20) | (minor & 0xf_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deny_sets_sort_dedup_and_merge() {
+        let f = |ino| FileKey {
+            dev: 45,
+            ino,
+            subvol: 0,
+            kind: KIND_OPEN,
+        };
+        let n = |ino, name: &[u8]| NameKey {
+            dir: f(ino),
+            name: name.to_vec(),
+        };
+        let a = DenySet::new(
+            vec![f(3), f(1), f(3), f(2)],
+            vec![n(9, b"b"), n(9, b"a"), n(9, b"b")],
+        );
+        assert_eq!(a.files(), &[f(1), f(2), f(3)][..]);
+        assert_eq!(a.names(), &[n(9, b"a"), n(9, b"b")][..]);
+        assert_eq!(a.len(), 5);
+        let b = DenySet::new(vec![f(2), f(4)], vec![n(9, b"b"), n(8, b"z")]);
+        let a_b = a.minus(&b);
+        assert_eq!(a_b.files(), &[f(1), f(3)][..]);
+        assert_eq!(a_b.names(), &[n(9, b"a")][..]);
+        let u = a.union(&b);
+        assert_eq!(u.files(), &[f(1), f(2), f(3), f(4)][..]);
+        assert_eq!(u.names(), &[n(8, b"z"), n(9, b"a"), n(9, b"b")][..]);
+        assert_eq!(a.union_len(&b), (u.files().len(), u.names().len()));
+        assert_eq!(b.union_len(&a), (4, 3));
+        assert_eq!(a.union_len(&DenySet::default()), (3, 2));
+        assert!(a.minus(&a).is_empty());
+        assert_eq!(a.union(&DenySet::default()), a);
+        assert_eq!(DenySet::default().minus(&a), DenySet::default());
+    }
+
+    #[test]
+    fn kernel_dev_encoding() {
+        // tmpfs-style anonymous device 0:45 and virtio disk 254:1 (kdev_t.h MKDEV).
+        assert_eq!(kernel_dev(0, 45), 45);
+        assert_eq!(kernel_dev(254, 1), (254 << 20) | 1);
+        // loop device with minor >= 256: glibc's st_dev would put minor bits 8..
+        // above the major; the kernel keeps all 20 minor bits together.
+        assert_eq!(kernel_dev(7, 300), (7 << 20) | 300);
+        assert_ne!(
+            u64::from(kernel_dev(7, 300)),
+            libc::makedev(7, 300),
+            "glibc's st_dev differs from s_dev for large minors"
+        );
+        assert_eq!(kernel_dev(8, 0), 8 << 20);
+    }
+}

@@ -1,0 +1,418 @@
+//! The daemon's side: the idle resolver processes per uid ([`Pool`]), one
+//! resolution in flight ([`Resolver`]) and its [`Outcome`].
+
+#[allow(unused_imports)]
+use super::*;
+
+/// What one resolver process resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The base list's absolute entries, as root.
+    Base,
+    /// The base list's `~/` entries and the home list of this uid, as that
+    /// uid (for good: it drops root when it starts).
+    User(u32),
+}
+
+/// One long-lived resolver process, from the daemon's side: its pid and our
+/// end of the socket pair that is its standard input. A request is one byte
+/// (`B`: the base list's descriptor is attached with SCM_RIGHTS; `N`: there
+/// is no base list); the answer is a u64 length and that many bytes of
+/// records (the wire format above).
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub(crate) pid: Pid,
+    pub(crate) sock: UnixStream,
+}
+
+impl Worker {
+    /// Starts `/proc/self/exe` as [`WORKER_NAME`] with an empty environment,
+    /// `/` as working directory, the socket as stdin, stdout on /dev/null and
+    /// the daemon's stderr (the journal). Exec'd rather than forked alone, so
+    /// that it holds none of the daemon's memory or descriptors.
+    pub(crate) fn spawn(role: Role) -> io::Result<Worker> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0(WORKER_NAME)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        match role {
+            Role::Base => cmd.arg("base"),
+            Role::User(uid) => cmd.arg("user").arg(uid.to_string()),
+        };
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // Dies with the daemon; no descriptor but stdio crosses exec.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        ours.set_nonblocking(true)?;
+        Ok(Worker {
+            pid: Pid::from_raw(child.id() as i32),
+            sock: ours,
+        })
+    }
+
+    /// Sends one request, with the base list's descriptor if there is one.
+    pub(crate) fn send(&self, base: Option<&fs::File>) -> io::Result<()> {
+        let fds;
+        let (tag, cmsgs): (&[u8], Vec<ControlMessage<'_>>) = match base {
+            Some(f) => {
+                fds = [f.as_raw_fd()];
+                (b"B", vec![ControlMessage::ScmRights(&fds)])
+            }
+            None => (b"N", Vec::new()),
+        };
+        let sent = sendmsg::<()>(
+            self.sock.as_raw_fd(),
+            &[io::IoSlice::new(tag)],
+            &cmsgs,
+            MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        if sent == 1 {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::WriteZero, "request not sent"))
+        }
+    }
+
+    /// Kills the process; its pid goes to `reap` (see [`reap`]).
+    pub(crate) fn kill(self, reap: &mut Vec<Pid>) {
+        let _ = kill(self.pid, Signal::SIGKILL);
+        reap.push(self.pid);
+    }
+}
+
+/// The idle resolver processes, a base-list one and a user one per uid.
+/// Kept between launches so that a launch costs two socket round trips
+/// instead of a fork, its copy-on-write faults and an exit.
+#[derive(Debug, Default)]
+pub struct Pool {
+    pub(crate) idle: HashMap<u32, ([Worker; 2], Instant)>,
+}
+
+impl Pool {
+    /// Idle processes of `uid`, or new ones.
+    pub(crate) fn take(&mut self, uid: u32, reap: &mut Vec<Pid>) -> io::Result<[Worker; 2]> {
+        if let Some((pair, _)) = self.idle.remove(&uid) {
+            return Ok(pair);
+        }
+        let base = Worker::spawn(Role::Base)?;
+        match Worker::spawn(Role::User(uid)) {
+            Ok(user) => Ok([base, user]),
+            Err(e) => {
+                base.kill(reap);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn put(&mut self, uid: u32, pair: [Worker; 2], reap: &mut Vec<Pid>) {
+        self.idle.insert(uid, (pair, Instant::now()));
+        while self.idle.len() > MAX_IDLE_UIDS {
+            let oldest = self
+                .idle
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(u, _)| *u);
+            if let Some((pair, _)) = oldest.and_then(|u| self.idle.remove(&u)) {
+                pair.into_iter().for_each(|w| w.kill(reap));
+            }
+        }
+    }
+
+    /// Ends the processes idle for longer than [`IDLE_LIMIT`] and the pairs
+    /// of which one process has exited (a user may kill the resolver that
+    /// runs as them; that one is reaped here, the other killed). The pids of
+    /// killed processes go to `reap`.
+    pub fn expire(&mut self, reap: &mut Vec<Pid>) {
+        let now = Instant::now();
+        let uids: Vec<u32> = self.idle.keys().copied().collect();
+        for uid in uids {
+            let (pair, since) = &self.idle[&uid];
+            let exited: Vec<bool> = pair
+                .iter()
+                .map(|w| {
+                    !matches!(
+                        waitpid(w.pid, Some(WaitPidFlag::WNOHANG)),
+                        Ok(WaitStatus::StillAlive)
+                    )
+                })
+                .collect();
+            if now.duration_since(*since) <= IDLE_LIMIT && !exited.contains(&true) {
+                continue;
+            }
+            let (pair, _) = self.idle.remove(&uid).expect("listed above");
+            for (w, gone) in pair.into_iter().zip(exited) {
+                if !gone {
+                    w.kill(reap);
+                }
+            }
+        }
+    }
+
+    /// Ends every idle process.
+    pub fn clear(&mut self, reap: &mut Vec<Pid>) {
+        for (_, (pair, _)) in self.idle.drain() {
+            pair.into_iter().for_each(|w| w.kill(reap));
+        }
+    }
+
+    /// Whether `uid` has idle resolvers.
+    pub fn has_uid(&self, uid: u32) -> bool {
+        self.idle.contains_key(&uid)
+    }
+
+    /// Whether `pid` is one of the idle resolvers.
+    pub fn holds(&self, pid: i32) -> bool {
+        self.idle
+            .values()
+            .any(|(pair, _)| pair.iter().any(|w| w.pid.as_raw() == pid))
+    }
+}
+
+/// Where one process's answer stands.
+#[derive(Debug)]
+pub(crate) enum State {
+    Reading,
+    Done,
+    /// Unusable; `retry`: a fresh process may well succeed (this one died,
+    /// was stale, or broke the protocol).
+    Broken {
+        why: String,
+        retry: bool,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Part {
+    pub(crate) worker: Worker,
+    /// The answer so far: u64 length, then the records.
+    pub(crate) out: Vec<u8>,
+    pub(crate) state: State,
+}
+
+impl Part {
+    /// Bytes of the answer still missing (after its length is known), or
+    /// Err if that length is over [`MAX_OUTPUT_BYTES`].
+    pub(crate) fn missing(&self) -> Result<usize, ResolveError> {
+        let Some(head) = self.out.get(..8) else {
+            return Ok(8 - self.out.len());
+        };
+        let len = u64::from_ne_bytes(head.try_into().expect("8 bytes"));
+        if len > MAX_OUTPUT_BYTES as u64 {
+            return Err(ResolveError::OutputTooLarge);
+        }
+        Ok(8 + len as usize - self.out.len())
+    }
+
+    /// Reads what is available, never past the answer's end.
+    pub(crate) fn pump(&mut self) {
+        while matches!(self.state, State::Reading) {
+            let need = match self.missing() {
+                Ok(0) => {
+                    self.state = State::Done;
+                    return;
+                }
+                Ok(n) => n,
+                Err(e) => {
+                    self.state = State::Broken {
+                        why: e.to_string(),
+                        retry: false,
+                    };
+                    return;
+                }
+            };
+            let before = self.out.len();
+            match (&self.worker.sock)
+                .take(need as u64)
+                .read_to_end(&mut self.out)
+            {
+                Ok(_) if self.out.len() - before < need => {
+                    self.state = State::Broken {
+                        why: "the list resolver exited without answering".into(),
+                        retry: true,
+                    };
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.state = State::Broken {
+                        why: format!("reading the list resolver: {e}"),
+                        retry: true,
+                    };
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn records(&self) -> &[u8] {
+        self.out.get(8..).unwrap_or_default()
+    }
+}
+
+/// One uid's resolution in flight: a request sent to its base-list and user
+/// resolver processes, and their answers so far.
+#[derive(Debug)]
+pub struct Resolver {
+    /// The uid whose lists it resolves.
+    pub uid: u32,
+    /// When both answers must be in.
+    pub deadline: Instant,
+    /// Whether this is already the second try (see [`Outcome::Retry`]).
+    pub retried: bool,
+    pub(crate) parts: [Part; 2],
+}
+
+/// The two answers of one resolution, as received (length, then records):
+/// the base-list process's and the user process's. Kept as bytes so that the
+/// daemon can tell an answer it applied before without parsing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answers(pub [Vec<u8>; 2]);
+
+impl Answers {
+    /// Parses both answers into one resolution (see [`parse_output`]).
+    pub fn parse(&self) -> Resolution {
+        fn records(a: &[u8]) -> &[u8] {
+            a.get(8..).unwrap_or_default()
+        }
+        parse_output(&[records(&self.0[0]), records(&self.0[1])])
+    }
+}
+
+/// How a resolution ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Both answers, not parsed yet.
+    Done(Answers),
+    /// Anything else, with the reason to give the user.
+    Failed(String),
+    /// A process died or was stale, and this was the first try: start again
+    /// with fresh processes.
+    Retry(String),
+}
+
+impl Resolver {
+    /// Opens the base list (as root, without blocking on a FIFO: a regular
+    /// file of at most [`MAX_LIST_BYTES`]) and sends its descriptor to the
+    /// uid's two resolver processes, started if none are idle. A process that
+    /// cannot take the request (it died while idle) is replaced once.
+    ///
+    /// # Errors
+    /// The reason to give the user: the base list cannot be opened, or no
+    /// process could be started or reached.
+    pub fn start(
+        pool: &mut Pool,
+        uid: u32,
+        retried: bool,
+        reap: &mut Vec<Pid>,
+    ) -> Result<Resolver, ResolveError> {
+        let base =
+            open_list(Path::new(BASE_LIST)).map_err(|e| ResolveError::BaseList(e.to_string()))?;
+        // Idle processes may have died since their last request: one fresh
+        // pair is tried after them.
+        let mut tries = 2;
+        let pair = loop {
+            let pair = pool
+                .take(uid, reap)
+                .map_err(|e| ResolveError::Start(e.to_string()))?;
+            match pair.iter().try_for_each(|w| w.send(base.as_ref())) {
+                Ok(()) => break pair,
+                Err(e) => {
+                    pair.into_iter().for_each(|w| w.kill(reap));
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(ResolveError::Reach(e.to_string()));
+                    }
+                }
+            }
+        };
+        Ok(Resolver {
+            uid,
+            deadline: Instant::now() + DEADLINE,
+            retried,
+            parts: pair.map(|worker| Part {
+                worker,
+                out: Vec::new(),
+                state: State::Reading,
+            }),
+        })
+    }
+
+    /// The sockets still to be read, to poll for input.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p.state, State::Reading))
+            .map(|p| p.worker.sock.as_fd())
+    }
+
+    /// Whether `pid` is one of its processes.
+    pub fn holds(&self, pid: i32) -> bool {
+        self.parts.iter().any(|p| p.worker.pid.as_raw() == pid)
+    }
+
+    /// Reads what is available; true once no answer is awaited any more
+    /// (both in, or one broken).
+    pub fn pump(&mut self) -> bool {
+        for p in &mut self.parts {
+            p.pump();
+        }
+        self.parts
+            .iter()
+            .all(|p| !matches!(p.state, State::Reading))
+            || self
+                .parts
+                .iter()
+                .any(|p| matches!(p.state, State::Broken { .. }))
+    }
+
+    /// Kills both processes (a resolution past its deadline, a daemon that
+    /// stops); their pids go to `reap`.
+    pub fn kill(self, reap: &mut Vec<Pid>) {
+        self.parts.into_iter().for_each(|p| p.worker.kill(reap));
+    }
+
+    /// After [`Resolver::pump`] returned true: the findings, with the
+    /// processes back in `pool`; or the failure, with them killed.
+    pub fn finish(self, pool: &mut Pool, reap: &mut Vec<Pid>) -> Outcome {
+        let broken = self.parts.iter().find_map(|p| match &p.state {
+            State::Broken { why, retry } => Some((why.clone(), *retry)),
+            _ => None,
+        });
+        if let Some((why, retry)) = broken {
+            let retried = self.retried;
+            self.kill(reap);
+            return match crate::policy::after_break(retry, retried) {
+                crate::policy::AfterBreak::Retry => Outcome::Retry(why),
+                crate::policy::AfterBreak::Fail => Outcome::Failed(why),
+            };
+        }
+        let [base, user] = self.parts;
+        pool.put(self.uid, [base.worker, user.worker], reap);
+        Outcome::Done(Answers([base.out, user.out]))
+    }
+}
+
+/// Reaps those of the ended resolvers `pids` that have exited, without
+/// blocking; keeps the others. Only these pids are waited for, never "any
+/// child", so a resolver still in use is not reaped behind its back.
+pub fn reap(pids: &mut Vec<Pid>) {
+    pids.retain(|&pid| {
+        matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        )
+    });
+}

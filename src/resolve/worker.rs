@@ -1,0 +1,594 @@
+//! The resolver process itself ([`worker_main`]): drops to the user (or stays
+//! root for the base list), reads the lists it is sent and writes the keys.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Entry point of a resolver process (`agent-sandbox-exec-resolver base` or
+/// `agent-sandbox-exec-resolver user UID`), started by the daemon as root
+/// with its request socket as stdin. Serves requests until the socket
+/// closes. Exit status: 0 when the daemon closed the socket, 64 for a bad
+/// command line or a start by anyone but root, 71 when the socket broke,
+/// 75 when stale (see [`EXIT_STALE`]).
+pub fn worker_main(args: &[OsString]) -> u8 {
+    let role = match args {
+        [b] if b == "base" => Some(Role::Base),
+        [u, uid] if u == "user" => uid.to_str().and_then(|s| s.parse().ok()).map(Role::User),
+        _ => None,
+    };
+    let (Some(role), true) = (role, nix::unistd::getuid().is_root()) else {
+        eprintln!("{WORKER_NAME}: internal to agent-sandbox-execd, which starts it as root");
+        return 64;
+    };
+    // SAFETY: fd 0 is the socket the daemon passed (checked below).
+    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
+    if sock.local_addr().is_err() {
+        eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
+        return 64;
+    }
+    let daemon = nix::unistd::getppid();
+    // SAFETY: a plain prctl call.
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    if !die_with(daemon) {
+        return 0;
+    }
+    serve(role, &sock, daemon) as u8
+}
+
+/// Sets SIGKILL as this process's parent-death signal (again: a change of
+/// credentials clears it, prctl(2)) and checks the parent is still `daemon`
+/// (it may have died before). False if it is not.
+pub(crate) fn die_with(daemon: Pid) -> bool {
+    // SAFETY: a plain prctl call.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    nix::unistd::getppid() == daemon
+}
+
+/// The resource limits of this process, to notice a change made from outside
+/// (a process of the same uid may lower them with prlimit(2)).
+pub(crate) fn limits() -> Vec<(libc::rlim_t, libc::rlim_t)> {
+    // RLIM_NLIMITS: 16 resources since Linux 2.6.25
+    // (include/uapi/asm-generic/resource.h).
+    (0..16)
+        .map(|r| {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes into the local struct.
+            unsafe { libc::getrlimit(r as _, &mut l) };
+            (l.rlim_cur, l.rlim_max)
+        })
+        .collect()
+}
+
+/// Whether this process still has the groups a fresh resolver for `user`
+/// would get.
+pub(crate) fn groups_current(user: &User) -> bool {
+    let Ok(name) = std::ffi::CString::new(user.name.as_bytes()) else {
+        return false;
+    };
+    let want = nix::unistd::getgrouplist(&name, user.gid);
+    let have = nix::unistd::getgroups();
+    match (want, have) {
+        (Ok(mut w), Ok(mut h)) => {
+            w.sort_unstable_by_key(|g| g.as_raw());
+            w.dedup();
+            h.sort_unstable_by_key(|g| g.as_raw());
+            h.dedup();
+            w == h && nix::unistd::getgid() == user.gid
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
+    let setup: Result<Option<User>, String> = match role {
+        Role::Base => Ok(None),
+        Role::User(uid) => User::from_uid(Uid::from_raw(uid))
+            .map_err(|e| ResolveError::LookUp {
+                uid,
+                why: e.to_string(),
+            })
+            .and_then(|u| u.ok_or(ResolveError::NoPasswd(uid)))
+            .and_then(|u| drop_privileges(&u).map(|()| Some(u)))
+            .map_err(|e| e.to_string()),
+    };
+    if !die_with(daemon) {
+        return 0;
+    }
+    let spawned_limits = limits();
+    let mut served = 0u64;
+    // Kept across requests: the mount table is read again only after a
+    // mount change (see KeyContext::renew), and the watches of the last
+    // resolution tell whether its answer still holds.
+    let mut keys: Option<KeyContext> = None;
+    let mut last: Option<Answer> = None;
+    loop {
+        if let Some(k) = keys.as_mut() {
+            // The first event settles it (the next resolution is a full
+            // one): stop watching then, rather than have every change in
+            // the watched directories queue an event until the next launch.
+            if let Err(e) = k.stop_watching_on_change(sock.as_fd()) {
+                eprintln!("{WORKER_NAME}: {e}");
+                return 71;
+            }
+        }
+        let base = match receive(sock) {
+            Ok(Some(b)) => b,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("{WORKER_NAME}: {e}");
+                return 71;
+            }
+        };
+        // Stale: a fresh process would have other groups (or home) or
+        // limits. Never on the first request, which a fresh process serves.
+        let user = match (&setup, role) {
+            (Ok(Some(_)), Role::User(uid)) if served > 0 => {
+                match User::from_uid(Uid::from_raw(uid)) {
+                    Ok(Some(now)) if groups_current(&now) => Some(now),
+                    _ => return EXIT_STALE,
+                }
+            }
+            (Ok(Some(u)), _) => Some(u.clone()),
+            _ => None,
+        };
+        if served > 0 && limits() != spawned_limits {
+            return EXIT_STALE;
+        }
+        served += 1;
+        // With no context yet, no path was resolved: the answer rests on
+        // the lists alone.
+        let unchanged = match keys.as_mut().map(KeyContext::renew) {
+            None => true,
+            Some(Ok(unchanged)) => unchanged,
+            Some(Err(_)) => {
+                keys = None; // made anew on first use, which reports the error
+                false
+            }
+        };
+        let inputs = match (&setup, base) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), Err(e)) => Err(e),
+            (Ok(_), Ok(base)) => Inputs::read(user.as_ref(), base.as_ref()),
+        };
+        let hit = match (&inputs, &last) {
+            (
+                Ok(now),
+                Some(Answer {
+                    inputs: Some(then), ..
+                }),
+            ) => unchanged && now == then,
+            _ => false,
+        };
+        if !hit {
+            if let Some(k) = keys.as_mut() {
+                k.watch_anew();
+            }
+            // Its length (filled in below), then the records.
+            let mut records = vec![0u8; 8];
+            let mut sink = Sink { out: &mut records };
+            let result = inputs.and_then(|inputs| {
+                match &user {
+                    None => resolve_base(inputs.base.as_deref(), &mut keys, &mut sink),
+                    Some(u) => resolve_user(u, &inputs, &mut keys, &mut sink),
+                }
+                .map(|()| inputs)
+            });
+            if let Some(k) = keys.as_mut() {
+                let marks = k.take_marks();
+                if result.is_ok() {
+                    let mut sink = Sink { out: &mut records };
+                    for m in marks {
+                        sink.mark(m);
+                    }
+                }
+                k.forget_dirs(); // hold no mount busy while idle
+            }
+            let inputs = match result {
+                // Reusable only if every directory read is watched and
+                // none changed while it was read.
+                Ok(inputs) => keys
+                    .as_ref()
+                    .is_none_or(KeyContext::settled)
+                    .then_some(inputs),
+                Err(fatal) => {
+                    Sink { out: &mut records }.record(b'F', &fatal);
+                    None
+                }
+            };
+            if inputs.is_none()
+                && let Some(k) = keys.as_mut()
+            {
+                k.drop_watches();
+            }
+            let len = (records.len() - 8) as u64;
+            records[..8].copy_from_slice(&len.to_ne_bytes());
+            last = Some(Answer { inputs, records });
+        }
+        let answer = last.as_ref().map(|a| &a.records[..]).unwrap_or_default();
+        if (&*sock).write_all(answer).is_err() {
+            return 71;
+        }
+        if setup.is_err() {
+            // Nothing this process can fix; the next request gets a new one.
+            return 0;
+        }
+    }
+}
+
+/// Receives one request: Ok(None) when the daemon closed the socket;
+/// Ok(Ok(file)) with the base list's descriptor, if any; Ok(Err(why)) when
+/// the request says a descriptor was attached but none arrived (fatal: the
+/// base list would otherwise be skipped).
+#[allow(clippy::type_complexity)]
+pub(crate) fn receive(sock: &UnixStream) -> io::Result<Option<Result<Option<fs::File>, String>>> {
+    let mut tag = [0u8; 1];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    loop {
+        let mut iov = [io::IoSliceMut::new(&mut tag)];
+        let msg = match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if msg.bytes == 0 {
+            return Ok(None);
+        }
+        let mut files: Vec<fs::File> = Vec::new();
+        let truncated = match msg.cmsgs() {
+            Ok(cmsgs) => {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmRights(fds) = c {
+                        // SAFETY: descriptors just received are ours.
+                        files.extend(
+                            fds.into_iter()
+                                .map(|fd| fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })),
+                        );
+                    }
+                }
+                false
+            }
+            Err(_) => true,
+        };
+        return Ok(Some(match (tag[0], files.len(), truncated) {
+            (b'N', 0, false) => Ok(None),
+            (b'B', 1, false) => Ok(files.pop()),
+            (b'B', _, _) => {
+                Err("the base list's descriptor did not arrive (too many open files?)".to_string())
+            }
+            (t, ..) => Err(format!("bad request {:?} from the daemon", char::from(t))),
+        }));
+    }
+}
+
+/// Which list an entry came from, for messages and the symlink rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    Base,
+    Home,
+}
+
+/// What a resolution reads besides the filesystem: the lists' bytes and,
+/// for a user process, the home directory. Two resolutions of equal inputs
+/// find the same keys if nothing they looked at changed ([`crate::watch`]).
+#[derive(PartialEq, Eq)]
+pub(crate) struct Inputs {
+    /// The base list; None when there is none.
+    pub(crate) base: Option<Vec<u8>>,
+    /// The user's home directory (a user process's only).
+    pub(crate) home: Vec<u8>,
+    /// The home list; None when there is none (or for the base process).
+    pub(crate) own: Option<Vec<u8>>,
+}
+
+impl Inputs {
+    /// Reads the base list from the daemon's descriptor and, for `user`, the
+    /// home list. Errors are fatal to the launch: a list that cannot be read
+    /// is not skipped.
+    pub(crate) fn read(user: Option<&User>, base: Option<&fs::File>) -> Result<Inputs, String> {
+        let base = read_base(base)?;
+        let Some(user) = user else {
+            return Ok(Inputs {
+                base,
+                home: Vec::new(),
+                own: None,
+            });
+        };
+        let home = user.dir.as_os_str().as_bytes().to_vec();
+        let list_path = home_list(&home);
+        let own = open_list(&list_path)
+            .and_then(|f| f.as_ref().map(read_all).transpose())
+            .map_err(|e| {
+                format!(
+                    "cannot read your list {}: {e} (fix or remove it)",
+                    list_path.display()
+                )
+            })?;
+        Ok(Inputs { base, home, own })
+    }
+}
+
+/// A resolver's last answer, as sent (u64 length, records), with its inputs
+/// when it may be sent again: every directory it read was watched and none
+/// changed while it was read.
+pub(crate) struct Answer {
+    pub(crate) inputs: Option<Inputs>,
+    pub(crate) records: Vec<u8>,
+}
+
+/// The home list of a user whose home is `home`.
+pub(crate) fn home_list(home: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(&denylist::join_home(
+        home,
+        HOME_LIST.as_bytes(),
+    )))
+}
+
+/// Resolves the base list's absolute entries (as root, following a
+/// symlink in the last component), with its warnings for the log.
+pub(crate) fn resolve_base(
+    base: Option<&[u8]>,
+    keys: &mut Option<KeyContext>,
+    sink: &mut Sink<'_>,
+) -> Result<(), String> {
+    let Some(bytes) = base else {
+        sink.record(
+            b'A',
+            &format!("{BASE_LIST}: missing; only users' lists apply"),
+        );
+        return Ok(());
+    };
+    let base = denylist::parse(bytes);
+    for w in &base.warnings {
+        sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
+    }
+    for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
+        emit_base(sink, e.line, e.path, keys)?;
+    }
+    Ok(())
+}
+
+/// Resolves a base-list entry: the administrator's, so a symlink in its last
+/// component is followed.
+pub(crate) fn emit_base(
+    sink: &mut Sink<'_>,
+    line: usize,
+    path: &[u8],
+    keys: &mut Option<KeyContext>,
+) -> Result<(), String> {
+    let path = Path::new(OsStr::from_bytes(path));
+    let list = Path::new(BASE_LIST);
+    emit(
+        sink,
+        Source::Base,
+        list,
+        line,
+        path,
+        LastComponent::Follow,
+        context(keys).map_err(|e| e.to_string())?,
+    )
+}
+
+/// The base list's bytes; None when there is none.
+pub(crate) fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, String> {
+    base.map(|f| read_all(f).map_err(|e| format!("cannot read the base list: {e}")))
+        .transpose()
+}
+
+/// The key context, made on first use (reading the mount table is the
+/// largest fixed cost of a resolution, and a list may have no entry of a
+/// kind).
+pub(crate) fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, ResolveError> {
+    if keys.is_none() {
+        *keys = Some(KeyContext::new().map_err(|e| ResolveError::MountTable(e.to_string()))?);
+    }
+    Ok(keys.as_mut().expect("just set"))
+}
+
+/// Resolves, as `user` (this process already is), the base list's `~/`
+/// entries and the home list, with the warnings about the home list for the
+/// user.
+pub(crate) fn resolve_user(
+    user: &User,
+    inputs: &Inputs,
+    keys: &mut Option<KeyContext>,
+    sink: &mut Sink<'_>,
+) -> Result<(), String> {
+    let home = user.dir.as_os_str().as_bytes();
+    let mut joined = Vec::new();
+    // The base list's `~/` entries are the administrator's: resolved as the
+    // user (root may not reach a home), but following a symlink in the last
+    // component, so that an agent replacing the file by a symlink to a renamed
+    // copy does not take it off the list. Its warnings are the base-list
+    // process's to report.
+    if let Some(bytes) = &inputs.base {
+        let base = denylist::parse(bytes);
+        for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
+            denylist::join_home_into(&mut joined, home, e.path);
+            emit_base(sink, e.line, &joined, keys)?;
+        }
+    }
+    let Some(bytes) = &inputs.own else {
+        return Ok(());
+    };
+    let list_path = home_list(home);
+    let own = denylist::parse(bytes);
+    for w in &own.warnings {
+        sink.record(
+            b'U',
+            &format!("{}:{}: {}", list_path.display(), w.line, w.kind),
+        );
+    }
+    for e in &own.entries {
+        let path = match e.anchor {
+            Anchor::Root => e.path,
+            Anchor::Home => {
+                denylist::join_home_into(&mut joined, home, e.path);
+                &joined
+            }
+        };
+        let path = Path::new(OsStr::from_bytes(path));
+        emit(
+            sink,
+            Source::Home,
+            &list_path,
+            e.line,
+            path,
+            LastComponent::NoFollow,
+            context(keys).map_err(|e| e.to_string())?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Resolves one entry into `sink`: its records, or a warning and none of
+/// them (a record written before a problem showed is taken back).
+pub(crate) fn emit(
+    sink: &mut Sink<'_>,
+    source: Source,
+    list: &Path,
+    line: usize,
+    path: &Path,
+    last: LastComponent,
+    keys: &mut KeyContext,
+) -> Result<(), String> {
+    let tag = if source == Source::Home { b'U' } else { b'A' };
+    // The user's list names paths by line number only: it is read outside
+    // the sandbox, and were it a link to a listed file, an echoed line would
+    // be that file's bytes. The base list is the administrator's.
+    // Formatted only for a message: most entries have none.
+    let at = || match source {
+        Source::Home => format!("{}:{line}", list.display()),
+        Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
+    };
+    let mark = sink.out.len();
+    let found = keys.resolve(path, last, sink);
+    if found.is_err() {
+        sink.out.truncate(mark);
+    }
+    let problem = match found {
+        Ok(unwatched) => {
+            if let Some(why) = unwatched {
+                sink.record(tag, &format!("{}: {why}", at()));
+            }
+            return Ok(());
+        }
+        Err(KeyError::Missing) => "its directory does not exist, so a file created there \
+             is denied only from the next launch on"
+            .to_string(),
+        Err(KeyError::NotRegular(crate::keys::FileKind::Symlink)) => {
+            "the last component is a symbolic link; list the file it points to instead".to_string()
+        }
+        Err(KeyError::Stat(e)) => {
+            // Not "missing", not "not a file": the path exists but cannot be
+            // checked (EACCES on a directory, ELOOP, EIO, ...). Skipping it would
+            // let anyone who can chmod a directory take a file off the list.
+            return Err(format!(
+                "{}: cannot check the path: {e}; fix the path's permissions or the list",
+                at()
+            ));
+        }
+        Err(e) => format!("the path {e}"),
+    };
+    sink.record(tag, &format!("{}: {problem}; skipped", at()));
+    Ok(())
+}
+
+/// Opens a list file: Ok(None) when it does not exist. Opened without
+/// blocking (a FIFO cannot hang us); must be a regular file of at most
+/// [`MAX_LIST_BYTES`]. A symlink as the list file itself is followed.
+///
+/// # Errors
+/// The open or fstat error, or `InvalidInput` for another file type or size.
+pub fn open_list(path: &Path) -> io::Result<Option<fs::File>> {
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let md = file.metadata()?;
+    if !md.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if md.len() > MAX_LIST_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} bytes, more than the {MAX_LIST_BYTES} allowed", md.len()),
+        ));
+    }
+    Ok(Some(file))
+}
+
+/// Reads a list file opened by [`open_list`] from its start, with pread(2):
+/// the base list's open file is shared by two processes, so its offset is
+/// not used.
+pub(crate) fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::with_capacity(file.metadata()?.len() as usize);
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = match file.read_at(&mut chunk, buf.len() as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() as u64 > MAX_LIST_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "grew past the size limit",
+            ));
+        }
+    }
+}
+
+/// Becomes `user` for good: supplementary groups, then gid, then uid (real,
+/// effective and saved), and checks root cannot be regained. The process is
+/// then not dumpable (the kernel makes it so on the uid change unless
+/// `fs.suid_dumpable` is 1; set here whatever it is): the user it now runs as
+/// cannot ptrace it or open its /proc files.
+pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
+    let fail = |why: String| ResolveError::Privileges {
+        user: user.name.clone(),
+        why,
+    };
+    let name = std::ffi::CString::new(user.name.as_bytes())
+        .map_err(|_| fail("the user name has a NUL byte".into()))?;
+    let groups = nix::unistd::getgrouplist(&name, user.gid)
+        .map_err(|e| fail(format!("cannot list its groups: {e}")))?;
+    nix::unistd::setgroups(&groups).map_err(|e| fail(format!("setgroups: {e}")))?;
+    nix::unistd::setresgid(user.gid, user.gid, user.gid)
+        .map_err(|e| fail(format!("setresgid: {e}")))?;
+    nix::unistd::setresuid(user.uid, user.uid, user.uid)
+        .map_err(|e| fail(format!("setresuid: {e}")))?;
+    if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
+        return Err(fail("root could be regained afterwards".into()));
+    }
+    // SAFETY: a plain prctl call.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(fail(format!(
+            "PR_SET_DUMPABLE: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
