@@ -57,7 +57,7 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-procs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
@@ -152,7 +152,8 @@ package-next: have-cargo
 	CARGO="$(CARGO)" PATH="$(dir $(CARGO)):$$PATH" scripts/build-next.sh build/next
 
 # Programs the guest suites run that the guest cannot build: a static 32-bit
-# binary issuing ioctls through the compat entry point (scripts/test-fs.sh).
+# binary issuing ioctls through the compat entry point (scripts/test-fs.sh,
+# scripts/test-procs.sh).
 GUEST_TOOLS := build/asx-ioctl32
 guest-tools: $(GUEST_TOOLS)
 build/asx-ioctl32: scripts/guest-tools/ioctl32.c
@@ -179,7 +180,7 @@ vm-test: package package-next guest-tools
 	  cpus=2; [ "$$suite" != trixie ] || cpus=$(VM_CPUS_trixie); \
 	  [ "$$suite" != bookworm ] || cpus=$(VM_CPUS_bookworm); \
 	  scripts/vm-test.sh --suite $$suite --cpus $$cpus --timeout 2400 \
-	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-procs.sh --add scripts/test-lifecycle.sh \
 	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
