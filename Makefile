@@ -152,7 +152,8 @@ package-next: have-cargo
 	CARGO="$(CARGO)" PATH="$(dir $(CARGO)):$$PATH" scripts/build-next.sh build/next
 
 # Programs the guest suites run that the guest cannot build: a static 32-bit
-# binary issuing ioctls through the compat entry point (scripts/test-fs.sh).
+# binary issuing ioctls through the compat entry point (scripts/test-fs.sh,
+# scripts/test-procs.sh).
 GUEST_TOOLS := build/asx-ioctl32
 guest-tools: $(GUEST_TOOLS)
 build/asx-ioctl32: scripts/guest-tools/ioctl32.c

@@ -3,7 +3,8 @@
  * The floor of `make bench`: an lsm/file_open program that allows every open
  * at once. The cost of running any BPF LSM program on the hook (trampoline,
  * call, return) is in its figure; whatever agent_sandbox.bpf.c does beyond
- * that is the difference to it. Built by the Makefile's bench target with
+ * that is the difference to it; likewise lsm/task_kill and lsm/file_fcntl for
+ * the signal and fcntl loops (asx-bench sysloop). Built by the Makefile's bench target with
  * `clang -O2 -g -target bpf`; loaded by `asx-bench empty-prog`.
  */
 #define SEC(name) __attribute__((section(name), used))
@@ -12,6 +13,18 @@ char LICENSE[] SEC("license") = "GPL";
 
 SEC("lsm/file_open")
 int empty_file_open(void *ctx)
+{
+	return 0;
+}
+
+SEC("lsm/task_kill")
+int empty_task_kill(void *ctx)
+{
+	return 0;
+}
+
+SEC("lsm/file_fcntl")
+int empty_file_fcntl(void *ctx)
 {
 	return 0;
 }

@@ -48,6 +48,14 @@ enum bpf_map_type {
 #define EPERM 1
 /* include/linux/ptrace.h */
 #define PTRACE_MODE_ATTACH 0x02
+/* include/linux/fs.h: file->f_mode */
+#define FMODE_WRITE 0x2
+/* include/uapi/linux/magic.h */
+#define PROC_SUPER_MAGIC 0x9fa0
+/* include/linux/pid.h: enum pid_type */
+#define PIDTYPE_PID 0
+#define PIDTYPE_PGID 2
+#define PIDTYPE_MAX 4
 /* include/linux/err.h: the largest errno a hook may return */
 #define MAX_ERRNO 4095
 /* include/uapi/linux/magic.h */
@@ -111,6 +119,7 @@ struct path {
 struct file {
 	struct path f_path;
 	struct inode *f_inode;
+	unsigned int f_mode; /* fmode_t */
 };
 
 /* fs/btrfs/ctree.h (v6.1 .. v6.12): the subvolume id is root_key.objectid. */
@@ -142,10 +151,35 @@ struct css_set {
 	struct cgroup *dfl_cgrp; /* the task's cgroup on the v2 hierarchy */
 };
 
+/* include/linux/pid.h */
+struct upid {
+	int nr; /* the number in that level's pid namespace; numbers[0] is the initial one */
+};
+struct pid {
+	unsigned int level;
+	struct hlist_head tasks[PIDTYPE_MAX]; /* tasks[PIDTYPE_PID]: the task, by pid_links[0] */
+	struct upid numbers[1];
+};
+/* include/linux/sched/signal.h */
+struct signal_struct {
+	struct pid *pids[PIDTYPE_MAX];
+};
 /* include/linux/sched.h */
 struct task_struct {
 	struct css_set *cgroups;
+	int tgid; /* in the initial pid namespace */
+	struct signal_struct *signal;
+	struct hlist_node pid_links[PIDTYPE_MAX];
 };
+/* fs/proc/internal.h: the VFS inode of a /proc file is embedded in proc_inode. */
+struct proc_inode {
+	struct pid *pid; /* the task of a /proc/<pid>/ file; NULL for others (/proc/sys, ...) */
+	struct inode vfs_inode;
+};
+/* Only passed through (hook arguments). */
+struct kernel_siginfo;
+struct cred;
+struct rlimit;
 
 #pragma clang attribute pop
 

@@ -8,6 +8,10 @@
 //!
 //! ```text
 //! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
+//! asx-bench sysloop OP PID ITERS RUNS  one syscall ITERS times per run, as openloop: OP is kill0
+//!                                      (kill(PID, 0)), kill (kill(PID, SIGWINCH), which a process
+//!                                      that keeps SIGWINCH's default ignores) or fcntl
+//!                                      (fcntl(F_SETOWN, PID) of a pipe's read end): ns per op
 //! asx-bench time [--cold] [--touch DIR] RUNS -- CMD...
 //!                                      run CMD RUNS times (must exit 0; stdout discarded; each
 //!                                      after 100 ms idle; after one untimed run unless --cold;
@@ -66,6 +70,7 @@ fn run(args: &[OsString]) -> Res<()> {
         .ok_or("no command (see the comment at the top of examples/asx-bench.rs)")?;
     match cmd.to_str().unwrap_or("") {
         "openloop" => openloop(rest),
+        "sysloop" => sysloop(rest),
         "time" => time_cmd(rest),
         "stat" => stat_floor(rest),
         "migrate" => migrate(rest),
@@ -160,16 +165,69 @@ fn openloop(args: &[OsString]) -> Res<()> {
     let path = cstring(arg(args, 0, "FILE")?.as_bytes())?;
     let iters = num(arg(args, 1, "ITERS")?)?.max(1);
     let runs = num(arg(args, 2, "RUNS")?)?.max(1);
-    let one_run = |n: u64| -> Res<f64> {
+    op_loop(iters, runs, || {
+        // SAFETY: path is NUL-terminated; the fd is closed right away.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("open {path:?}: {}", io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just opened by us.
+        unsafe { libc::close(fd) };
+        Ok(())
+    })
+}
+
+/// One syscall per op, as `openloop` times them: OP `kill0` is kill(PID, 0),
+/// `kill` is kill(PID, SIGWINCH) (the signal hooks: security_task_kill() from
+/// check_kill_permission() in kernel/signal.c), `fcntl` is fcntl(F_SETOWN,
+/// PID) of the read end of a pipe of its own (security_file_fcntl() in
+/// fs/fcntl.c). Errors: a failing call (with its errno), a bad OP or number.
+fn sysloop(args: &[OsString]) -> Res<()> {
+    let op = arg(args, 0, "OP")?.to_str().unwrap_or("").to_owned();
+    let pid = libc::pid_t::try_from(num(arg(args, 1, "PID")?)?)
+        .map_err(|_| "PID out of range".to_string())?;
+    let iters = num(arg(args, 2, "ITERS")?)?.max(1);
+    let runs = num(arg(args, 3, "RUNS")?)?.max(1);
+    let call = |what: &str, r: libc::c_int| -> Res<()> {
+        if r < 0 {
+            return Err(format!("{what}: {}", io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    match op.as_str() {
+        // SAFETY: kill has no memory arguments.
+        "kill0" => op_loop(iters, runs, || call("kill", unsafe { libc::kill(pid, 0) })),
+        // SAFETY: as above.
+        "kill" => op_loop(iters, runs, || {
+            call("kill", unsafe { libc::kill(pid, libc::SIGWINCH) })
+        }),
+        "fcntl" => {
+            let mut fds = [0 as libc::c_int; 2];
+            // SAFETY: fds has room for the two descriptors pipe2 writes.
+            call("pipe2", unsafe {
+                libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC)
+            })?;
+            // SAFETY: fds[0] is our pipe's read end; F_SETOWN takes an int.
+            op_loop(iters, runs, || {
+                call("fcntl F_SETOWN", unsafe {
+                    libc::fcntl(fds[0], libc::F_SETOWN, pid)
+                })
+            })
+        }
+        other => Err(format!(
+            "unknown sysloop OP {other:?} (kill0, kill or fcntl)"
+        )),
+    }
+}
+
+/// `op` ITERS times per run, RUNS runs after a one-second pause (see
+/// `openloop`) and one short warm-up run; prints the median, min and max of
+/// the per-run mean in ns per op (one decimal). Errors: `op`'s first.
+fn op_loop(iters: u64, runs: u64, mut op: impl FnMut() -> Res<()>) -> Res<()> {
+    let mut one_run = |n: u64| -> Res<f64> {
         let start = Instant::now();
         for _ in 0..n {
-            // SAFETY: path is NUL-terminated; the fd is closed right away.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-            if fd < 0 {
-                return Err(format!("open {path:?}: {}", io::Error::last_os_error()));
-            }
-            // SAFETY: fd was just opened by us.
-            unsafe { libc::close(fd) };
+            op()?;
         }
         Ok(nanos(start.elapsed()) as f64 / n as f64)
     };

@@ -163,8 +163,23 @@ kernel_kib() { awk '/^(Slab|Percpu):/ { s += $2 } END { print s }' /proc/meminfo
 
 openloop() { "$BIN" openloop "$FILE" "$ITERS" "$RUNS"; }
 
+# sysloops WHEN: the signal and fcntl loops (asx-bench sysloop) as user $U, outside any sandbox,
+# at TARGET (a process of $U, outside too), stored as sys.OP.WHEN
+TARGET=""
+sysloops() {
+	local op
+	for op in kill0 kill fcntl; do
+		measure "sys.$op.$1" as_user "$U" "$BIN" sysloop "$op" "$TARGET" "$ITERS" "$RUNS"
+	done
+}
+
 hook_suite() {
 	local pid ready n
+	# The target of the signal loops: a process of $U outside any sandbox that ignores SIGWINCH.
+	"$BIN" as "$U" sleep 100000 &
+	TARGET=$!
+	sleep 0.5
+	[ "$(stat -c %U "/proc/$TARGET")" = "$U" ] || die "the signal target $TARGET is not $U's"
 	progress "hook: no program (daemon stopped, enforcement disabled)"
 	systemctl stop "$UNIT"
 	agent-sandbox-execd --disable >/dev/null
@@ -173,6 +188,7 @@ hook_suite() {
 	sleep 2    # let the stop's aftermath (journal writes, ...) settle
 	measure hook.none as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	measure hook.landlock as_user "$U" "$BIN" landlock -- "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	sysloops none
 
 	progress "hook: empty program attached"
 	"$BIN" empty-prog "$OBJ" >/run/asx-bench-empty.out &
@@ -184,12 +200,16 @@ hook_suite() {
 	done
 	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
 	measure hook.empty as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	sysloops empty
 	kill -TERM "$pid"
 	wait "$pid" || die "asx-bench empty-prog failed"
 
 	progress "hook: ours attached (daemon started again)"
 	systemctl start "$UNIT"
 	measure hook.outside as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	sysloops outside
+	kill "$TARGET"
+	wait "$TARGET" 2>/dev/null || true
 	for n in 0 1000 "$BIG"; do
 		set_list "$U" "$n"
 		[ "$n" -ne "$BIG" ] || R[mem.kernel_before]=$(kernel_kib)
@@ -391,6 +411,24 @@ report() {
 		"$(verdict "$(med "hook.inside$BIG") <= $(med hook.inside0) * 1.002")" \
 		"(bound: +0.2 %, twice the repeatability of icount)"
 	echo "  both below Landlock ($(calc '%.4f' "$ll / $empty")x floor): $(verdict "$(med hook.outside) < $ll && $(med "hook.inside$BIG") < $ll && $(med hook.inside0) < $ll")"
+
+	local op r_sys
+	echo
+	echo "1b. signal and fcntl loops, caller and target outside any sandbox [$mode], $ITERS ops x $RUNS runs,"
+	echo "   ns/op; floor: empty lsm/task_kill and lsm/file_fcntl programs (bench/empty.bpf.c)"
+	printf '%-44s %10s %10s %10s %9s %8s\n' syscall none empty ours "x empty" spread
+	for row in "kill0:kill(pid, 0)" "kill:kill(pid, SIGWINCH), ignored there" \
+		"fcntl:fcntl(pipe, F_SETOWN, pid)"; do
+		op=${row%%:*}
+		printf '%-44s %10s %10s %10s %9s %8s\n' "${row#*:}" "$(med "sys.$op.none")" \
+			"$(med "sys.$op.empty")" "$(med "sys.$op.outside")" \
+			"$(calc '%.4f' "$(med "sys.$op.outside") / $(med "sys.$op.empty")")" "$(spread "sys.$op.outside")"
+	done
+	echo "targets (ratios to the empty-program floor, same boot):"
+	for op in kill0 kill fcntl; do
+		r_sys=$(calc '%.4f' "$(med "sys.$op.outside") / $(med "sys.$op.empty")")
+		echo "  $op outside <= 1.01x floor: $r_sys -> $(verdict "$r_sys <= 1.01")"
+	done
 
 	tr=$(med launch.true) bw=$(med launch.bwrap)
 	bw_over=$(calc '%.0f' "$bw - $tr")

@@ -1237,6 +1237,9 @@ mod tests {
             "file_ioctl_compat",
             "inode_free_security",
             "ptrace_access_check",
+            "task_kill",
+            "task_setrlimit",
+            "file_fcntl",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }

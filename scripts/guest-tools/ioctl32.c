@@ -11,6 +11,9 @@
  *
  *   asx-ioctl32 snap SUBVOL DESTDIR NAME   BTRFS_IOC_SNAP_CREATE_V2 of SUBVOL as DESTDIR/NAME
  *   asx-ioctl32 casefold DIR               FS_IOC32_SETFLAGS: add FS_CASEFOLD_FL to DIR
+ *   asx-ioctl32 sti TEXT                   TIOCSTI: push TEXT and a newline, byte by byte,
+ *                                          into the input of the terminal on fd 0
+ *                                          (scripts/test-procs.sh)
  *
  * Exit status 0 on success; 1 with "asx-ioctl32: <what>: <strerror>" on
  * stderr; 2 on bad usage or when not built as 32-bit code.
@@ -37,6 +40,9 @@ struct btrfs_ioctl_vol_args_v2 {
 #define FS_IOC32_GETFLAGS 0x80046601U /* _IOR('f', 1, int) */
 #define FS_IOC32_SETFLAGS 0x40046602U /* _IOW('f', 2, int) */
 #define FS_CASEFOLD_FL 0x40000000
+
+/* include/uapi/asm-generic/ioctls.h: the same number on every ABI. */
+#define ASX_TIOCSTI 0x5412
 
 static int fail(const char *what, const char *path)
 {
@@ -79,6 +85,17 @@ int main(int argc, char **argv)
 			return fail("FS_IOC32_SETFLAGS of", argv[2]);
 		return 0;
 	}
-	fprintf(stderr, "usage: asx-ioctl32 snap SUBVOL DESTDIR NAME | casefold DIR\n");
+	if (argc == 3 && strcmp(argv[1], "sti") == 0) {
+		size_t i, n = strlen(argv[2]);
+		char c;
+
+		for (i = 0; i <= n; i++) {
+			c = i < n ? argv[2][i] : '\n';
+			if (ioctl(0, ASX_TIOCSTI, &c) != 0)
+				return fail("TIOCSTI on", "fd 0");
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: asx-ioctl32 snap SUBVOL DESTDIR NAME | casefold DIR | sti TEXT\n");
 	return 2;
 }

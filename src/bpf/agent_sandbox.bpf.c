@@ -39,9 +39,11 @@
  *
  * lsm/ptrace_access_check keeps a sandboxed task from attaching to (ptrace,
  * /proc/<pid>/mem, process_vm_readv, pidfd_getfd) a task outside its own
- * sandbox cgroup, which could otherwise be made to read a listed file for it.
- * Read-mode access (/proc/<pid>/status, environ, fd listings) stays allowed
- * so /proc remains useful.
+ * sandbox cgroup, which could otherwise be made to read a listed file for it,
+ * and, since issue 15, from read-mode access too: /proc/<pid>/fd/N and
+ * map_files reopen that task's pipes, memfds and deleted files (see the
+ * section "Side doors II" at the end for what else it and the hooks there
+ * refuse: signals, resource limits, coredump_filter, F_SETOWN, TIOCSTI).
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -389,6 +391,9 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file)
 	return alias_listed(cgid, (void *)first - bpf_core_field_offset(struct dentry, d_u.d_alias));
 }
 
+/* Side doors II (end of file): a write-open of an outside task's /proc/<pid>/ file. */
+static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
+
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
@@ -400,7 +405,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	if (!in_sandbox(cgid))
 		return 0;
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (open_denied(cgid, file))
+	if (open_denied(cgid, file) || proc_write_refused(cgid, file))
 		return -EPERM;
 	return 0;
 }
@@ -542,9 +547,24 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 #define BTRFS_IOC_SNAP_CREATE_V2 0x50009417U
 #define FS_IOC_SETFLAGS 0x40086602U
 #define FS_IOC32_SETFLAGS 0x40046602U
+/*
+ * Side doors II: terminal input injection and SIGIO owners, numbers from
+ * include/uapi/asm-generic/ioctls.h and include/uapi/linux/sockios.h (not
+ * size-encoded: the same on every ABI). TIOCSTI pushes bytes into a
+ * terminal's input queue, which the user's shell then reads as typed
+ * (tiocsti() in drivers/tty/tty_io.c); TIOCLINUX's TIOCL_PASTESEL does the
+ * same with the console selection. FIOSETOWN and SIOCSPGRP are the ioctl
+ * forms of F_SETOWN (do_vfs_ioctl(), sock_ioctl()): their argument is a
+ * pointer another thread could change after a check, so both are refused.
+ */
+#define TIOCSTI 0x5412U
+#define TIOCLINUX 0x541CU
+#define FIOSETOWN 0x8901U
+#define SIOCSPGRP 0x8902U
 
 /*
- * May a sandboxed task not issue `cmd` on `file`? Snapshots never; inode
+ * May a sandboxed task not issue `cmd` on `file`? Snapshots, TIOCSTI,
+ * TIOCLINUX, FIOSETOWN and SIOCSPGRP never; inode
  * flags not on directories (the file's own flags, such as chattr +i, are
  * inert for reading). The flags are refused whatever the argument: a value
  * read here could be changed by another thread before the kernel copies it.
@@ -554,6 +574,10 @@ static __always_inline bool ioctl_refused(struct file *file, unsigned int cmd)
 	switch (cmd) {
 	case BTRFS_IOC_SNAP_CREATE:
 	case BTRFS_IOC_SNAP_CREATE_V2:
+	case TIOCSTI:
+	case TIOCLINUX:
+	case FIOSETOWN:
+	case SIOCSPGRP:
 		return true;
 	case FS_IOC_SETFLAGS:
 	case FS_IOC32_SETFLAGS:
@@ -636,6 +660,49 @@ int BPF_PROG(inode_free_security, struct inode *inode)
 	return 0;
 }
 
+/*
+ * Side doors II (issue 15): the user's other processes and terminal.
+ *
+ * A task outside the sandbox, of the same user, may hold or have read the
+ * bytes of a listed file: a `cat key | ssh-add -` pipeline (the pipe's
+ * buffer), a process with the file's contents in its memory, the user's
+ * shell on the agent's terminal. A sandboxed task may not reach into such a
+ * task:
+ * - ptrace_access_check: no ptrace access of any mode (attach or read) to a
+ *   task outside its own sandbox cgroup. Read mode guards reopening its
+ *   descriptors (/proc/<pid>/fd/N: proc_fd_link() after
+ *   proc_fd_access_allowed(); map_files), its environ, maps, auxv, io,
+ *   fdinfo, ns/, cwd, root and exe, and the code and stack fields of its
+ *   stat (do_task_stat(): `permitted`); status, stat, statm and cmdline,
+ *   what ps, pgrep and top read, need no such check (fs/proc/base.c, array.c).
+ * - task_kill: no signal (check_kill_permission() in kernel/signal.c) to a
+ *   task outside its sandbox: SIGSEGV after a raised RLIMIT_CORE dumps the
+ *   target's memory to a core file the agent could read. Signal 0 delivers
+ *   nothing and stays allowed.
+ * - file_fcntl: F_SETOWN only to itself, its process group or 0, no F_SETSIG
+ *   or F_SETOWN_EX: SIGIO (and, after F_SETSIG, any signal) is sent to the
+ *   file's owner when I/O is ready, with no task_kill check at delivery
+ *   (send_sigio() in fs/fcntl.c), and there the hook cannot tell who set
+ *   the owner.
+ * - task_setrlimit: no change of an outside task's limits (prlimit(2):
+ *   do_prlimit() in kernel/sys.c).
+ * - file_open (proc_write_refused()): no write-open of an outside task's
+ *   /proc/<pid>/ files, such as coredump_filter (owner-writable, no ptrace
+ *   check: proc_coredump_filter_write()), oom_score_adj and clear_refs.
+ * - ioctl_refused(): TIOCSTI and TIOCLINUX (see there).
+ * setpriority(2), ioprio_set(2) and sched_setaffinity(2) of outside tasks
+ * stay allowed (task_setnice, task_setioprio, task_setscheduler): they change
+ * when a task runs, not what it reads or where its bytes go.
+ * Each hook is inert outside sandboxes: one cgroup lookup (or a compare of
+ * its command first), then return.
+ */
+
+/* The cgroup v2 id of task `t` (a BTF pointer walk; a NULL on the way reads as 0). */
+static __always_inline __u64 task_cgid(struct task_struct *t)
+{
+	return t->cgroups->dfl_cgrp->kn->id;
+}
+
 SEC("lsm/ptrace_access_check")
 int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
 {
@@ -643,13 +710,127 @@ int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, 
 
 	if (ret != 0)
 		return pass_on(ret);
-	if (!(mode & PTRACE_MODE_ATTACH))
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	/* __ptrace_may_access() does not call the hook for the caller's own thread group. */
+	if (task_cgid(child) != cgid)
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * `cred` is NULL for a signal sent by the current task; a non-NULL one comes
+ * from kill_pid_usb_asyncio(), in interrupt context, where the current task
+ * is not the sender (the URB's submitter set it up for itself).
+ */
+SEC("lsm/task_kill")
+int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig,
+	     const struct cred *cred, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	if (sig == 0 || cred)
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	/* BTF pointer walk; a NULL on the way reads as 0 and denies. */
-	if (child->cgroups->dfl_cgrp->kn->id != cgid)
+	if (task_cgid(p) != cgid)
 		return -EPERM;
 	return 0;
+}
+
+SEC("lsm/task_setrlimit")
+int BPF_PROG(task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim,
+	     int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	if (task_cgid(p) != cgid)
+		return -EPERM;
+	return 0;
+}
+
+/* include/uapi/asm-generic/fcntl.h, include/uapi/linux/fcntl.h */
+#define F_SETOWN 8U
+#define F_SETSIG 10U
+#define F_SETOWN_EX 15U
+
+/*
+ * Is `who`, F_SETOWN's argument (a pid, or minus a process group id, in the
+ * caller's pid namespace), the caller itself, its own process group or 0
+ * (no owner)? Compared with the numbers of the initial pid namespace: in a
+ * pid namespace of its own the caller's other numbers are refused, which is
+ * strict, never loose (such a namespace holds only its descendants).
+ */
+static __always_inline bool owner_is_self(int who)
+{
+	struct task_struct *cur;
+	long long pgid;
+
+	if (who == 0)
+		return true;
+	if (who > 0)
+		return (__u32)who == (__u32)(bpf_get_current_pid_tgid() >> 32);
+	cur = bpf_get_current_task_btf();
+	pgid = BPF_CORE_READ(cur, signal, pids[PIDTYPE_PGID], numbers[0].nr);
+	return pgid != 0 && -(long long)who == pgid;
+}
+
+/* fcntl(2), 64- and 32-bit: security_file_fcntl() in fs/fcntl.c, before do_fcntl(). */
+SEC("lsm/file_fcntl")
+int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	__u64 cgid;
+
+	if (ret != 0)
+		return pass_on(ret);
+	if (cmd != F_SETOWN && cmd != F_SETSIG && cmd != F_SETOWN_EX)
+		return 0;
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return 0;
+	/* F_SETOWN_EX's argument is a pointer: a value read here could change before do_fcntl(). */
+	if (cmd != F_SETOWN || !owner_is_self((int)arg))
+		return -EPERM;
+	return 0;
+}
+
+/*
+ * Is `file` (being opened by sandbox `cgid`) a /proc/<pid>/ file opened for
+ * writing whose task is outside the sandbox? The task is PROC_I(inode)->pid's
+ * (proc_pid() in fs/proc/internal.h), found through pid->tasks[PIDTYPE_PID]
+ * (pid_task() in kernel/pid.c), every field by probe read. A /proc file of
+ * no task (/proc/sys, ...) is not concerned; a task that has gone makes the
+ * write fail anyway (ESRCH). Without struct proc_inode in the kernel's BTF
+ * every write-open under /proc is refused (fail closed).
+ */
+static __always_inline bool proc_write_refused(__u64 cgid, struct file *file)
+{
+	struct inode *inode = file->f_inode;
+	struct proc_inode *pi;
+	struct hlist_node *first;
+	struct task_struct *t;
+	struct pid *pid;
+
+	if (!(file->f_mode & FMODE_WRITE) || inode->i_sb->s_magic != PROC_SUPER_MAGIC)
+		return false;
+	if (!bpf_core_type_exists(struct proc_inode))
+		return true;
+	pi = (void *)inode - bpf_core_field_offset(struct proc_inode, vfs_inode);
+	pid = BPF_CORE_READ(pi, pid);
+	if (!pid)
+		return false;
+	first = BPF_CORE_READ(pid, tasks[PIDTYPE_PID].first);
+	if (!first)
+		return false;
+	t = (void *)first - bpf_core_field_offset(struct task_struct, pid_links);
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) != cgid;
 }
