@@ -17,8 +17,10 @@
 
 mod admission;
 mod cgroup;
+mod check;
 mod daemon;
 mod denylist;
+mod doctor;
 mod failure;
 mod keys;
 mod launcher;

@@ -397,16 +397,24 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     }
     // A bpffs mounted inside a private mount namespace (e.g. one systemd made
     // for the unit) dies with it, and so would our pins and links.
-    let ns = |p: &str| {
-        fs::metadata(p)
-            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-            .ok()
-    };
-    if ns("/proc/self/ns/mnt") != ns("/proc/1/ns/mnt") {
-        return Err(BpfError::Unsupported(format!(
-            "bpffs is not mounted at {BPFFS}, and this daemon runs in a private mount namespace where a \
-             mount would not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
-        )));
+    let ns = |p: &str| fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    match (ns("/proc/self/ns/mnt"), ns("/proc/1/ns/mnt")) {
+        (Ok(a), Ok(b)) if a == b => {}
+        (Ok(_), Ok(_)) => {
+            return Err(BpfError::Unsupported(format!(
+                "bpffs is not mounted at {BPFFS}, and this daemon runs in a private mount namespace where a \
+                 mount would not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
+            )));
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            // "cannot tell" is not "private": /proc/1/ns/mnt may be
+            // unreadable even for root (EACCES on some hosts).
+            return Err(BpfError::Unsupported(format!(
+                "bpffs is not mounted at {BPFFS}, and whether this daemon shares PID 1's mount namespace \
+                 cannot be told (reading /proc/1/ns/mnt or /proc/self/ns/mnt: {e}), so a mount here might \
+                 not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
+            )));
+        }
     }
     nix::mount::mount(
         Some("bpf"),
@@ -424,6 +432,41 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
         )));
     }
     Ok(())
+}
+
+/// The doctor's trial (`agent-sandbox-execd --check`): opens the embedded
+/// object with fresh, unpinned maps, loads it and attaches each program,
+/// then drops everything (the links detach, the maps go). Nothing under
+/// [`PIN_ROOT`] is read or written, so a running daemon is not disturbed;
+/// with empty maps the programs deny nothing while attached.
+///
+/// # Errors
+/// [`BpfError::Kernel`] with the errno of the refused load or attach.
+pub fn trial_load_and_attach() -> Result<usize, BpfError> {
+    let object = Box::leak(Box::new(MaybeUninit::uninit()));
+    let mut open = AgentSandboxSkelBuilder::default()
+        .open(object)
+        .map_err(lb("open the BPF object"))?;
+    let compat = libbpf_rs::btf::Btf::from_vmlinux()
+        .map(|btf| {
+            btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
+                .is_some()
+        })
+        .unwrap_or(false);
+    open.progs.file_ioctl_compat.set_autoload(compat);
+    let skel = open.load().map_err(|source| BpfError::Kernel {
+        what: "load the BPF LSM programs".into(),
+        source,
+    })?;
+    let mut links = Vec::new();
+    for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
+        let name = prog.name().to_string_lossy().into_owned();
+        links.push(prog.attach_lsm().map_err(|source| BpfError::Kernel {
+            what: format!("attach the lsm/{name} program"),
+            source,
+        })?);
+    }
+    Ok(links.len())
 }
 
 /// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`

@@ -1192,7 +1192,7 @@ pub fn open_list(path: &Path) -> io::Result<Option<fs::File>> {
 /// Reads a list file opened by [`open_list`] from its start, with pread(2):
 /// the base list's open file is shared by two processes, so its offset is
 /// not used.
-fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
+pub fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let mut buf = Vec::with_capacity(file.metadata()?.len() as usize);
     let mut chunk = vec![0u8; 64 << 10];
