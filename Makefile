@@ -57,7 +57,8 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-status.sh, test-lifecycle.sh) in Debian 12 and 13 VMs,"
+	@echo "               then a short boot of each without the bpf LSM (test-status.sh no_bpf)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
@@ -179,11 +180,19 @@ vm-test: package package-next guest-tools
 	  cpus=2; [ "$$suite" != trixie ] || cpus=$(VM_CPUS_trixie); \
 	  [ "$$suite" != bookworm ] || cpus=$(VM_CPUS_bookworm); \
 	  scripts/vm-test.sh --suite $$suite --cpus $$cpus --timeout 2400 \
-	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-status.sh --add scripts/test-lifecycle.sh \
 	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
+	  echo "== vm-test: $$suite without the bpf LSM ($(VM_NO_BPF_LSM))"; \
+	  scripts/vm-test.sh --suite $$suite --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
+	    --add scripts/test-lib.sh --add scripts/test-status.sh \
+	    $(DEB) -- scripts/test-status.sh || exit 1; \
 	done
+
+# The short extra boot of vm-test: a kernel whose LSM list lacks bpf (boot,
+# install, the doctor, the launcher's refusal; scripts/test-status.sh no_bpf).
+VM_NO_BPF_LSM ?= lsm=lockdown,capability,yama
 
 # Benchmarks (BENCHMARKS.md): scripts/bench-guest.sh in a Debian 12 guest, one
 # boot per mode in BENCH_MODES: icount (deterministic: guest time = executed
