@@ -19,12 +19,13 @@ SHELLCHECK ?= shellcheck
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-# Debian packages needed to build, test and package, and for `make vm-test`
-# (qemu, qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool). The Rust
+# Debian packages needed to build, check (`make test`) and package. The Rust
 # toolchain is handled separately.
-DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gcc-multilib gzip xz-utils zstd \
-	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
-	qemu-system-x86 qemu-utils shellcheck zlib1g-dev
+DEPS_APT := binutils ca-certificates clang dpkg-dev gcc gzip xz-utils zstd \
+	libc6-dev libelf-dev lintian llvm make man-db pkg-config shellcheck zlib1g-dev
+# Debian packages the guest suites of `make vm-test` need besides (qemu,
+# qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool).
+TEST_DEPS_APT := e2fsprogs gcc-multilib mmdebstrap qemu-system-x86 qemu-utils
 
 # Rust: edition 2024 needs Rust 1.85 or later.
 RUST_MIN := 1.85
@@ -49,11 +50,12 @@ CARGO_RUN = PATH="$(dir $(CARGO)):$$PATH" "$(CARGO)"
 SHELL_SCRIPTS = $(sort $(shell find scripts debian .ci -type f -exec \
 	awk 'FNR == 1 && /^\#!.*[\/ ](ba|da)?sh([ \t]|$$)/ { print FILENAME }' {} + 2>/dev/null))
 
-.PHONY: help deps build package test fmt-check clippy cargo-test shellcheck \
+.PHONY: help deps test-deps build package test fmt-check clippy cargo-test shellcheck \
 	catalog-check bpf-check lintian vm-test package-next guest-tools bench bench-tools clean have-cargo
 
 help:
-	@echo "make deps      install the build and test dependencies (Debian 12, apt-get)"
+	@echo "make deps      install the build dependencies, for make build/package/test (Debian 12, apt-get)"
+	@echo "make test-deps make deps, plus what make vm-test needs (QEMU, mmdebstrap, gcc-multilib)"
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
@@ -61,6 +63,9 @@ help:
 	@echo "               then a short boot of each without the bpf LSM (test-status.sh no_bpf)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
+
+test-deps: deps
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(TEST_DEPS_APT)
 
 deps:
 	$(SUDO) apt-get update
