@@ -70,12 +70,15 @@ pub fn lsm_fix(current: &str, distro: Option<&str>, grub: bool) -> String {
         format!("{current},bpf")
     };
     let mut fix = format!("add `lsm={want}` to the kernel command line and reboot");
-    if grub {
-        let _ = write!(
-            fix,
-            "; with GRUB: append it to GRUB_CMDLINE_LINUX in {GRUB_FILE}, run update-grub, reboot"
-        );
-    }
+    let with = if grub {
+        "with GRUB"
+    } else {
+        "if the boot loader is GRUB (there is no GRUB file here)"
+    };
+    let _ = write!(
+        fix,
+        "; {with}: append it to GRUB_CMDLINE_LINUX in {GRUB_FILE}, run update-grub, reboot"
+    );
     if distro == Some("ubuntu") {
         fix.push_str(
             "; Ubuntu's default LSM list lacks bpf (keep its other entries, e.g. apparmor, in the list)",
@@ -361,7 +364,7 @@ mod tests {
         assert!(!fl[0].1.contains("Ubuntu"), "{fl:?}");
         let u = lsm_fix("lockdown,capability,apparmor", Some("ubuntu"), false);
         assert!(u.contains("Ubuntu's default LSM list lacks bpf"), "{u}");
-        assert!(!u.contains("GRUB"), "{u}");
+        assert!(u.contains("if the boot loader is GRUB"), "{u}");
         // The trial is not blamed on EPERM when a prerequisite is missing.
         let f = Facts {
             lsm: Some("capability".into()),
