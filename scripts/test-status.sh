@@ -103,8 +103,15 @@ check_check_mistakes() {
 ~/.aws/credentails
 ~/.ssh
 "
+	# A base-list line in a directory the user cannot read: the daemon's, as root.
+	local base=/etc/agent-sandbox-exec/denylist saved=""
+	[ -f "$base" ] && saved=$T/base.saved && cp -p "$base" "$saved"
+	printf '/root/.asx-st-secret\n' >"$base"
 	run_as "$USR" "$LAUNCHER" --check
+	if [ -n "$saved" ]; then cp -p "$saved" "$base"; else rm -f "$base"; fi
 	okl "check_mistakes: exit 1 for a list with mistakes" '$(why)' [ "$RC" -eq 1 ]
+	okl "check_mistakes: a base line the user cannot check is the daemon's" '$(snip "$OUT")' \
+		has "denylist:1: skipped: cannot check it as you" "$OUT"
 	okl "check_mistakes: the existing file is denied" '$(snip "$OUT")' \
 		has "$HOME_LIST_REL:1: denied: ~/.ssh/id_ed25519" "$OUT"
 	okl "check_mistakes: a # later in the line" '$(snip "$OUT")' \
