@@ -16,8 +16,14 @@
 #   check_mistakes   --check of a list with a trailing "# comment", a glob, a typo next
 #                    to the real name and a directory: each named as a mistake, exit 1;
 #                    a clean list exits 0
-#   doctor_healthy   agent-sandbox-execd --check on this kernel: every check ok, exit 0
+#   doctor_healthy   agent-sandbox-execd --check on this kernel: every check ok (the
+#                    canary among them), exit 0, nothing of its canary left behind
+#   canary           the daemon ran its canary (a temporary sandbox refused a denied
+#                    temporary file with EPERM) before it reported ready, and removed it
 #   nothing_denied   a launch whose lists deny nothing prints a one-line note
+#   failed_start     a daemon whose load fails (started without CAP_PERFMON and
+#                    CAP_SYS_ADMIN: EPERM) leaves neither an empty pin directory nor
+#                    the cgroup tree behind; the service serves again after
 #   no_bpf           only in a guest booted with an lsm= list without bpf (the
 #                    Makefile's short vm-test boot): the daemon does not report ready,
 #                    the doctor names `lsm=<list>,bpf`, the launcher refuses quoting the
@@ -38,7 +44,7 @@ readonly USR=asx-st
 readonly GECOS="agent-sandbox-exec status test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(status_outside status_inside check_mistakes doctor_healthy nothing_denied no_bpf)
+CHECKS=(status_outside status_inside check_mistakes doctor_healthy canary nothing_denied failed_start no_bpf)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -135,7 +141,70 @@ check_doctor_healthy() {
 	okl "doctor_healthy: exit 0" '$(why); $(snip "$OUT")' [ "$RC" -eq 0 ]
 	okl "doctor_healthy: trial load and attach" '$(snip "$OUT")' has "ok: trial load and attach:" "$OUT"
 	okl "doctor_healthy: verdict" '$(snip "$OUT")' has "verdict: enforcement can work on this kernel" "$OUT"
+	okl "doctor_healthy: the canary was refused with EPERM" '$(snip "$OUT")' \
+		grep -q '^ok: canary: .* with EPERM' "$OUT"
+	okl "doctor_healthy: nothing of its canary left" '$(canary_leftovers)' no_canary_leftovers
 	okl "doctor_healthy: the daemon still serves after it" 'no ready file' daemon_serving
+}
+
+canary_leftovers() {
+	local p
+	for p in /sys/fs/cgroup/agent-sandbox-exec/canary-* /run/agent-sandbox-exec/canary-*; do
+		[ -e "$p" ] && printf '%s ' "$p"
+	done
+	return 0
+}
+no_canary_leftovers() { [ -z "$(canary_leftovers)" ]; }
+
+check_canary() {
+	local j="$T/journal"
+	journalctl -b -u agent-sandbox-execd -o cat --no-pager >"$j" 2>&1
+	# The last start: its canary line comes before its ready line.
+	okl "canary: the daemon's canary was refused with EPERM" '$(tailsnip "$j")' \
+		grep -q '^canary: .* with EPERM' "$j"
+	okl "canary: it ran before the daemon reported ready" '$(tailsnip "$j")' \
+		awk '/^canary: .* with EPERM/ { c = NR } /^ready; requests on/ { r = NR }
+			END { exit !(c && r && c < r) }' "$j"
+	okl "canary: nothing of it left" '$(canary_leftovers)' no_canary_leftovers
+}
+
+# The sandbox tree and pins as a first start finds them: none.
+clear_tree_and_pins() {
+	local d
+	systemctl stop agent-sandbox-execd || return 1
+	agent-sandbox-execd --disable >/dev/null || return 1
+	for d in /sys/fs/cgroup/agent-sandbox-exec/*/; do
+		[ -d "$d" ] && { rmdir "$d" || return 1; }
+	done
+	[ ! -e /sys/fs/cgroup/agent-sandbox-exec ] || rmdir /sys/fs/cgroup/agent-sandbox-exec || return 1
+	[ ! -e /sys/fs/bpf/agent-sandbox-exec ] || find /sys/fs/bpf/agent-sandbox-exec -depth -type d -delete || return 1
+	[ ! -e /sys/fs/cgroup/agent-sandbox-exec ] && [ ! -e /sys/fs/bpf/agent-sandbox-exec ]
+}
+
+check_failed_start() {
+	if ! clear_tree_and_pins; then
+		fail "failed_start: clear the tree and pins first" "$(find /sys/fs/bpf/agent-sandbox-exec /sys/fs/cgroup/agent-sandbox-exec -maxdepth 2 2>&1 | head -c 200)"
+		systemctl start agent-sandbox-execd
+		return
+	fi
+	# BPF_PROG_LOAD of an LSM program needs perfmon_capable() (CAP_PERFMON or
+	# CAP_SYS_ADMIN; kernel/bpf/syscall.c bpf_prog_load): EPERM after the maps
+	# were made and pinned (CAP_BPF stays).
+	RC=0
+	timeout 120 systemd-run --wait --quiet --collect --unit=asx-st-failed-start \
+		-p 'CapabilityBoundingSet=~CAP_SYS_ADMIN CAP_PERFMON' /usr/sbin/agent-sandbox-execd \
+		>"$OUT" 2>"$ERR" || RC=$?
+	okl "failed_start: the daemon fails" '$(why)' [ "$RC" -ne 0 ]
+	okl "failed_start: its reason names EPERM at the load" '$(snip /run/agent-sandbox-exec/failure)' \
+		grep -q 'cannot load the BPF LSM programs.*EPERM' /run/agent-sandbox-exec/failure
+	okl "failed_start: no pin directory left behind" '$(find /sys/fs/bpf/agent-sandbox-exec 2>&1 | tr "\n" " ")' \
+		[ ! -e /sys/fs/bpf/agent-sandbox-exec ]
+	okl "failed_start: no cgroup tree left behind" '$(ls -d /sys/fs/cgroup/agent-sandbox-exec 2>&1)' \
+		[ ! -e /sys/fs/cgroup/agent-sandbox-exec ]
+	systemctl reset-failed agent-sandbox-execd 2>/dev/null
+	systemctl start agent-sandbox-execd
+	okl "failed_start: the service serves again" '$(systemctl is-active agent-sandbox-execd)' \
+		wait_for 120 daemon_serving
 }
 
 check_nothing_denied() {

@@ -2,7 +2,8 @@
 //!
 //! Start-up: check the kernel (bpf LSM, BTF) → mount bpffs if needed → find
 //! the cgroup2 tree → load the program with the pinned maps, attach and pin its
-//! link → drop state of sandboxes whose cgroup is gone → listen on the request
+//! link → the canary ([`crate::canary`]: a temporary sandbox must be refused a
+//! denied temporary file with EPERM) → drop state of sandboxes whose cgroup is gone → listen on the request
 //! socket → re-apply every existing sandbox's lists → write the ready file and
 //! tell systemd READY=1.
 //!
@@ -89,6 +90,9 @@ pub enum DaemonError {
     /// The cgroup tree failed.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    /// The canary found the attached programs not denying, or could not run.
+    #[error(transparent)]
+    Canary(#[from] crate::canary::CanaryError),
     /// Any other set-up step failed.
     #[error("{what}: {source}")]
     Setup {
@@ -246,11 +250,18 @@ fn run() -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
-    let bpf = Bpf::load_and_attach()?;
+    let mut bpf = Bpf::load_and_attach().inspect_err(|_| {
+        // A first start that failed leaves no cgroup tree behind (the load
+        // removes the pin directories it made).
+        tree.remove_if_unused();
+    })?;
     log::info!(
         "lsm/file_open attached; maps pinned in {}",
         bpf.pin_dir().display()
     );
+    // Proof that the attached programs deny, before anything is served.
+    let seen = crate::canary::run(&mut bpf, tree.parent(), "daemon")?;
+    log::info!("canary: {seen}");
 
     let (wake_r, wake_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)

@@ -1,15 +1,18 @@
 //! `agent-sandbox-execd --check`: the kernel doctor (root). Gathers the
 //! facts enforcement needs ([`Facts::gather`]: securityfs, the active LSM
 //! list, BTF, cgroup2, bpffs, lockdown, a trial load and attach of the
-//! programs) and turns them into findings with the exact cause and fix
+//! programs, then the canary of [`crate::canary`] on the trial's maps) and
+//! turns them into findings with the exact cause and fix
 //! ([`diagnose`], pure and unit-tested: this is where "this kernel forbids
 //! BPF LSM programs" is decided).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::canary;
+use crate::cgroup::{self, Tree};
 use crate::failure::{self, ENOTSUPP};
-use crate::maps::{self, BpfError};
+use crate::maps::{self, Bpf, BpfError};
 
 /// Exit status of a healthy check.
 pub const EXIT_HEALTHY: u8 = 0;
@@ -39,6 +42,9 @@ pub struct Facts {
     /// The trial load and attach: Ok(programs attached) or the step that
     /// failed and its errno.
     pub trial: Option<Result<usize, (String, Option<i32>)>>,
+    /// The canary on the trial's maps: Ok(what was seen) or Err((cause,
+    /// fix)); None when it could not run (no trial, or no cgroup2).
+    pub canary: Option<Result<String, (String, String)>>,
     /// /etc/os-release's ID (`debian`, `ubuntu`...).
     pub distro: Option<String>,
     /// Whether [`GRUB_FILE`] exists.
@@ -200,6 +206,17 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
             out.push(Finding::Fail { cause, fix });
         }
     }
+    match (&f.canary, &f.trial) {
+        (Some(Ok(seen)), _) => out.push(Finding::Ok(format!("canary: {seen}"))),
+        (Some(Err((cause, fix))), _) => out.push(Finding::Fail {
+            cause: cause.clone(),
+            fix: fix.clone(),
+        }),
+        (None, Some(Ok(_))) => out.push(Finding::Note(
+            "canary not run: it needs the cgroup2 hierarchy (see above)".into(),
+        )),
+        (None, _) => {}
+    }
     out
 }
 
@@ -259,11 +276,16 @@ impl Facts {
         let bpf_lsm = lsm
             .as_deref()
             .is_some_and(|l| l.split(',').any(|m| m == "bpf"));
-        let trial = (bpf_lsm && btf).then(|| {
-            maps::trial_load_and_attach().map_err(|e| match &e {
+        let mut canary = None;
+        let trial = (bpf_lsm && btf).then(|| match Bpf::load_unpinned() {
+            Ok(mut bpf) => {
+                canary = cgroup2.as_deref().map(|root| run_canary(&mut bpf, root));
+                Ok(bpf.attached_count())
+            }
+            Err(e) => Err(match &e {
                 BpfError::Kernel { what, source } => (what.clone(), failure::errno_of(source)),
                 other => (crate::error_chain(other), None),
-            })
+            }),
         });
         Facts {
             mounted_securityfs: !before && lsm.is_some(),
@@ -273,10 +295,31 @@ impl Facts {
             bpffs,
             lockdown,
             trial,
+            canary,
             distro,
             grub: Path::new(GRUB_FILE).exists(),
         }
     }
+}
+
+/// The canary below the cgroup2 hierarchy at `root`; the parent cgroup is
+/// removed after if the doctor made it.
+fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
+    let existed = Path::new(root).join(cgroup::PARENT).exists();
+    let tree = Tree::open().map_err(|e| {
+        (
+            format!("canary: cannot open the sandbox cgroup tree: {e}"),
+            "run as root on the host's cgroup2 hierarchy".to_string(),
+        )
+    })?;
+    let result = canary::run(bpf, tree.parent(), "doctor").map_err(|e| {
+        let fix = e.fix().to_string();
+        (crate::error_chain(&e), fix)
+    });
+    if !existed {
+        tree.remove_if_unused();
+    }
+    result
 }
 
 /// `agent-sandbox-execd --check`; returns the exit status.
@@ -304,6 +347,7 @@ mod tests {
             bpffs: Ok(()),
             lockdown: Some("[none] integrity confidentiality".into()),
             trial: Some(Ok(9)),
+            canary: Some(Ok("a child was refused with EPERM".into())),
             distro: Some("debian".into()),
             grub: true,
         }
@@ -325,6 +369,33 @@ mod tests {
         assert_eq!(code, EXIT_HEALTHY, "{text}");
         assert!(text.contains("verdict: enforcement can work"), "{text}");
         assert!(text.contains("9 LSM programs attached"), "{text}");
+        assert!(text.contains("ok: canary: a child was refused"), "{text}");
+    }
+
+    /// Programs that load and attach but do not deny: the verdict says so.
+    #[test]
+    fn a_canary_that_was_not_denied() {
+        let e = canary::CanaryError::NotDenied {
+            cgroup: "/sys/fs/cgroup/agent-sandbox-exec/canary-doctor-7".into(),
+            file: "/run/agent-sandbox-exec/canary-doctor-7".into(),
+        };
+        let f = Facts {
+            canary: Some(Err((e.to_string(), e.fix().to_string()))),
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 1, "{fl:?}");
+        assert!(fl[0].0.contains("opened the denied file"), "{fl:?}");
+        assert!(fl[0].1.contains("enforcement does not work"), "{fl:?}");
+        let (text, code) = report(&diagnose(&f));
+        assert_eq!(code, EXIT_UNHEALTHY, "{text}");
+        // Without cgroup2 the canary cannot run, and says so.
+        let f = Facts {
+            canary: None,
+            cgroup2: None,
+            ..healthy()
+        };
+        assert!(report(&diagnose(&f)).0.contains("note: canary not run"));
     }
 
     /// This development host: bpf listed, BTF present, EPERM at load.

@@ -257,6 +257,17 @@ pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
             class: Class::Transient,
             message: format!("{chain}; {TRANSIENT_TAIL}"),
         },
+        DaemonError::Canary(c) => {
+            let (class, tail) = if c.transient() {
+                (Class::Transient, TRANSIENT_TAIL)
+            } else {
+                (Class::Permanent, PERMANENT_TAIL)
+            };
+            Verdict {
+                class,
+                message: format!("{chain}; {}; {tail}", c.fix()),
+            }
+        }
         DaemonError::Cgroup(_) | DaemonError::Setup { .. } => Verdict {
             class: Class::Other,
             message: format!("{chain}; {OTHER_TAIL}"),

@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod admission;
+mod canary;
 mod cgroup;
 mod check;
 mod daemon;

@@ -434,39 +434,12 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     Ok(())
 }
 
-/// The doctor's trial (`agent-sandbox-execd --check`): opens the embedded
-/// object with fresh, unpinned maps, loads it and attaches each program,
-/// then drops everything (the links detach, the maps go). Nothing under
-/// [`PIN_ROOT`] is read or written, so a running daemon is not disturbed;
-/// with empty maps the programs deny nothing while attached.
-///
-/// # Errors
-/// [`BpfError::Kernel`] with the errno of the refused load or attach.
-pub fn trial_load_and_attach() -> Result<usize, BpfError> {
-    let object = Box::leak(Box::new(MaybeUninit::uninit()));
-    let mut open = AgentSandboxSkelBuilder::default()
-        .open(object)
-        .map_err(lb("open the BPF object"))?;
-    let compat = libbpf_rs::btf::Btf::from_vmlinux()
-        .map(|btf| {
-            btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
-                .is_some()
-        })
-        .unwrap_or(false);
-    open.progs.file_ioctl_compat.set_autoload(compat);
-    let skel = open.load().map_err(|source| BpfError::Kernel {
-        what: "load the BPF LSM programs".into(),
-        source,
-    })?;
-    let mut links = Vec::new();
-    for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
-        let name = prog.name().to_string_lossy().into_owned();
-        links.push(prog.attach_lsm().map_err(|source| BpfError::Kernel {
-            what: format!("attach the lsm/{name} program"),
-            source,
-        })?);
+/// Removes `pin_dir` and then [`PIN_ROOT`] if they are empty (rmdir(2)
+/// refuses otherwise): what a start-up whose load failed leaves behind.
+pub fn remove_empty_pin_dirs(pin_dir: &Path) {
+    if fs::remove_dir(pin_dir).is_ok() {
+        let _ = fs::remove_dir(PIN_ROOT);
     }
-    Ok(links.len())
 }
 
 /// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`
@@ -521,6 +494,9 @@ pub struct Bpf {
     /// desired file key. Per sandbox, not one value: a drop may have taken a
     /// key of any sandbox, so each must rewrite its keys once after it.
     drops_seen: HashMap<u64, u64>,
+    /// The links of an unpinned load ([`Bpf::load_unpinned`]): the programs
+    /// stay attached while these live. Empty for a pinned load.
+    _links: Vec<libbpf_rs::Link>,
     /// Whether the btrfs types were in the kernel's BTF when the programs
     /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
     btrfs_loaded: bool,
@@ -542,6 +518,27 @@ impl Bpf {
     /// [`BpfError`]; the kernel's refusal to load or attach is
     /// [`BpfError::Kernel`] with its errno.
     pub fn load_and_attach() -> Result<Bpf, BpfError> {
+        Bpf::load(true)
+    }
+
+    /// The doctor's trial (`agent-sandbox-execd --check`): the object with
+    /// fresh, unpinned maps, loaded and attached; dropping the result
+    /// detaches the programs and frees the maps. Nothing under [`PIN_ROOT`]
+    /// is read or written, so a running daemon is not disturbed; with empty
+    /// maps the programs deny nothing while attached.
+    ///
+    /// # Errors
+    /// As [`Bpf::load_and_attach`].
+    pub fn load_unpinned() -> Result<Bpf, BpfError> {
+        Bpf::load(false)
+    }
+
+    /// How many programs are attached.
+    pub fn attached_count(&self) -> usize {
+        self.attached.len()
+    }
+
+    fn load(pinned: bool) -> Result<Bpf, BpfError> {
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
         // (module or vmlinux) is then there for the CO-RE relocations.
         let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
@@ -556,7 +553,9 @@ impl Bpf {
             .map(|r| r.layout_version)
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
         let pin_dir = Path::new(PIN_ROOT).join(format!("v{layout}"));
-        fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
+        if pinned {
+            fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
+        }
         for (name, map) in [
             ("deny_map", &mut open.maps.deny_map),
             ("name_map", &mut open.maps.name_map),
@@ -564,6 +563,9 @@ impl Bpf {
             ("sandbox_slots", &mut open.maps.sandbox_slots),
             ("key_filter", &mut open.maps.key_filter),
         ] {
+            if !pinned {
+                continue;
+            }
             map.set_pin_path(pin_dir.join(name))
                 .map_err(lb(format!("set the {name} pin path")))?;
         }
@@ -582,10 +584,20 @@ impl Bpf {
             );
         }
         open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = open.load().map_err(|source| BpfError::Kernel {
-            what: "load the BPF LSM programs".into(),
-            source,
-        })?;
+        let skel = match open.load() {
+            Ok(s) => s,
+            Err(source) => {
+                // libbpf unpins the maps it pinned for a load that failed
+                // (bpf_object_load), leaving the directories it was given.
+                if pinned {
+                    remove_empty_pin_dirs(&pin_dir);
+                }
+                return Err(BpfError::Kernel {
+                    what: "load the BPF LSM programs".into(),
+                    source,
+                });
+            }
+        };
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
         let stamp = SystemTime::now()
@@ -594,19 +606,26 @@ impl Bpf {
             .unwrap_or_default();
         let generation = format!("link-{stamp}-");
         let mut attached = Vec::new();
+        let mut links = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
             let mut link = prog.attach_lsm().map_err(|source| BpfError::Kernel {
                 what: format!("attach the lsm/{name} program"),
                 source,
             })?;
-            link.pin(pin_dir.join(format!("{generation}{name}")))
-                .map_err(lb(format!("pin the lsm/{name} link")))?;
-            // Pinned: the program now stays attached after we exit.
-            link.disconnect();
+            if pinned {
+                link.pin(pin_dir.join(format!("{generation}{name}")))
+                    .map_err(lb(format!("pin the lsm/{name} link")))?;
+                // Pinned: the program now stays attached after we exit.
+                link.disconnect();
+            } else {
+                links.push(link);
+            }
             attached.push(name);
         }
-        remove_other_links(&pin_dir, &generation);
+        if pinned {
+            remove_other_links(&pin_dir, &generation);
+        }
         let mut bpf = Bpf {
             skel,
             pin_dir,
@@ -622,6 +641,7 @@ impl Bpf {
             },
             btrfs_loaded,
             drops_seen: HashMap::new(),
+            _links: links,
         };
         bpf.load_mirror();
         Ok(bpf)
