@@ -126,9 +126,10 @@ pub fn main(args: &[OsString]) -> u8 {
                  \x20   sandboxes are no longer enforced. Stop the service first; starting it again\n\
                  \x20   turns enforcement back on.\n\
                  agent-sandbox-execd --check\n\
-                 \x20   the kernel doctor: securityfs, LSM list, BTF, cgroup2, bpffs, lockdown and a\n\
-                 \x20   trial load and attach, each failure with its cause and fix; exit 0 healthy,\n\
-                 \x20   1 when enforcement cannot work here.\n\
+                 \x20   the kernel doctor: securityfs, LSM list, BTF, cgroup2, bpffs, lockdown, a\n\
+                 \x20   trial load and attach, and a canary (a temporary sandbox must be refused a\n\
+                 \x20   denied temporary file with EPERM), each failure with its cause and fix;\n\
+                 \x20   exit 0 healthy, 1 when enforcement cannot work here.\n\
                  See agent-sandbox-execd(8)."
             );
             return 0;
