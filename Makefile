@@ -19,12 +19,13 @@ SHELLCHECK ?= shellcheck
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-# Debian packages needed to build, test and package, and for `make vm-test`
-# (qemu, qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool). The Rust
+# Debian packages needed to build, check (`make test`) and package. The Rust
 # toolchain is handled separately.
-DEPS_APT := binutils ca-certificates clang dpkg-dev e2fsprogs gcc gcc-multilib gzip xz-utils zstd \
-	libc6-dev libelf-dev lintian llvm make man-db mmdebstrap pkg-config \
-	qemu-system-x86 qemu-utils shellcheck zlib1g-dev
+DEPS_APT := binutils ca-certificates clang dpkg-dev gcc gzip xz-utils zstd \
+	libc6-dev libelf-dev lintian llvm make man-db pkg-config shellcheck zlib1g-dev
+# Debian packages the guest suites of `make vm-test` need besides (qemu,
+# qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool).
+TEST_DEPS_APT := e2fsprogs gcc-multilib mmdebstrap qemu-system-x86 qemu-utils
 
 # Rust: edition 2024 needs Rust 1.85 or later.
 RUST_MIN := 1.85
@@ -49,17 +50,22 @@ CARGO_RUN = PATH="$(dir $(CARGO)):$$PATH" "$(CARGO)"
 SHELL_SCRIPTS = $(sort $(shell find scripts debian .ci -type f -exec \
 	awk 'FNR == 1 && /^\#!.*[\/ ](ba|da)?sh([ \t]|$$)/ { print FILENAME }' {} + 2>/dev/null))
 
-.PHONY: help deps build package test fmt-check clippy cargo-test shellcheck \
+.PHONY: help deps test-deps build package test fmt-check clippy cargo-test shellcheck \
 	catalog-check bpf-check lintian vm-test package-next guest-tools bench bench-tools clean have-cargo
 
 help:
-	@echo "make deps      install the build and test dependencies (Debian 12, apt-get)"
+	@echo "make deps      install the build dependencies, for make build/package/test (Debian 12, apt-get)"
+	@echo "make test-deps make deps, plus what make vm-test needs (QEMU, mmdebstrap, gcc-multilib)"
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suites (scripts/guest-suite.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other)"
+	@echo "make vm-test   the guest suites (scripts/guest-suite.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other),"
+	@echo "               each followed by a short boot without the bpf LSM (test-status.sh no_bpf)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
+
+test-deps: deps
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(TEST_DEPS_APT)
 
 deps:
 	$(SUDO) apt-get update
@@ -190,16 +196,27 @@ vm_suite = scripts/vm-test.sh --suite $(1) --cpus $(VM_CPUS_$(1)) --timeout $(VM
 	    $(addprefix --add ,$(GUEST_SCRIPTS) $(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh 2>&1 | tee build/vm-$(1).log | sed -u 's/^/[$(1)] /'
+# vm_no_bpf SUITE: the short extra boot of that suite's kernel with an LSM list
+# that lacks bpf (boot, install, the doctor, the launcher's refusal;
+# scripts/test-status.sh no_bpf), after its suite passed.
+vm_no_bpf = scripts/vm-test.sh --suite $(1) --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
+	    $(addprefix --add ,$(GUEST_SCRIPTS)) $(DEB) -- scripts/test-status.sh 2>&1 \
+	    | tee build/vm-$(1)-no-bpf.log | sed -u 's/^/[$(1), no bpf] /'
 vm-test: package package-next guest-tools
-	@rc=0; pids=; \
+	@rc=0; pids=; rm -f $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); \
 	$(foreach s,$(VM_SUITES),echo "== vm-test: $(s) ($(VM_CPUS_$(s)) vCPU)"; \
-	  if [ "$(VM_PARALLEL)" = 1 ]; then { $(call vm_suite,$(s)); } & pids="$$pids $$!"; \
-	  else $(call vm_suite,$(s)) || rc=1; fi; ) \
+	  if [ "$(VM_PARALLEL)" = 1 ]; then { $(call vm_suite,$(s)) && $(call vm_no_bpf,$(s)); } & pids="$$pids $$!"; \
+	  else { $(call vm_suite,$(s)) && $(call vm_no_bpf,$(s)); } || rc=1; fi; ) \
 	for p in $$pids; do wait "$$p" || rc=1; done; \
-	for s in $(VM_SUITES); do \
-	  printf '== vm-test: %s: %s\n' "$$s" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' build/vm-$$s.log | tr '\n' ' ')"; \
+	for log in $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); do \
+	  [ -e "$$log" ] || { echo "== vm-test: $$log: not run (its suite failed first)"; continue; }; \
+	  printf '== vm-test: %s: %s\n' "$$log" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' "$$log" | tr '\n' ' ')"; \
 	done; \
 	exit "$$rc"
+
+# The short extra boot of vm-test: a kernel whose LSM list lacks bpf (boot,
+# install, the doctor, the launcher's refusal; scripts/test-status.sh no_bpf).
+VM_NO_BPF_LSM ?= lsm=lockdown,capability,yama
 
 # Benchmarks (BENCHMARKS.md): scripts/bench-guest.sh in a Debian 12 guest, one
 # boot per mode in BENCH_MODES: icount (deterministic: guest time = executed

@@ -75,6 +75,9 @@ esac
 gzip -9n <debian/changelog >"$doc/$changelog"
 chmod 0644 "$doc/$changelog"
 install -D -m 0644 scripts/denylist.example "$doc/examples/denylist.example"
+# The README: how it works, and its threat model and caveats.
+gzip -9n <README.md >"$doc/README.md.gz"
+chmod 0644 "$doc/README.md.gz"
 
 for page in packaging/man/*.[1-8]; do
 	name=$(basename "$page")

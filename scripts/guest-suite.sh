@@ -1,27 +1,32 @@
 #!/bin/bash
 # Guest entry point of `make vm-test` (runs as root in the QEMU guest, cwd =
-# the share): the operator harness scripts/test.sh, the file system suite
-# scripts/test-fs.sh, the side doors II suite scripts/test-procs.sh, then the
-# package lifecycle suite
-# scripts/test-lifecycle.sh, which ends by purging the package, and last the
-# first half of scripts/test-reboot.sh (it installs the package again; the
-# Makefile's vm-test boots the guest a second time for the other half).
-# Prints `systemd-analyze security` of the unit for the record first.
+# the share): each suite of SUITES in turn, then the first half of
+# scripts/test-reboot.sh (it installs the package again; the Makefile's
+# vm-test boots the guest a second time for the other half). The suites: the
+# operator harness test.sh, file systems test-fs.sh, directory entries
+# test-dirs.sh, the user's daemons and passed descriptors test-doors.sh, the
+# user's other processes and terminal test-procs.sh, --status/--check/the
+# doctor test-status.sh, and last the package lifecycle test-lifecycle.sh,
+# which ends by purging the package. A suite that is not on the share is a
+# failure, not a skip. Prints `systemd-analyze security` of the unit for the
+# record first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+SUITES=(test.sh test-fs.sh test-dirs.sh test-doors.sh test-procs.sh test-status.sh test-lifecycle.sh)
 
 echo "== systemd-analyze security agent-sandbox-execd.service"
 systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 60 || true
 
 rc=0
-echo "== scripts/test.sh"
-bash "$here/test.sh" || rc=1
-echo "== scripts/test-fs.sh"
-bash "$here/test-fs.sh" || rc=1
-echo "== scripts/test-procs.sh"
-bash "$here/test-procs.sh" || rc=1
-echo "== scripts/test-lifecycle.sh"
-bash "$here/test-lifecycle.sh" || rc=1
+for suite in "${SUITES[@]}"; do
+	echo "== scripts/$suite"
+	if [ ! -f "$here/$suite" ]; then
+		echo "FAIL: $suite is not on the share"
+		rc=1
+		continue
+	fi
+	bash "$here/$suite" || rc=1
+done
 echo "== scripts/test-reboot.sh prepare (checked after a reboot)"
 bash "$here/test-reboot.sh" prepare || rc=1
 if [ "$rc" = 0 ]; then

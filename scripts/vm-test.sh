@@ -23,6 +23,8 @@
 #   --cpus N           vCPUs under multi-threaded TCG (default 2); 1 runs the guest on one vCPU,
 #                      where no other vCPU executes kernel text while the kernel patches it (see
 #                      the Makefile's vm-test target)
+#   --append ARGS      extra kernel command line arguments (e.g. `lsm=lockdown,capability` for a
+#                      guest without the bpf LSM); appended after the harness's own
 #   --icount           deterministic timing: one vCPU under single-threaded TCG with a guest clock
 #                      that counts executed instructions (1 instruction = 1 virtual ns; an idle
 #                      guest jumps to its next timer), so timings repeat to about 0.1 %; suits
@@ -58,6 +60,7 @@ keep_share=
 icount=
 cpus=2
 second_boot=
+append_args=
 debs=()
 adds=()
 guest_script=
@@ -109,6 +112,7 @@ parse_args() {
         --keep-share) [ $# -ge 2 ] || die "--keep-share needs a value" "$EXIT_USAGE"; keep_share=$2; shift 2 ;;
         --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
         --second-boot) [ $# -ge 2 ] || die "--second-boot needs a value" "$EXIT_USAGE"; second_boot=$2; shift 2 ;;
+        --append) [ $# -ge 2 ] || die "--append needs a value" "$EXIT_USAGE"; append_args=$2; shift 2 ;;
         --icount) icount=1; shift ;;
         --cpus) [ $# -ge 2 ] || die "--cpus needs a value" "$EXIT_USAGE"; cpus=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
@@ -386,7 +390,7 @@ run_vm() {
         "${cpu[@]}" -cpu max -m 2G -machine q35 \
         -nodefaults -display none -no-reboot -nic none \
         -kernel "$image/vmlinux" -initrd "$image/initrd.img" \
-        -append "console=ttyS0 root=LABEL=$ROOT_LABEL rw panic=-1" \
+        -append "console=ttyS0 root=LABEL=$ROOT_LABEL rw panic=-1${append_args:+ $append_args}" \
         -drive "$drive" \
         -virtfs "local,path=$share,mount_tag=$SHARE_TAG,security_model=none" \
         -serial "file:$serial" \

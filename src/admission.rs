@@ -203,6 +203,9 @@ pub enum Screened {
     /// A well-formed request for the connecting process itself: this pid,
     /// to authenticate.
     Request(i32),
+    /// A well-formed status question (`op=status`) of the connecting
+    /// process: answered at once, nothing moved or applied.
+    Status(i32),
     /// Refuse, with this kind (for the log) and reason (for the reply).
     Refuse(Abuse, String),
     /// Nothing arrived yet: keep waiting (until the deadline).
@@ -242,7 +245,11 @@ pub fn screen(peer_pid: i32, received: Received) -> Screened {
             ),
         );
     }
-    Screened::Request(req.pid)
+    if req.status {
+        Screened::Status(req.pid)
+    } else {
+        Screened::Request(req.pid)
+    }
 }
 
 #[cfg(test)]
@@ -256,6 +263,14 @@ mod tests {
             screen(42, msg("version=2\npid=42\n")),
             Screened::Request(42)
         );
+        assert_eq!(
+            screen(42, msg("version=2\npid=42\nop=status\n")),
+            Screened::Status(42)
+        );
+        assert!(matches!(
+            screen(42, msg("version=2\npid=43\nop=status\n")),
+            Screened::Refuse(Abuse::Refused, _)
+        ));
         assert_eq!(screen(42, Received::Nothing), Screened::Wait);
         assert_eq!(screen(42, Received::Closed), Screened::Close);
         let refused = |s: Screened| match s {

@@ -99,6 +99,19 @@ impl Tree {
         Ok(Tree { parent })
     }
 
+    /// The parent cgroup's directory (`<cgroup2 root>/agent-sandbox-exec`).
+    pub fn parent(&self) -> &Path {
+        &self.parent
+    }
+
+    /// Removes the parent cgroup if nothing is below it (rmdir(2) fails with
+    /// EBUSY while it holds a child cgroup or a process): what a start-up
+    /// that failed, or the doctor, made and leaves unused. Returns whether
+    /// it was removed.
+    pub fn remove_if_unused(&self) -> bool {
+        fs::remove_dir(&self.parent).is_ok()
+    }
+
     /// Directory of uid `uid`'s sandbox cgroup.
     pub fn dir_for(&self, uid: u32) -> PathBuf {
         self.parent.join(format!("uid-{uid}"))

@@ -2,7 +2,8 @@
 //!
 //! Start-up: check the kernel (bpf LSM, BTF) → mount bpffs if needed → find
 //! the cgroup2 tree → load the program with the pinned maps, attach and pin its
-//! link → drop state of sandboxes whose cgroup is gone → listen on the request
+//! link → the canary ([`crate::canary`]: a temporary sandbox must be refused a
+//! denied temporary file with EPERM) → drop state of sandboxes whose cgroup is gone → listen on the request
 //! socket → re-apply every existing sandbox's lists → write the ready file and
 //! tell systemd READY=1.
 //!
@@ -67,6 +68,10 @@ const TRIM_AFTER: usize = 10_000;
 /// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
 
+/// The notice of a launch whose lists deny nothing.
+const NOTHING_DENIED: &str = "your lists deny nothing: this sandbox denies no file \
+    (agent-sandbox-exec --check shows what each line does)";
+
 static STOP: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
 
@@ -79,6 +84,9 @@ pub enum DaemonError {
     /// The cgroup tree failed.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    /// The canary found the attached programs not denying, or could not run.
+    #[error(transparent)]
+    Canary(#[from] crate::canary::CanaryError),
     /// Any other set-up step failed.
     #[error("{what}: {cause}")]
     Setup {
@@ -110,6 +118,11 @@ pub fn main(args: &[OsString]) -> u8 {
                  \x20   turns enforcement off on purpose: unpins the programs and maps, so running\n\
                  \x20   sandboxes are no longer enforced. Stop the service first; starting it again\n\
                  \x20   turns enforcement back on.\n\
+                 agent-sandbox-execd --check\n\
+                 \x20   the kernel doctor: securityfs, LSM list, BTF, cgroup2, bpffs, lockdown, a\n\
+                 \x20   trial load and attach, and a canary (a temporary sandbox must be refused a\n\
+                 \x20   denied temporary file with EPERM), each failure with its cause and fix;\n\
+                 \x20   exit 0 healthy, 1 when enforcement cannot work here.\n\
                  See agent-sandbox-execd(8)."
             );
             return 0;
@@ -119,6 +132,7 @@ pub fn main(args: &[OsString]) -> u8 {
             return 0;
         }
         Some("--disable") if args.len() == 1 => return disable(),
+        Some("--check") if args.len() == 1 => return crate::doctor::main(),
         Some(other) => {
             eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
             return 64;
@@ -134,8 +148,35 @@ pub fn main(args: &[OsString]) -> u8 {
             // Permanent (78, not restarted) or not (75/1, systemd restarts it).
             let verdict = failure::classify(&e, failure::KernelFacts::read());
             log::error!("{}", verdict.message);
+            // Another daemon serving is not this daemon's failure to report.
+            let other_instance = matches!(&e, DaemonError::Setup { cause, .. }
+                if cause.kind() == io::ErrorKind::AddrInUse);
+            if !other_instance {
+                leave_reason(&verdict.message);
+            }
             verdict.class.exit_status()
         }
+    }
+}
+
+/// Leaves the reason the daemon cannot serve in [`request::FAILURE_FILE`]
+/// (0644, replaced atomically) for the launcher to quote; the unit's
+/// `RuntimeDirectoryPreserve=yes` keeps it after the unit failed.
+fn leave_reason(message: &str) {
+    let tmp = format!("{}.tmp", request::FAILURE_FILE);
+    let _ = fs::create_dir(request::RUN_DIR);
+    let text = format!("{}\n", request::one_line(message));
+    let written = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| io::Write::write_all(&mut f, text.as_bytes()))
+        .and_then(|()| fs::rename(&tmp, request::FAILURE_FILE));
+    if let Err(e) = written {
+        log::warn!("cannot leave the reason in {}: {e}", request::FAILURE_FILE);
     }
 }
 
@@ -203,11 +244,18 @@ fn run() -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
-    let bpf = Bpf::load_and_attach()?;
+    let mut bpf = Bpf::load_and_attach().inspect_err(|_| {
+        // A first start that failed leaves no cgroup tree behind (the load
+        // removes the pin directories it made).
+        tree.remove_if_unused();
+    })?;
     log::info!(
         "lsm/file_open attached; maps pinned in {}",
         bpf.pin_dir().display()
     );
+    // Proof that the attached programs deny, before anything is served.
+    let seen = crate::canary::run(&mut bpf, tree.parent(), "daemon")?;
+    log::info!("canary: {seen}");
 
     let (wake_r, wake_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
@@ -256,6 +304,7 @@ fn run() -> Result<(), DaemonError> {
             d.reapply_failures
         );
     }
+    let _ = fs::remove_file(request::FAILURE_FILE);
     publish_ready()?;
     sd_notify("READY=1\nSTATUS=serving");
     log::info!("ready; requests on {}", request::SOCKET_PATH);
@@ -758,6 +807,7 @@ impl Daemon {
                 };
             match admission::screen(inc.conn.peer.pid, received) {
                 Screened::Request(pid) => self.take_request(inc.conn, pid),
+                Screened::Status(_) => self.answer_status(&inc.conn),
                 Screened::Refuse(kind, why) => self.refuse_conn(inc.conn, kind, why),
                 Screened::Wait => self.incoming.push(inc),
                 Screened::Close => {}
@@ -1193,6 +1243,13 @@ impl Daemon {
             self.refuse_all(batch, why);
             return;
         }
+        // A sandbox that denies nothing says so, once per launch.
+        let mut notices = notices.to_vec();
+        let denies_nothing = cgroup::cgroup_id(&self.tree.dir_for(uid))
+            .is_ok_and(|cgid| self.bpf.held_entries(cgid) == 0);
+        if denies_nothing {
+            notices.push(NOTHING_DENIED.to_string());
+        }
         for p in batch {
             let refusal = self.migrate_checked(&p).err();
             if let Some(why) = &refusal {
@@ -1201,7 +1258,7 @@ impl Daemon {
             let reply = Reply {
                 refusal,
                 warnings: warnings.to_vec(),
-                notices: notices.to_vec(),
+                notices: notices.clone(),
             };
             self.reply(&p.conn, &reply);
         }
@@ -1251,6 +1308,37 @@ impl Daemon {
             log::error!(
                 "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"
             );
+        }
+    }
+
+    /// Answers a status question (`op=status`, `agent-sandbox-exec --status`)
+    /// of the connecting uid from the daemon's state: the counts its
+    /// sandbox's entries in the maps (the mirror, [`Bpf::held`]) and the
+    /// warnings about its own list at its last apply. Only the uid's own
+    /// state, and no list text (the warnings name lines by number).
+    fn answer_status(&self, conn: &Conn) {
+        let uid = conn.peer.uid;
+        let cgid = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
+        let held = cgid.and_then(|c| self.bpf.held(c));
+        let mut answer = request::StatusReply {
+            sandbox: cgid.is_some(),
+            ..Default::default()
+        };
+        if let Some(set) = held {
+            answer.files = set
+                .files()
+                .iter()
+                .filter(|k| k.kind == keys::KIND_OPEN)
+                .count();
+            answer.marks = set.files().len() - answer.files;
+            answer.names = set.names().len();
+        }
+        if let Some(a) = self.applied.get(&uid) {
+            answer.warnings = a.user_warnings.clone();
+        }
+        log::debug!("status: uid {uid} pid {}", conn.peer.pid);
+        if let Err(e) = request::send_packet(conn.fd.as_fd(), answer.encode().as_bytes()) {
+            log::debug!("cannot answer the status of uid {uid}: {e}");
         }
     }
 

@@ -169,7 +169,7 @@ fn kernel_cause(errno: Option<i32>, facts: KernelFacts) -> String {
             "{name}: {}",
             missing(facts)
         ),
-        libc::EPERM => "EPERM: the kernel refuses BPF LSM programs although bpf is in the active LSM \
+        libc::EPERM => "EPERM: this kernel forbids BPF LSM programs: it refuses them although bpf is in the active LSM \
                         list and kernel BTF is present (a kernel or hypervisor policy that forbids BPF \
                         trampolines, or a unit without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN in its \
                         CapabilityBoundingSet=); enforcement needs another kernel or host"
@@ -257,6 +257,17 @@ pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
             class: Class::Transient,
             message: format!("{chain}; {TRANSIENT_TAIL}"),
         },
+        DaemonError::Canary(c) => {
+            let (class, tail) = if c.transient() {
+                (Class::Transient, TRANSIENT_TAIL)
+            } else {
+                (Class::Permanent, PERMANENT_TAIL)
+            };
+            Verdict {
+                class,
+                message: format!("{chain}; {}; {tail}", c.fix()),
+            }
+        }
         DaemonError::Cgroup(_) | DaemonError::Setup { .. } => Verdict {
             class: Class::Other,
             message: format!("{chain}; {OTHER_TAIL}"),

@@ -58,6 +58,12 @@ pub enum LaunchError {
 enum Cli<'a> {
     Help,
     Version,
+    /// `--check [LIST]`: resolve the lists offline ([`crate::check`]).
+    Check(Option<&'a OsString>),
+    /// `--status [-v]`: where this process stands ([`status`]).
+    Status {
+        verbose: bool,
+    },
     /// PROGRAM and its arguments, exactly as given (bytes, any encoding).
     Run(&'a OsString, &'a [OsString]),
     /// A usage error, to print after `agent-sandbox-exec: `.
@@ -65,9 +71,26 @@ enum Cli<'a> {
 }
 
 /// Parses the arguments after argv[0]. Only a first argument that is
-/// `--help`/`-h`, `--version`/`-V`, `--` or another `-x` is an option;
-/// anything else, including a non-UTF-8 name, is PROGRAM.
+/// `--help`/`-h`, `--version`/`-V`, `--check`, `--status`, `--` or another
+/// `-x` is an option; anything else, including a non-UTF-8 name, is PROGRAM.
 fn parse_cli(args: &[OsString]) -> Cli<'_> {
+    match args.first().and_then(|a| a.to_str()) {
+        Some("--check") => {
+            return match args {
+                [_] => Cli::Check(None),
+                [_, list] => Cli::Check(Some(list)),
+                _ => Cli::Usage("usage: agent-sandbox-exec --check [LIST]".into()),
+            };
+        }
+        Some("--status") => {
+            return match args.get(1).map(|a| a.to_str()) {
+                None => Cli::Status { verbose: false },
+                Some(Some("-v" | "--verbose")) if args.len() == 2 => Cli::Status { verbose: true },
+                _ => Cli::Usage("usage: agent-sandbox-exec --status [-v]".into()),
+            };
+        }
+        _ => {}
+    }
     let rest = match args.first().map(|a| a.to_str()) {
         None => {
             return Cli::Usage(
@@ -79,7 +102,8 @@ fn parse_cli(args: &[OsString]) -> Cli<'_> {
         Some(Some("--")) => &args[1..],
         Some(Some(s)) if s.starts_with('-') && s.len() > 1 => {
             return Cli::Usage(format!(
-                "unknown option {s:?}; use -- before a PROGRAM that starts with '-'"
+                "unknown option {s:?} (options: --help, --version, --check [LIST], --status [-v]); \
+                 put -- before a PROGRAM whose name starts with '-'"
             ));
         }
         Some(_) => args,
@@ -95,12 +119,21 @@ pub fn main(args: &[OsString]) -> u8 {
     let (program, rest) = match parse_cli(args) {
         Cli::Help => {
             println!(
-                "Usage: agent-sandbox-exec [--] PROGRAM [ARGS...]\n\n\
+                "Usage: agent-sandbox-exec [--] PROGRAM [ARGS...]\n\
+                 \x20      agent-sandbox-exec --check [LIST]\n\
+                 \x20      agent-sandbox-exec --status [-v]\n\n\
                  Runs PROGRAM (found in PATH like a shell does) in your agent sandbox: it and\n\
                  every process it starts get \"Operation not permitted\" when opening a file in\n\
                  {} or ~/{}.\n\
                  Exit status: PROGRAM's, or {EXIT_REFUSED} if the sandbox could not be set up\n\
-                 (PROGRAM then never runs). See agent-sandbox-exec(1).",
+                 (PROGRAM then never runs).\n\n\
+                 --check [LIST]  resolve the lists (or LIST) as you, without the daemon, and print\n\
+                 \x20               what each line would deny now and lines that look like mistakes;\n\
+                 \x20               exit 0 clean, 1 problems, 2 a list cannot be read\n\
+                 --status [-v]   whether you are in a sandbox, whether the daemon serves, what is\n\
+                 \x20               enforced for you (-v: each line of your lists); exit 0 when the\n\
+                 \x20               daemon serves, 1 when it does not, 2 for a usage error\n\
+                 See agent-sandbox-exec(1).",
                 crate::resolve::BASE_LIST,
                 crate::resolve::HOME_LIST
             );
@@ -114,8 +147,19 @@ pub fn main(args: &[OsString]) -> u8 {
             eprintln!("agent-sandbox-exec: {why}");
             return EXIT_REFUSED;
         }
+        Cli::Check(list) => return crate::check::main(list.map(std::path::Path::new)),
+        Cli::Status { verbose } => return status(verbose),
         Cli::Run(program, rest) => (program, rest),
     };
+    // A mistyped PROGRAM is named as such, not as a daemon problem (the
+    // exec below looks it up again; this only picks the message).
+    if !findable(program) {
+        eprintln!(
+            "agent-sandbox-exec: cannot run {}: not found in PATH (nothing was started)",
+            program.to_string_lossy()
+        );
+        return 127;
+    }
     if let Err(e) = enter_sandbox() {
         eprintln!("agent-sandbox-exec: {e}");
         return EXIT_REFUSED;
@@ -166,6 +210,7 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     }
     let req = Request {
         pid: std::process::id() as i32,
+        status: false,
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
@@ -193,10 +238,148 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     }
 }
 
+/// Whether `program` names an existing file: a name with a `/` as is, else
+/// in a directory of `PATH` (as execvp(3) searches it; the default path
+/// when `PATH` is unset).
+fn findable(program: &OsString) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let name = program.as_bytes();
+    if name.is_empty() {
+        return false;
+    }
+    if name.contains(&b'/') {
+        return std::path::Path::new(program).exists();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).any(|d| {
+        let d = if d.as_os_str().is_empty() {
+            std::path::PathBuf::from(".")
+        } else {
+            d
+        };
+        d.join(program).is_file()
+    })
+}
+
+/// Exit status of `--status` when the daemon does not serve.
+pub const EXIT_STATUS_NOT_SERVING: u8 = 1;
+
+/// `agent-sandbox-exec --status [-v]`: prints whether this process is in a
+/// sandbox, whether the daemon serves (with its reason when it does not),
+/// and what its sandbox enforces for the caller's uid (counts by kind);
+/// `verbose` adds each line of the lists as they resolve now (the text only
+/// where [`crate::check::echo_allowed`] allows). Returns 0 when the daemon
+/// serves, [`EXIT_STATUS_NOT_SERVING`] when it does not.
+fn status(verbose: bool) -> u8 {
+    let uid = nix::unistd::getuid().as_raw();
+    match crate::check::own_sandbox() {
+        Some(path) => println!("sandbox: yes, this process is in {path}"),
+        None => println!("sandbox: no, this process is not in a sandbox"),
+    }
+    let code = match ask_status() {
+        Ok((pid, s)) => {
+            println!("daemon: serving (pid {pid})");
+            if s.sandbox {
+                println!(
+                    "enforced for uid {uid}: {} file(s) denied, {} name(s) watched, {} directories and symlinks on the way guarded",
+                    s.files, s.names, s.marks
+                );
+            } else {
+                println!(
+                    "enforced for uid {uid}: nothing yet (no sandbox of yours exists; the next launch creates it)"
+                );
+            }
+            for w in &s.warnings {
+                println!("warning at the last launch: {w}");
+            }
+            0
+        }
+        Err(e) => {
+            println!("daemon: not serving: {e}");
+            println!(
+                "enforced for uid {uid}: unknown without the daemon; new launches are refused (see journalctl -u agent-sandbox-execd)"
+            );
+            EXIT_STATUS_NOT_SERVING
+        }
+    };
+    if verbose {
+        println!("your lists as they resolve now (the next launch applies them):");
+        match crate::check::check_lists(None) {
+            Ok(reports) => print!("{}", crate::check::render(&reports)),
+            Err(e) => println!("cannot resolve the lists: {e}"),
+        }
+    }
+    code
+}
+
+/// Asks the daemon for this uid's status; its pid and the answer.
+fn ask_status() -> Result<(i32, request::StatusReply), LaunchError> {
+    let daemon = daemon_pid()?;
+    let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT)
+        .map_err(|e| LaunchError::NoDaemon(e.to_string()))?;
+    let server = request::peer_of(conn.as_fd()).map_err(|e| LaunchError::Request(e.to_string()))?;
+    if server.uid != 0 {
+        return Err(LaunchError::Request(format!(
+            "{} is served by uid {}, not by root",
+            request::SOCKET_PATH,
+            server.uid
+        )));
+    }
+    let req = Request {
+        pid: std::process::id() as i32,
+        status: true,
+    };
+    request::send_packet(conn.as_fd(), req.encode().as_bytes())
+        .map_err(|e| LaunchError::Request(e.to_string()))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(250u16));
+        match request::recv_packet(conn.as_fd(), request::MAX_REPLY_BYTES) {
+            Ok(Received::Message(m)) => {
+                return request::StatusReply::parse(&m)
+                    .map(|s| (daemon, s))
+                    .map_err(|e| LaunchError::NoReply(e.to_string()));
+            }
+            Ok(Received::Closed) => {
+                return Err(LaunchError::NoReply(
+                    "the daemon closed the connection without an answer".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(LaunchError::NoReply(e.to_string())),
+        }
+        if Instant::now() >= deadline || !alive(daemon) {
+            return Err(LaunchError::NoReply("no answer within 10 s".into()));
+        }
+    }
+}
+
+/// What the launcher says when the daemon is not serving: `cause`, then the
+/// daemon's own reason if it left one, and where to look. Pure.
+pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
+    match reason.map(str::trim).filter(|r| !r.is_empty()) {
+        Some(r) => format!(
+            "{cause}; the daemon's last failure: {}; see journalctl -u agent-sandbox-execd",
+            request::one_line(r)
+        ),
+        None => format!(
+            "{cause}; see systemctl status agent-sandbox-execd and journalctl -u agent-sandbox-execd"
+        ),
+    }
+}
+
 /// The serving daemon's pid, from the ready file, if that process is alive.
 fn daemon_pid() -> Result<i32, LaunchError> {
-    let text = fs::read_to_string(request::READY_FILE)
-        .map_err(|e| LaunchError::NoDaemon(format!("{}: {e}", request::READY_FILE)))?;
+    let reason = || fs::read_to_string(request::FAILURE_FILE).ok();
+    let text = fs::read_to_string(request::READY_FILE).map_err(|e| {
+        let cause = if e.kind() == io::ErrorKind::NotFound {
+            format!("{} does not exist", request::READY_FILE)
+        } else {
+            format!("{}: {e}", request::READY_FILE)
+        };
+        LaunchError::NoDaemon(not_serving(&cause, reason().as_deref()))
+    })?;
     let pid: i32 = text
         .trim()
         .parse()
@@ -291,5 +474,51 @@ mod tests {
         // A non-UTF-8 PROGRAM is a program, not a usage error.
         let c = os(&[b"prog\xff", b"\xfe"]);
         assert_eq!(parse_cli(&c), Cli::Run(&c[0], &c[1..]));
+        assert_eq!(parse_cli(&os(&[b"--check"])), Cli::Check(None));
+        let l = os(&[b"--check", b"/tmp/list"]);
+        assert_eq!(parse_cli(&l), Cli::Check(Some(&l[1])));
+        assert!(matches!(
+            parse_cli(&os(&[b"--check", b"a", b"b"])),
+            Cli::Usage(_)
+        ));
+        assert_eq!(
+            parse_cli(&os(&[b"--status"])),
+            Cli::Status { verbose: false }
+        );
+        assert_eq!(
+            parse_cli(&os(&[b"--status", b"-v"])),
+            Cli::Status { verbose: true }
+        );
+        assert!(matches!(
+            parse_cli(&os(&[b"--status", b"x"])),
+            Cli::Usage(_)
+        ));
+        // A program called --check runs after --.
+        let d = os(&[b"--", b"--check"]);
+        assert_eq!(parse_cli(&d), Cli::Run(&d[1], &d[2..]));
+        match parse_cli(&os(&[b"--stauts"])) {
+            Cli::Usage(why) => assert!(why.contains("--status [-v]"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn refusal_quotes_the_daemons_reason() {
+        let m = not_serving("x does not exist", Some("cannot load: EPERM\n"));
+        assert_eq!(
+            m,
+            "x does not exist; the daemon's last failure: cannot load: EPERM; see journalctl -u agent-sandbox-execd"
+        );
+        assert!(not_serving("x", None).contains("journalctl -u agent-sandbox-execd"));
+        assert!(!not_serving("x", Some("  ")).contains("last failure"));
+    }
+
+    #[test]
+    fn program_lookup() {
+        assert!(findable(&OsString::from("sh")));
+        assert!(findable(&OsString::from("/bin/sh")));
+        assert!(!findable(&OsString::from("no-such-program-asx")));
+        assert!(!findable(&OsString::from("/no/such/prog")));
+        assert!(!findable(&OsString::from("")));
     }
 }

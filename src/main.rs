@@ -16,9 +16,12 @@
 #![cfg_attr(not(test), no_main)]
 
 mod admission;
+mod canary;
 mod cgroup;
+mod check;
 mod daemon;
 mod denylist;
+mod doctor;
 mod entries;
 mod failure;
 mod keys;

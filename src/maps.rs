@@ -384,16 +384,24 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     }
     // A bpffs mounted inside a private mount namespace (e.g. one systemd made
     // for the unit) dies with it, and so would our pins and links.
-    let ns = |p: &str| {
-        fs::metadata(p)
-            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-            .ok()
-    };
-    if ns("/proc/self/ns/mnt") != ns("/proc/1/ns/mnt") {
-        return Err(BpfError::Unsupported(format!(
-            "bpffs is not mounted at {BPFFS}, and this daemon runs in a private mount namespace where a \
-             mount would not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
-        )));
+    let ns = |p: &str| fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    match (ns("/proc/self/ns/mnt"), ns("/proc/1/ns/mnt")) {
+        (Ok(a), Ok(b)) if a == b => {}
+        (Ok(_), Ok(_)) => {
+            return Err(BpfError::Unsupported(format!(
+                "bpffs is not mounted at {BPFFS}, and this daemon runs in a private mount namespace where a \
+                 mount would not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
+            )));
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            // "cannot tell" is not "private": /proc/1/ns/mnt may be
+            // unreadable even for root (EACCES on some hosts).
+            return Err(BpfError::Unsupported(format!(
+                "bpffs is not mounted at {BPFFS}, and whether this daemon shares PID 1's mount namespace \
+                 cannot be told (reading /proc/1/ns/mnt or /proc/self/ns/mnt: {e}), so a mount here might \
+                 not outlive it; mount bpffs on the host (`mount -t bpf bpf {BPFFS}`; systemd does this at boot)"
+            )));
+        }
     }
     nix::mount::mount(
         Some("bpf"),
@@ -411,6 +419,14 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
         )));
     }
     Ok(())
+}
+
+/// Removes `pin_dir` and then [`PIN_ROOT`] if they are empty (rmdir(2)
+/// refuses otherwise): what a start-up whose load failed leaves behind.
+pub fn remove_empty_pin_dirs(pin_dir: &Path) {
+    if fs::remove_dir(pin_dir).is_ok() {
+        let _ = fs::remove_dir(PIN_ROOT);
+    }
 }
 
 /// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`
@@ -457,6 +473,9 @@ pub struct Bpf {
     /// desired file key. Per sandbox, not one value: a drop may have taken a
     /// key of any sandbox, so each must rewrite its keys once after it.
     drops_seen: HashMap<u64, u64>,
+    /// The links of an unpinned load ([`Bpf::load_unpinned`]): the programs
+    /// stay attached while these live. Empty for a pinned load.
+    _links: Vec<libbpf_rs::Link>,
     /// Whether the btrfs types were in the kernel's BTF when the programs
     /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
     btrfs_loaded: bool,
@@ -478,6 +497,27 @@ impl Bpf {
     /// [`BpfError`]; the kernel's refusal to load or attach is
     /// [`BpfError::Kernel`] with its errno.
     pub fn load_and_attach() -> Result<Bpf, BpfError> {
+        Bpf::load(true)
+    }
+
+    /// The doctor's trial (`agent-sandbox-execd --check`): the object with
+    /// fresh, unpinned maps, loaded and attached; dropping the result
+    /// detaches the programs and frees the maps. Nothing under [`PIN_ROOT`]
+    /// is read or written, so a running daemon is not disturbed; with empty
+    /// maps the programs deny nothing while attached.
+    ///
+    /// # Errors
+    /// As [`Bpf::load_and_attach`].
+    pub fn load_unpinned() -> Result<Bpf, BpfError> {
+        Bpf::load(false)
+    }
+
+    /// How many programs are attached.
+    pub fn attached_count(&self) -> usize {
+        self.attached.len()
+    }
+
+    fn load(pinned: bool) -> Result<Bpf, BpfError> {
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
         // (module or vmlinux) is then there for the CO-RE relocations.
         let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
@@ -492,7 +532,9 @@ impl Bpf {
             .map(|r| r.layout_version)
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
         let pin_dir = Path::new(PIN_ROOT).join(format!("v{layout}"));
-        fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
+        if pinned {
+            fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
+        }
         for (name, map) in [
             ("deny_map", &mut open.maps.deny_map),
             ("name_map", &mut open.maps.name_map),
@@ -500,6 +542,9 @@ impl Bpf {
             ("sandbox_slots", &mut open.maps.sandbox_slots),
             ("key_filter", &mut open.maps.key_filter),
         ] {
+            if !pinned {
+                continue;
+            }
             map.set_pin_path(pin_dir.join(name))
                 .map_err(lb(format!("set the {name} pin path")))?;
         }
@@ -518,10 +563,20 @@ impl Bpf {
             );
         }
         open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = open.load().map_err(|cause| BpfError::Kernel {
-            what: "load the BPF LSM programs".into(),
-            cause,
-        })?;
+        let skel = match open.load() {
+            Ok(s) => s,
+            Err(cause) => {
+                // libbpf unpins the maps it pinned for a load that failed
+                // (bpf_object_load), leaving the directories it was given.
+                if pinned {
+                    remove_empty_pin_dirs(&pin_dir);
+                }
+                return Err(BpfError::Kernel {
+                    what: "load the BPF LSM programs".into(),
+                    cause,
+                });
+            }
+        };
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
         let stamp = SystemTime::now()
@@ -530,19 +585,26 @@ impl Bpf {
             .unwrap_or_default();
         let generation = format!("link-{stamp}-");
         let mut attached = Vec::new();
+        let mut links = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
             let mut link = prog.attach_lsm().map_err(|cause| BpfError::Kernel {
                 what: format!("attach the lsm/{name} program"),
                 cause,
             })?;
-            link.pin(pin_dir.join(format!("{generation}{name}")))
-                .map_err(lb(format!("pin the lsm/{name} link")))?;
-            // Pinned: the program now stays attached after we exit.
-            link.disconnect();
+            if pinned {
+                link.pin(pin_dir.join(format!("{generation}{name}")))
+                    .map_err(lb(format!("pin the lsm/{name} link")))?;
+                // Pinned: the program now stays attached after we exit.
+                link.disconnect();
+            } else {
+                links.push(link);
+            }
             attached.push(name);
         }
-        remove_other_links(&pin_dir, &generation);
+        if pinned {
+            remove_other_links(&pin_dir, &generation);
+        }
         let mut bpf = Bpf {
             skel,
             pin_dir,
@@ -558,6 +620,7 @@ impl Bpf {
             },
             btrfs_loaded,
             drops_seen: HashMap::new(),
+            _links: links,
         };
         bpf.load_mirror();
         Ok(bpf)

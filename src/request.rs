@@ -4,6 +4,7 @@
 //! ```text
 //! /run/agent-sandbox-exec/           0755 root (systemd RuntimeDirectory)
 //! ├── ready                          daemon pid; exists only while it serves
+//! ├── failure                        why the daemon last failed (until it serves)
 //! └── socket                         0666 root: listening SOCK_SEQPACKET socket
 //! ```
 //! The launcher connects and sends one request; the daemon sends one reply
@@ -15,7 +16,9 @@
 //! keep a byte of /run.
 //!
 //! A request is `key=value` lines: `version=2`, `pid=<pid>` (which must be
-//! the connecting process); unknown keys are ignored. A reply is
+//! the connecting process), and `op=status` for a status question (see
+//! [`StatusReply`]: nothing is moved, nothing is applied); unknown keys are
+//! ignored. A reply is
 //! `status=ok` or `status=refused`, optional `reason=<text>`, and any number
 //! of `warning=<text>` and `notice=<text>` lines. Each is one packet: a
 //! sequenced-packet socket delivers a message whole or not at all, so
@@ -35,6 +38,9 @@ pub const SOCKET_PATH: &str = "/run/agent-sandbox-exec/socket";
 pub const OLD_REQ_DIR: &str = "/run/agent-sandbox-exec/req";
 /// Exists, holding the daemon's pid, only while the daemon serves requests.
 pub const READY_FILE: &str = "/run/agent-sandbox-exec/ready";
+/// Why the daemon last failed to start or serve (one line); exists only
+/// after a failure and until a daemon serves again.
+pub const FAILURE_FILE: &str = "/run/agent-sandbox-exec/failure";
 /// Largest request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 1024;
 /// Largest reply sent, in bytes: one packet, well below the default socket
@@ -85,12 +91,16 @@ pub struct Request {
     /// The process to move into the sandbox: the launcher itself, which
     /// must be the process that connected.
     pub pid: i32,
+    /// `op=status`: the requester asks what is enforced for its uid
+    /// ([`StatusReply`]) and is not moved anywhere.
+    pub status: bool,
 }
 
 impl Request {
     /// The message for this request.
     pub fn encode(&self) -> String {
-        format!("version={VERSION}\npid={}\n", self.pid)
+        let op = if self.status { "op=status\n" } else { "" };
+        format!("version={VERSION}\npid={}\n{op}", self.pid)
     }
 
     /// Parses a request message. Unknown keys are ignored; `version` must be
@@ -106,6 +116,7 @@ impl Request {
             .map_err(|_| RequestError::Malformed("not UTF-8".into()))?;
         let mut version = None;
         let mut pid = None;
+        let mut status = false;
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 return Err(RequestError::Malformed(format!(
@@ -116,6 +127,13 @@ impl Request {
             match key {
                 "version" => version = Some(value),
                 "pid" => pid = Some(value),
+                "op" if value == "status" => status = true,
+                "op" => {
+                    return Err(RequestError::Malformed(format!(
+                        "unknown op {:?}",
+                        shorten(value)
+                    )));
+                }
                 _ => {}
             }
         }
@@ -131,7 +149,7 @@ impl Request {
         }
         let pid = pid.ok_or_else(|| RequestError::Malformed("no pid".into()))?;
         match pid.parse::<i32>() {
-            Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request { pid: p }),
+            Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request { pid: p, status }),
             _ => Err(RequestError::Malformed(format!(
                 "bad pid {:?}",
                 shorten(pid)
@@ -249,6 +267,85 @@ impl Reply {
             warnings,
             notices,
         })
+    }
+}
+
+/// The daemon's answer to `op=status`: what the requester's uid's sandbox
+/// holds now. Encoded as `status=ok`, `sandbox=yes|no` (its cgroup exists),
+/// `files=<n>` (files whose open is denied), `names=<n>` (listed names
+/// watched) and `marks=<n>` (directories and symlinks on the way), then the
+/// warnings of its last apply as `warning=` lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusReply {
+    /// The uid's sandbox cgroup exists.
+    pub sandbox: bool,
+    /// deny_map entries of kind open for the sandbox.
+    pub files: usize,
+    /// name_map entries for the sandbox.
+    pub names: usize,
+    /// deny_map marks (path, listed-directory and folding-directory kinds).
+    pub marks: usize,
+    /// The warnings about the uid's own list at its last apply.
+    pub warnings: Vec<String>,
+}
+
+impl StatusReply {
+    /// The message for this answer (at most [`MAX_REPLY_BYTES`]; warnings
+    /// that do not fit are left out).
+    pub fn encode(&self) -> String {
+        let mut out = format!(
+            "status=ok\nsandbox={}\nfiles={}\nnames={}\nmarks={}\n",
+            if self.sandbox { "yes" } else { "no" },
+            self.files,
+            self.names,
+            self.marks
+        );
+        for w in &self.warnings {
+            let line = format!("warning={}\n", one_line(w));
+            if out.len() + line.len() > MAX_REPLY_BYTES - 100 {
+                break;
+            }
+            out.push_str(&line);
+        }
+        out
+    }
+
+    /// Parses an answer to `op=status`.
+    ///
+    /// # Errors
+    /// [`RequestError::Malformed`] without `status=ok` and the counts (a
+    /// refusal's reason is the error's text).
+    pub fn parse(content: &[u8]) -> Result<StatusReply, RequestError> {
+        let text = String::from_utf8_lossy(content);
+        let mut r = StatusReply::default();
+        let (mut ok, mut counts, mut reason) = (false, 0, None);
+        for line in text.lines() {
+            let num = |v: &str| {
+                v.parse::<usize>()
+                    .map_err(|_| RequestError::Malformed(format!("bad count {v:?}")))
+            };
+            match line.split_once('=') {
+                Some(("status", v)) => ok = v == "ok",
+                Some(("reason", v)) => reason = Some(v.to_owned()),
+                Some(("sandbox", v)) => r.sandbox = v == "yes",
+                Some(("files", v)) => (r.files, counts) = (num(v)?, counts + 1),
+                Some(("names", v)) => (r.names, counts) = (num(v)?, counts + 1),
+                Some(("marks", v)) => (r.marks, counts) = (num(v)?, counts + 1),
+                Some(("warning", v)) => r.warnings.push(v.to_owned()),
+                _ => {}
+            }
+        }
+        if !ok {
+            return Err(RequestError::Malformed(
+                reason.unwrap_or_else(|| "no status=ok in the answer".into()),
+            ));
+        }
+        if counts != 3 {
+            return Err(RequestError::Malformed(
+                "an answer without the counts (a daemon older than this launcher?)".into(),
+            ));
+        }
+        Ok(r)
     }
 }
 
@@ -426,12 +523,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn status_reply_round_trip() {
+        let r = StatusReply {
+            sandbox: true,
+            files: 3,
+            names: 4,
+            marks: 9,
+            warnings: vec!["a:1: w".into()],
+        };
+        assert_eq!(StatusReply::parse(r.encode().as_bytes()).unwrap(), r);
+        // A refusal's reason, and a launch reply without counts, are errors.
+        let e = StatusReply::parse(b"status=refused\nreason=nope\n").unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        let e = StatusReply::parse(b"status=ok\n").unwrap_err();
+        assert!(e.to_string().contains("without the counts"), "{e}");
+        assert!(StatusReply::parse(b"status=ok\nfiles=x\nnames=1\nmarks=1\n").is_err());
+    }
+
+    #[test]
     fn request_round_trip_and_rejections() {
-        let r = Request { pid: 4242 };
+        let r = Request {
+            pid: 4242,
+            status: false,
+        };
         assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
+        let s = Request {
+            pid: 4242,
+            status: true,
+        };
+        assert_eq!(s.encode(), "version=2\npid=4242\nop=status\n");
+        assert_eq!(Request::parse(s.encode().as_bytes()).unwrap(), s);
         assert_eq!(
             Request::parse(b"future=1\nversion=2\npid=7\n").unwrap(),
-            Request { pid: 7 }
+            Request {
+                pid: 7,
+                status: false
+            }
         );
         for bad in [
             &b""[..],
@@ -445,6 +572,7 @@ mod tests {
             b"version=2\npid=99999999999\n",
             b"version=2\ngarbage\npid=5\n",
             b"version=2\npid=\xff\n",
+            b"version=2\npid=5\nop=launch-as-root\n",
             b"\xff\xfe garbage",
         ] {
             assert!(
@@ -560,7 +688,16 @@ mod tests {
         let s = accept(l.as_fd()).unwrap().unwrap();
         assert_eq!(peer_of(s.as_fd()).unwrap().pid, std::process::id() as i32);
         assert_eq!(peer_of(c.as_fd()).unwrap().pid, std::process::id() as i32);
-        send_packet(c.as_fd(), Request { pid: 1 }.encode().as_bytes()).unwrap();
+        send_packet(
+            c.as_fd(),
+            Request {
+                pid: 1,
+                status: false,
+            }
+            .encode()
+            .as_bytes(),
+        )
+        .unwrap();
         match recv_packet(s.as_fd(), MAX_REQUEST_BYTES).unwrap() {
             Received::Message(m) => assert_eq!(Request::parse(&m).unwrap().pid, 1),
             other => panic!("{other:?}"),

@@ -1,0 +1,728 @@
+//! `agent-sandbox-exec --check [LIST]`: what each line of a list would deny
+//! now, resolved offline as the caller (no daemon, no BPF), with the lines
+//! that look like mistakes. Also the per-line part of `--status -v`.
+//!
+//! The decisions are pure functions, unit-tested on fixture trees:
+//! [`state_of`] (what the resolution of one line means), [`lint`] (a `#`
+//! later in the line, glob characters), [`similar`] (a near name in the
+//! directory of a missing file), [`echo_allowed`] (the README's rule on
+//! echoing list lines) and [`exit_status`]. [`check_list`] is the thin
+//! driver that reads the file system.
+//!
+//! The resolution is the resolver's ([`crate::keys::KeyContext::resolve`]),
+//! run with the caller's credentials: the base list's absolute lines are
+//! resolved by the daemon as root, so what `--check` shows for them may
+//! differ (a directory the caller cannot read).
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::denylist::{self, Anchor};
+use crate::keys::{FileKey, FileKind, KeyContext, KeyError, LastComponent, ListingSink};
+use crate::resolve::{BASE_LIST, HOME_LIST};
+
+/// Exit status of `--check` when every line is in force and none looks
+/// like a mistake.
+pub const EXIT_CLEAN: u8 = 0;
+/// Exit status when a line is skipped, would refuse the launch, or looks
+/// like a mistake.
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status when a list cannot be read (or for a usage error).
+pub const EXIT_ERROR: u8 = 2;
+
+/// What one listed line amounts to now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// A regular file exists there: opening it is denied.
+    Denied,
+    /// Nothing is there but the directory exists: the name is watched and
+    /// the file is denied as soon as it appears.
+    Watched,
+    /// The line is skipped (not in force), and why.
+    Skipped(String),
+    /// The path cannot be checked: a launch is refused until it is fixed.
+    Refuses(String),
+}
+
+impl State {
+    /// A short label for the line's state.
+    pub fn label(&self) -> String {
+        match self {
+            State::Denied => "denied".into(),
+            State::Watched => "watched by name (missing now; denied as soon as it appears)".into(),
+            State::Skipped(why) => format!("skipped: {why}"),
+            State::Refuses(why) => format!("refuses every launch: {why}"),
+        }
+    }
+}
+
+/// What the resolution of one line found: its result and whether a file
+/// key was sent (a regular file exists at the path or at its symlink's
+/// target). Pure.
+pub fn state_of(found: &Result<Option<String>, KeyError>, file: bool, base: bool) -> State {
+    match found {
+        Ok(Some(why)) => State::Skipped(format!("the name cannot be watched: {why}")),
+        Ok(None) if file => State::Denied,
+        Ok(None) => State::Watched,
+        Err(KeyError::Missing) => State::Skipped(
+            "its directory does not exist (denied from the first launch after it exists)".into(),
+        ),
+        Err(KeyError::NotRegular(FileKind::Symlink)) => State::Skipped(
+            "the last component is a symbolic link; list the file it points to instead".into(),
+        ),
+        Err(KeyError::NotRegular(FileKind::Directory)) => State::Skipped(
+            "it names a directory; only files are denied: list the files in it".into(),
+        ),
+        Err(KeyError::Stat(e)) if base && e.raw_os_error() == Some(libc::EACCES) => State::Skipped(
+            format!("cannot check it as you ({e}); the daemon resolves it as root"),
+        ),
+        Err(KeyError::Stat(e)) => State::Refuses(format!(
+            "cannot check the path: {e}; fix the path's permissions or the list"
+        )),
+        Err(e) => State::Skipped(format!("the path {e}")),
+    }
+}
+
+/// Entries that look like mistakes, from the path's text alone: a `#`
+/// after the start (there are no trailing comments) and glob characters
+/// (never expanded). Pure; only reported for a line that denies nothing now.
+pub fn lint(path: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    if path.contains(&b'#') {
+        out.push(
+            "it holds a `#`, which is part of the path: there are no trailing comments; \
+             put a comment on a line of its own"
+                .to_string(),
+        );
+    }
+    if path.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+        out.push(
+            "it holds glob characters (`*`, `?`, `[`), which are not expanded: the path is \
+             taken literally; list each file"
+                .to_string(),
+        );
+    }
+    out
+}
+
+/// Edit distance (insertions, deletions, substitutions and transpositions
+/// of adjacent bytes) between `a` and `b`, ASCII case ignored. Pure.
+pub fn distance(a: &[u8], b: &[u8]) -> usize {
+    let a: Vec<u8> = a.iter().map(u8::to_ascii_lowercase).collect();
+    let b: Vec<u8> = b.iter().map(u8::to_ascii_lowercase).collect();
+    let (n, m) = (a.len(), b.len());
+    let mut d = vec![vec![0usize; m + 1]; n + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=n {
+        for j in 1..=m {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[n][m]
+}
+
+/// The candidate most like `name` (a missing file's last component), if one
+/// is close: the same name in another case, or within 1 edit for names of
+/// up to 5 bytes and 2 edits for longer ones; the part of `name` before a
+/// ` #` counts as the name too. Ties go to the first. Pure.
+pub fn similar<'c>(name: &[u8], candidates: &'c [Vec<u8>]) -> Option<&'c [u8]> {
+    let before_hash = name
+        .windows(2)
+        .position(|w| w[1] == b'#' && matches!(w[0], b' ' | b'\t'))
+        .map(|i| trim_end(&name[..i]));
+    let limit = if name.len() <= 5 { 1 } else { 2 };
+    let mut best: Option<(usize, &'c [u8])> = None;
+    for c in candidates {
+        if c.as_slice() == name {
+            continue;
+        }
+        let d = if before_hash == Some(c.as_slice()) {
+            0
+        } else {
+            distance(name, c)
+        };
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn trim_end(mut s: &[u8]) -> &[u8] {
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Whether a list's lines may be shown with their text (the README's rule):
+/// never for a list that is a symlink or is itself a denied file, never to
+/// a caller inside a sandbox. Err(why) when not. Pure.
+pub fn echo_allowed(symlink: bool, denied: bool, in_sandbox: bool) -> Result<(), &'static str> {
+    if in_sandbox {
+        Err("you are inside a sandbox")
+    } else if symlink {
+        Err("the list is a symbolic link")
+    } else if denied {
+        Err("the list is itself a denied file")
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether the text of /proc/self/cgroup places the process in a sandbox
+/// (the cgroup v2 path is below `/agent-sandbox-exec/uid-<n>`); the uid's
+/// sandbox path if so. Pure.
+pub fn sandbox_of(proc_cgroup: &str) -> Option<&str> {
+    let path = crate::procfs::v2_path_of(proc_cgroup)?;
+    let rest = path.strip_prefix("/agent-sandbox-exec/")?;
+    let dir = rest.split('/').next()?;
+    crate::cgroup::parse_uid_dir(dir).map(|_| path)
+}
+
+/// One line of a list and what it amounts to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineReport {
+    /// 1-based line number.
+    pub line: usize,
+    /// The line's text (trimmed), for display when the echo rule allows.
+    pub text: String,
+    /// What it amounts to now.
+    pub state: State,
+    /// Why it looks like a mistake, if it does.
+    pub mistakes: Vec<String>,
+    /// Whether the line came from the base list (resolved as root by the
+    /// daemon) and is absolute.
+    pub as_root: bool,
+}
+
+/// One list file and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListReport {
+    /// The list file.
+    pub path: PathBuf,
+    /// Whether it is the administrator's base list.
+    pub base: bool,
+    /// The list does not exist.
+    pub missing: bool,
+    /// It could not be read (an error, exit [`EXIT_ERROR`]).
+    pub error: Option<String>,
+    /// Lines skipped by the parser (not absolute, NUL, too long...).
+    pub parse_warnings: Vec<String>,
+    /// The accepted lines.
+    pub lines: Vec<LineReport>,
+    /// Err(why) when the lines' text may not be shown ([`echo_allowed`]).
+    pub echo: Result<(), &'static str>,
+}
+
+impl ListReport {
+    fn empty(path: &Path, base: bool) -> ListReport {
+        ListReport {
+            path: path.to_path_buf(),
+            base,
+            missing: false,
+            error: None,
+            parse_warnings: Vec::new(),
+            lines: Vec::new(),
+            echo: Ok(()),
+        }
+    }
+}
+
+/// The exit status for `reports`: [`EXIT_ERROR`] if a list could not be
+/// read, [`EXIT_PROBLEMS`] if a line is skipped, refuses, looks like a
+/// mistake or was dropped by the parser, else [`EXIT_CLEAN`]. Pure.
+pub fn exit_status(reports: &[ListReport]) -> u8 {
+    if reports.iter().any(|r| r.error.is_some()) {
+        return EXIT_ERROR;
+    }
+    let problem = reports.iter().any(|r| {
+        !r.parse_warnings.is_empty()
+            || r.lines.iter().any(|l| {
+                !l.mistakes.is_empty() || matches!(l.state, State::Skipped(_) | State::Refuses(_))
+            })
+    });
+    if problem { EXIT_PROBLEMS } else { EXIT_CLEAN }
+}
+
+/// Collects what the resolution of one path sends.
+#[derive(Default)]
+struct Found {
+    files: Vec<FileKey>,
+    names: usize,
+}
+
+impl ListingSink for Found {
+    fn file(&mut self, key: FileKey) {
+        self.files.push(key);
+    }
+    fn name(&mut self, _dir: FileKey, _name: &[u8]) {
+        self.names += 1;
+    }
+}
+
+/// A near name for the first missing component of `path`, as the full
+/// path it would give, if the directory above it holds one.
+fn near_name(path: &Path) -> Option<String> {
+    let mut p = path.to_path_buf();
+    // The deepest ancestor that exists and the component below it.
+    let mut missing = None;
+    while fs::symlink_metadata(&p).is_err() {
+        missing = Some(p.file_name()?.to_os_string());
+        if !p.pop() {
+            return None;
+        }
+    }
+    let missing = missing?;
+    let names: Vec<Vec<u8>> = fs::read_dir(&p)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().as_bytes().to_vec())
+        .collect();
+    let hit = similar(missing.as_bytes(), &names)?;
+    Some(p.join(OsStr::from_bytes(hit)).display().to_string())
+}
+
+/// Reads and resolves one list as the caller. `base`: the administrator's
+/// list (a symlink in the last component is followed, absolute lines are
+/// the daemon's to resolve as root). `home`: the caller's home directory.
+/// `in_sandbox`: the caller is inside a sandbox (texts are not shown).
+pub fn check_list(
+    path: &Path,
+    base: bool,
+    home: &[u8],
+    ctx: &mut KeyContext,
+    in_sandbox: bool,
+) -> ListReport {
+    let mut report = ListReport::empty(path, base);
+    let bytes = match crate::resolve::open_list(path) {
+        Ok(None) => {
+            report.missing = true;
+            return report;
+        }
+        Ok(Some(f)) => match crate::resolve::read_all(&f) {
+            Ok(b) => b,
+            Err(e) => {
+                report.error = Some(format!("cannot read {}: {e}", path.display()));
+                return report;
+            }
+        },
+        Err(e) => {
+            report.error = Some(format!("cannot read {}: {e}", path.display()));
+            return report;
+        }
+    };
+    let symlink = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let parsed = denylist::parse(&bytes);
+    for w in &parsed.warnings {
+        report
+            .parse_warnings
+            .push(format!("{}:{}: {}", path.display(), w.line, w.kind));
+    }
+    let last = if base {
+        LastComponent::Follow
+    } else {
+        LastComponent::NoFollow
+    };
+    let mut denied_keys = Vec::new();
+    let mut joined = Vec::new();
+    for e in &parsed.entries {
+        let (full, text) = match e.anchor {
+            Anchor::Root => (e.path, e.path.to_vec()),
+            Anchor::Home => {
+                denylist::join_home_into(&mut joined, home, e.path);
+                let mut t = b"~/".to_vec();
+                t.extend_from_slice(e.path);
+                (joined.as_slice(), t)
+            }
+        };
+        let full = Path::new(OsStr::from_bytes(full));
+        let mut found = Found::default();
+        let result = ctx.resolve(full, last, &mut found);
+        let state = state_of(&result, !found.files.is_empty(), base);
+        if state == State::Denied {
+            denied_keys.extend(found.files.iter().copied());
+        }
+        let mut mistakes = Vec::new();
+        if state != State::Denied {
+            mistakes = lint(&text);
+            if matches!(result, Err(KeyError::NotRegular(FileKind::Directory))) {
+                mistakes.push("a line names a file, never a directory".into());
+            }
+            if let Some(near) = near_name(full) {
+                mistakes.push(format!(
+                    "did you mean {near}? (a similar name exists there)"
+                ));
+            }
+        }
+        report.lines.push(LineReport {
+            line: e.line,
+            text: crate::request::one_line(&String::from_utf8_lossy(&text)),
+            state,
+            mistakes,
+            as_root: base && e.anchor == Anchor::Root,
+        });
+    }
+    // Is the list itself one of the files it denies (a link an agent made)?
+    let mut me = Found::default();
+    let denied = ctx
+        .resolve(path, LastComponent::Follow, &mut me)
+        .is_ok_and(|_| me.files.iter().any(|k| denied_keys.contains(k)));
+    report.echo = echo_allowed(symlink, denied, in_sandbox);
+    report
+}
+
+/// Renders reports as the lines `--check` prints (and `--status -v`).
+pub fn render(reports: &[ListReport]) -> String {
+    let mut out = String::new();
+    let mut counts = [0usize; 4];
+    let mut mistakes = 0;
+    for r in reports {
+        let shown = r.path.display();
+        if r.missing {
+            let _ = writeln!(out, "{shown}: does not exist (nothing listed there)");
+            continue;
+        }
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "{shown}: error: {e}");
+            continue;
+        }
+        if let Err(why) = r.echo {
+            let _ = writeln!(out, "{shown}: lines named by number only ({why})");
+        }
+        for w in &r.parse_warnings {
+            let _ = writeln!(out, "{w}");
+        }
+        for l in &r.lines {
+            let text = match r.echo {
+                Ok(()) => format!(": {}", l.text),
+                Err(_) => String::new(),
+            };
+            let _ = writeln!(out, "{shown}:{}: {}{text}", l.line, l.state.label());
+            for m in &l.mistakes {
+                let _ = writeln!(out, "{shown}:{}: mistake? {m}", l.line);
+            }
+            mistakes += usize::from(!l.mistakes.is_empty());
+            counts[match l.state {
+                State::Denied => 0,
+                State::Watched => 1,
+                State::Skipped(_) => 2,
+                State::Refuses(_) => 3,
+            }] += 1;
+        }
+        if r.lines.iter().any(|l| l.as_root) {
+            let _ = writeln!(
+                out,
+                "{shown}: note: its absolute lines were resolved as you; the daemon resolves them \
+                 as root, so where you cannot read a directory the result may differ"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "summary: {} denied, {} watched by name, {} skipped, {} refusing every launch; \
+         {mistakes} line(s) look like mistakes",
+        counts[0], counts[1], counts[2], counts[3]
+    );
+    out
+}
+
+/// The caller's home directory from the passwd entry.
+///
+/// # Errors
+/// A text naming the problem.
+pub fn own_home() -> Result<Vec<u8>, String> {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => Ok(u.dir.as_os_str().as_bytes().to_vec()),
+        Ok(None) => Err(format!("uid {uid} has no passwd entry")),
+        Err(e) => Err(format!("cannot read the passwd entry of uid {uid}: {e}")),
+    }
+}
+
+/// Whether this process is in a sandbox: its cgroup path if so.
+pub fn own_sandbox() -> Option<String> {
+    let text = crate::procfs::read_pseudo_text("/proc/self/cgroup").ok()?;
+    sandbox_of(&text).map(str::to_owned)
+}
+
+/// Checks `lists` (or, if None, the base list and the caller's home list)
+/// and returns the reports.
+///
+/// # Errors
+/// A text when the home directory or the mount table cannot be read.
+pub fn check_lists(list: Option<&Path>) -> Result<Vec<ListReport>, String> {
+    let home = own_home()?;
+    let mut ctx =
+        KeyContext::new().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let in_sandbox = own_sandbox().is_some();
+    let home_list = PathBuf::from(OsStr::from_bytes(&denylist::join_home(
+        &home,
+        HOME_LIST.as_bytes(),
+    )));
+    let lists: Vec<(PathBuf, bool)> = match list {
+        Some(p) => vec![(p.to_path_buf(), p == Path::new(BASE_LIST))],
+        None => vec![(PathBuf::from(BASE_LIST), true), (home_list, false)],
+    };
+    Ok(lists
+        .iter()
+        .map(|(p, base)| check_list(p, *base, &home, &mut ctx, in_sandbox))
+        .collect())
+}
+
+/// `agent-sandbox-exec --check [LIST]`; returns the exit status.
+pub fn main(list: Option<&Path>) -> u8 {
+    match check_lists(list) {
+        Ok(reports) => {
+            print!("{}", render(&reports));
+            exit_status(&reports)
+        }
+        Err(e) => {
+            eprintln!("agent-sandbox-exec: --check: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    /// A fixture tree in a fresh temporary directory, removed on drop.
+    struct Tree(PathBuf);
+    impl Tree {
+        fn new(tag: &str) -> Tree {
+            let d = std::env::temp_dir().join(format!("asx-check-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&d);
+            fs::create_dir_all(&d).unwrap();
+            Tree(d)
+        }
+        fn p(&self, rel: &str) -> PathBuf {
+            self.0.join(rel)
+        }
+    }
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn states_of_resolutions() {
+        assert_eq!(state_of(&Ok(None), true, false), State::Denied);
+        assert_eq!(state_of(&Ok(None), false, false), State::Watched);
+        assert!(matches!(
+            state_of(&Ok(Some("why".into())), false, false),
+            State::Skipped(w) if w.contains("why")
+        ));
+        assert!(matches!(
+            state_of(&Err(KeyError::Missing), false, false),
+            State::Skipped(w) if w.contains("directory does not exist")
+        ));
+        let dir = Err(KeyError::NotRegular(FileKind::Directory));
+        assert!(
+            matches!(state_of(&dir, false, false), State::Skipped(w) if w.contains("directory"))
+        );
+        let eacces = || Err(KeyError::Stat(io::Error::from_raw_os_error(libc::EACCES)));
+        assert!(matches!(
+            state_of(&eacces(), false, false),
+            State::Refuses(_)
+        ));
+        // A base-list line the user cannot check is the daemon's to resolve.
+        assert!(matches!(
+            state_of(&eacces(), false, true),
+            State::Skipped(w) if w.contains("as root")
+        ));
+    }
+
+    #[test]
+    fn lints() {
+        assert!(lint(b"/etc/shadow").is_empty());
+        let l = lint(b"/etc/shadow # the passwords");
+        assert_eq!(l.len(), 1);
+        assert!(l[0].contains("no trailing comments"));
+        let l = lint(b"~/.ssh/id_*");
+        assert_eq!(l.len(), 1);
+        assert!(l[0].contains("not expanded"));
+        assert_eq!(lint(b"/a/[x]#?").len(), 2);
+    }
+
+    #[test]
+    fn near_names() {
+        assert_eq!(distance(b"credentials", b"credentials"), 0);
+        assert_eq!(distance(b"credentails", b"credentials"), 1, "transposition");
+        assert_eq!(distance(b"ID_RSA", b"id_rsa"), 0, "case");
+        assert_eq!(distance(b"abc", b""), 3);
+        let c = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        let names = c(&["credentials", "config", "id_rsa", "shadow"]);
+        assert_eq!(similar(b"credentails", &names), Some(&b"credentials"[..]));
+        assert_eq!(similar(b"id_rsb", &names), Some(&b"id_rsa"[..]));
+        assert_eq!(similar(b"shadow # comment", &names), Some(&b"shadow"[..]));
+        assert_eq!(similar(b"nothing-like", &names), None);
+        // Short names get one edit only.
+        assert_eq!(similar(b"cnfg", &c(&["conf"])), None);
+        assert_eq!(similar(b"conf", &c(&["cong"])), Some(&b"cong"[..]));
+        // The name itself is no suggestion.
+        assert_eq!(similar(b"shadow", &names), None);
+    }
+
+    #[test]
+    fn echo_rule() {
+        assert_eq!(echo_allowed(false, false, false), Ok(()));
+        assert!(echo_allowed(true, false, false).is_err());
+        assert!(echo_allowed(false, true, false).is_err());
+        assert!(echo_allowed(false, false, true).is_err());
+        assert_eq!(
+            sandbox_of("0::/agent-sandbox-exec/uid-1000\n"),
+            Some("/agent-sandbox-exec/uid-1000")
+        );
+        assert_eq!(
+            sandbox_of("0::/agent-sandbox-exec/uid-1000/sub\n"),
+            Some("/agent-sandbox-exec/uid-1000/sub")
+        );
+        assert_eq!(sandbox_of("0::/user.slice/user-1000.slice\n"), None);
+        assert_eq!(sandbox_of("0::/agent-sandbox-exec/other\n"), None);
+        assert_eq!(sandbox_of("1:name=systemd:/\n"), None);
+    }
+
+    fn run(t: &Tree, list: &str, base: bool) -> ListReport {
+        fs::write(t.p("list"), list).unwrap();
+        let home = t.0.as_os_str().as_bytes().to_vec();
+        let mut ctx = KeyContext::new().unwrap();
+        check_list(&t.p("list"), base, &home, &mut ctx, false)
+    }
+
+    #[test]
+    fn fixture_tree() {
+        let t = Tree::new("tree");
+        fs::create_dir_all(t.p(".ssh")).unwrap();
+        fs::create_dir_all(t.p(".aws")).unwrap();
+        fs::write(t.p(".ssh/id_ed25519"), "k").unwrap();
+        fs::write(t.p(".aws/credentials"), "k").unwrap();
+        fs::write(t.p("shadow"), "k").unwrap();
+        let list = format!(
+            "# comment\n\
+             ~/.ssh/id_ed25519\n\
+             ~/.ssh/id_rsa\n\
+             ~/.aws/credentails\n\
+             {shadow} # the passwords\n\
+             ~/.ssh/id_*\n\
+             ~/.ssh\n\
+             ~/.nodir/file\n\
+             relative\n",
+            shadow = t.p("shadow").display()
+        );
+        let r = run(&t, &list, false);
+        assert_eq!(r.error, None);
+        assert_eq!(r.echo, Ok(()));
+        assert_eq!(r.parse_warnings.len(), 1, "the relative line");
+        let by_line = |n: usize| r.lines.iter().find(|l| l.line == n).unwrap();
+        assert_eq!(by_line(2).state, State::Denied);
+        assert!(by_line(2).mistakes.is_empty());
+        assert_eq!(by_line(2).text, "~/.ssh/id_ed25519");
+        assert_eq!(by_line(3).state, State::Watched);
+        assert!(by_line(3).mistakes.is_empty(), "{:?}", by_line(3));
+        let typo = by_line(4);
+        assert_eq!(typo.state, State::Watched);
+        assert!(
+            typo.mistakes
+                .iter()
+                .any(|m| m.contains(".aws/credentials?")),
+            "{typo:?}"
+        );
+        let hash = by_line(5);
+        assert_eq!(hash.state, State::Watched);
+        assert!(
+            hash.mistakes
+                .iter()
+                .any(|m| m.contains("trailing comments"))
+        );
+        assert!(
+            hash.mistakes.iter().any(|m| m.contains("/shadow?")),
+            "{hash:?}"
+        );
+        let glob = by_line(6);
+        assert_eq!(glob.state, State::Watched);
+        assert!(glob.mistakes.iter().any(|m| m.contains("not expanded")));
+        let dir = by_line(7);
+        assert!(matches!(dir.state, State::Skipped(_)));
+        assert!(dir.mistakes.iter().any(|m| m.contains("never a directory")));
+        assert!(matches!(by_line(8).state, State::Skipped(_)));
+        assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_PROBLEMS);
+        let text = render(std::slice::from_ref(&r));
+        assert!(text.contains(":2: denied: ~/.ssh/id_ed25519"), "{text}");
+        assert!(
+            text.contains("summary: 1 denied, 4 watched by name, 2 skipped"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn clean_list_exits_zero_and_base_note() {
+        let t = Tree::new("clean");
+        fs::write(t.p("secret"), "k").unwrap();
+        let r = run(
+            &t,
+            &format!("{}\n~/absent\n", t.p("secret").display()),
+            true,
+        );
+        assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_CLEAN, "{r:?}");
+        assert!(r.lines[0].as_root);
+        assert!(!r.lines[1].as_root);
+        assert!(render(&[r]).contains("resolved as you; the daemon resolves them as root"));
+    }
+
+    #[test]
+    fn a_list_that_is_a_link_to_a_listed_file_is_not_echoed() {
+        let t = Tree::new("link");
+        fs::write(t.p("secret"), format!("{}\n", t.p("secret").display())).unwrap();
+        let home = t.0.as_os_str().as_bytes().to_vec();
+        let mut ctx = KeyContext::new().unwrap();
+        // The list is the listed file itself (a hardlink would look the same).
+        let r = check_list(&t.p("secret"), false, &home, &mut ctx, false);
+        assert_eq!(r.lines[0].state, State::Denied);
+        assert_eq!(r.echo, Err("the list is itself a denied file"));
+        let text = render(std::slice::from_ref(&r));
+        assert!(text.contains("by number only"), "{text}");
+        assert!(!text.contains(":1: denied: "), "{text}");
+        assert!(text.contains(":1: denied\n"), "{text}");
+        // A symlink as the list: not echoed either.
+        std::os::unix::fs::symlink(t.p("secret"), t.p("lnk")).unwrap();
+        let r = check_list(&t.p("lnk"), false, &home, &mut ctx, false);
+        assert_eq!(r.echo, Err("the list is a symbolic link"));
+        // Inside a sandbox: never.
+        fs::write(t.p("plain"), "~/x\n").unwrap();
+        let r = check_list(&t.p("plain"), false, &home, &mut ctx, true);
+        assert_eq!(r.echo, Err("you are inside a sandbox"));
+        assert!(!render(&[r]).contains("~/x"));
+    }
+
+    #[test]
+    fn missing_and_unreadable_lists() {
+        let t = Tree::new("missing");
+        let home = t.0.as_os_str().as_bytes().to_vec();
+        let mut ctx = KeyContext::new().unwrap();
+        let r = check_list(&t.p("none"), false, &home, &mut ctx, false);
+        assert!(r.missing);
+        assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_CLEAN);
+        let r = check_list(&t.0, false, &home, &mut ctx, false);
+        assert!(r.error.is_some(), "a directory as the list");
+        assert_eq!(exit_status(&[r]), EXIT_ERROR);
+    }
+}

@@ -1,0 +1,486 @@
+//! `agent-sandbox-execd --check`: the kernel doctor (root). Gathers the
+//! facts enforcement needs ([`Facts::gather`]: securityfs, the active LSM
+//! list, BTF, cgroup2, bpffs, lockdown, a trial load and attach of the
+//! programs, then the canary of [`crate::canary`] on the trial's maps) and
+//! turns them into findings with the exact cause and fix
+//! ([`diagnose`], pure and unit-tested: this is where "this kernel forbids
+//! BPF LSM programs" is decided).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::canary;
+use crate::cgroup::{self, Tree};
+use crate::failure::{self, ENOTSUPP};
+use crate::maps::{self, Bpf, BpfError};
+
+/// Exit status of a healthy check.
+pub const EXIT_HEALTHY: u8 = 0;
+/// Exit status when enforcement cannot work on this kernel or system.
+pub const EXIT_UNHEALTHY: u8 = 1;
+
+/// The GRUB file where the kernel command line is set on Debian.
+pub const GRUB_FILE: &str = "/etc/default/grub";
+
+/// What the doctor found out about the running system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    /// securityfs was not mounted at /sys/kernel/security and the doctor
+    /// mounted it.
+    pub mounted_securityfs: bool,
+    /// /sys/kernel/security/lsm, trimmed (None: unreadable even after
+    /// mounting securityfs).
+    pub lsm: Option<String>,
+    /// /sys/kernel/btf/vmlinux exists.
+    pub btf: bool,
+    /// Where cgroup2 is mounted, if it is.
+    pub cgroup2: Option<String>,
+    /// bpffs is mounted at /sys/fs/bpf (or the doctor mounted it); Err: why not.
+    pub bpffs: Result<(), String>,
+    /// /sys/kernel/security/lockdown, e.g. `[none] integrity confidentiality`.
+    pub lockdown: Option<String>,
+    /// The trial load and attach: Ok(programs attached) or the step that
+    /// failed and its errno.
+    pub trial: Option<Result<usize, (String, Option<i32>)>>,
+    /// The canary on the trial's maps: Ok(what was seen) or Err((cause,
+    /// fix)); None when it could not run (no trial, or no cgroup2).
+    pub canary: Option<Result<String, (String, String)>>,
+    /// /etc/os-release's ID (`debian`, `ubuntu`...).
+    pub distro: Option<String>,
+    /// Whether [`GRUB_FILE`] exists.
+    pub grub: bool,
+}
+
+/// One finding: a check that passed, or a failure with its cause and fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// The check passed; what was seen.
+    Ok(String),
+    /// Something the user should know that does not stop enforcement.
+    Note(String),
+    /// Enforcement cannot work: the cause and what to do.
+    Fail {
+        /// The exact cause.
+        cause: String,
+        /// The fix.
+        fix: String,
+    },
+}
+
+/// The active LSM list's fix: the kernel command line to add, the GRUB file,
+/// and a note for distributions whose default list lacks bpf. Pure.
+pub fn lsm_fix(current: &str, distro: Option<&str>, grub: bool) -> String {
+    let want = if current.is_empty() {
+        "bpf".to_string()
+    } else {
+        format!("{current},bpf")
+    };
+    let mut fix = format!("add `lsm={want}` to the kernel command line and reboot");
+    let with = if grub {
+        "with GRUB"
+    } else {
+        "if the boot loader is GRUB (there is no GRUB file here)"
+    };
+    let _ = write!(
+        fix,
+        "; {with}: append it to GRUB_CMDLINE_LINUX in {GRUB_FILE}, run update-grub, reboot"
+    );
+    if distro == Some("ubuntu") {
+        fix.push_str(
+            "; Ubuntu's default LSM list lacks bpf (keep its other entries, e.g. apparmor, in the list)",
+        );
+    }
+    fix
+}
+
+/// The findings for `f`, in the order of the checks. Pure.
+pub fn diagnose(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if f.mounted_securityfs {
+        out.push(Finding::Note(
+            "securityfs was not mounted; mounted it at /sys/kernel/security (the README's \
+             `cat /sys/kernel/security/lsm` needs it)"
+                .into(),
+        ));
+    }
+    let bpf_lsm = match &f.lsm {
+        None => {
+            out.push(Finding::Fail {
+                cause: "cannot read /sys/kernel/security/lsm, even after mounting securityfs"
+                    .into(),
+                fix: "a kernel with CONFIG_SECURITYFS=y (and run this as root)".into(),
+            });
+            false
+        }
+        Some(list) if list.split(',').any(|m| m == "bpf") => {
+            out.push(Finding::Ok(format!(
+                "active LSMs: {list} (bpf is among them)"
+            )));
+            true
+        }
+        Some(list) => {
+            out.push(Finding::Fail {
+                cause: format!("the bpf LSM is not active (active LSMs: {list})"),
+                fix: lsm_fix(list, f.distro.as_deref(), f.grub),
+            });
+            false
+        }
+    };
+    if f.btf {
+        out.push(Finding::Ok("kernel BTF: /sys/kernel/btf/vmlinux".into()));
+    } else {
+        out.push(Finding::Fail {
+            cause: "the kernel has no BTF (/sys/kernel/btf/vmlinux is missing)".into(),
+            fix: "a kernel built with CONFIG_DEBUG_INFO_BTF=y (Debian's and Ubuntu's are)".into(),
+        });
+    }
+    match &f.cgroup2 {
+        Some(p) => out.push(Finding::Ok(format!("cgroup2 mounted at {p}"))),
+        None => out.push(Finding::Fail {
+            cause: "no cgroup2 file system is mounted".into(),
+            fix: "boot with the unified cgroup hierarchy (systemd's default; drop \
+                  systemd.unified_cgroup_hierarchy=0 from the kernel command line)"
+                .into(),
+        }),
+    }
+    match &f.bpffs {
+        Ok(()) => out.push(Finding::Ok(format!("bpffs at {}", maps::BPFFS))),
+        Err(why) => out.push(Finding::Fail {
+            cause: why.clone(),
+            fix: format!(
+                "mount -t bpf bpf {} (systemd mounts it at boot)",
+                maps::BPFFS
+            ),
+        }),
+    }
+    match &f.lockdown {
+        Some(l) if l.contains("[confidentiality]") => out.push(Finding::Note(format!(
+            "kernel lockdown: {l}; confidentiality mode restricts BPF; if the trial below fails, \
+             this is a likely cause"
+        ))),
+        Some(l) => out.push(Finding::Ok(format!("kernel lockdown: {l}"))),
+        None => out.push(Finding::Ok("kernel lockdown: not available".into())),
+    }
+    let prerequisites = bpf_lsm && f.btf;
+    match &f.trial {
+        None => out.push(Finding::Note(
+            "trial load and attach not run (a prerequisite above is missing)".into(),
+        )),
+        Some(Ok(n)) => out.push(Finding::Ok(format!(
+            "trial load and attach: {n} LSM programs attached and detached"
+        ))),
+        Some(Err((what, errno))) => {
+            let name = errno
+                .and_then(failure::errno_name)
+                .unwrap_or("an unknown errno");
+            let cause = match errno {
+                Some(libc::EPERM) if prerequisites => format!(
+                    "this kernel forbids BPF LSM programs: {what} failed with EPERM although bpf \
+                     is in the active LSM list and kernel BTF is present"
+                ),
+                Some(libc::EPERM | libc::EACCES) => {
+                    format!("cannot {what}: {name}, expected while a prerequisite above is missing")
+                }
+                _ => format!("cannot {what}: {name}"),
+            };
+            let fix = match errno {
+                Some(libc::EPERM) if prerequisites => {
+                    "enforcement needs another kernel or host (a kernel or hypervisor policy \
+                     forbids BPF trampolines; libbpf's `ulimit -l` hint does not apply)"
+                        .to_string()
+                }
+                Some(libc::EPERM | libc::EACCES) if !prerequisites => {
+                    "fix the failures above first".to_string()
+                }
+                Some(libc::EINVAL | libc::ESRCH) => {
+                    "Linux 6.1 or later with CONFIG_BPF_LSM=y (see /proc/config.gz or \
+                     /boot/config-$(uname -r))"
+                        .to_string()
+                }
+                Some(libc::EOPNOTSUPP | ENOTSUPP | libc::ENOSYS) => {
+                    "a kernel with CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT and BPF trampolines".into()
+                }
+                Some(libc::ENOMEM) => "free memory, then try again".into(),
+                _ => "see RUST_LOG=debug agent-sandbox-execd --check for libbpf's log".into(),
+            };
+            out.push(Finding::Fail { cause, fix });
+        }
+    }
+    match (&f.canary, &f.trial) {
+        (Some(Ok(seen)), _) => out.push(Finding::Ok(format!("canary: {seen}"))),
+        (Some(Err((cause, fix))), _) => out.push(Finding::Fail {
+            cause: cause.clone(),
+            fix: fix.clone(),
+        }),
+        (None, Some(Ok(_))) => out.push(Finding::Note(
+            "canary not run: it needs the cgroup2 hierarchy (see above)".into(),
+        )),
+        (None, _) => {}
+    }
+    out
+}
+
+/// Renders findings and the verdict; returns the text and the exit status.
+/// Pure.
+pub fn report(findings: &[Finding]) -> (String, u8) {
+    let mut text = String::new();
+    let mut failed = 0;
+    for f in findings {
+        match f {
+            Finding::Ok(what) => {
+                let _ = writeln!(text, "ok: {what}");
+            }
+            Finding::Note(what) => {
+                let _ = writeln!(text, "note: {what}");
+            }
+            Finding::Fail { cause, fix } => {
+                failed += 1;
+                let _ = writeln!(text, "FAIL: {cause}\n  fix: {fix}");
+            }
+        }
+    }
+    if failed == 0 {
+        text.push_str("verdict: enforcement can work on this kernel\n");
+        (text, EXIT_HEALTHY)
+    } else {
+        let _ = writeln!(
+            text,
+            "verdict: enforcement cannot work here ({failed} problem(s)); sandboxes cannot start"
+        );
+        (text, EXIT_UNHEALTHY)
+    }
+}
+
+impl Facts {
+    /// Reads the facts of the running system; mounts securityfs and bpffs
+    /// if they are missing, and runs the trial when the prerequisites are
+    /// there.
+    pub fn gather() -> Facts {
+        const LSM: &str = "/sys/kernel/security/lsm";
+        let before = Path::new(LSM).exists();
+        let lsm = maps::read_lsm_list().map(|l| l.trim().to_string());
+        let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+        let cgroup2 = crate::procfs::read_pseudo_text("/proc/self/mountinfo")
+            .ok()
+            .and_then(|i| crate::cgroup::find_cgroup2(&i))
+            .map(|p| p.display().to_string());
+        let bpffs = maps::ensure_bpffs().map_err(|e| crate::error_chain(&e));
+        let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
+            .ok()
+            .map(|l| l.trim().to_string());
+        let os = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+        let distro = os
+            .lines()
+            .find_map(|l| l.strip_prefix("ID="))
+            .map(|v| v.trim_matches('"').to_string());
+        let bpf_lsm = lsm
+            .as_deref()
+            .is_some_and(|l| l.split(',').any(|m| m == "bpf"));
+        let mut canary = None;
+        let trial = (bpf_lsm && btf).then(|| match Bpf::load_unpinned() {
+            Ok(mut bpf) => {
+                canary = cgroup2.as_deref().map(|root| run_canary(&mut bpf, root));
+                Ok(bpf.attached_count())
+            }
+            Err(e) => Err(match &e {
+                BpfError::Kernel {
+                    what,
+                    cause: source,
+                } => (what.clone(), failure::errno_of(source)),
+                other => (crate::error_chain(other), None),
+            }),
+        });
+        Facts {
+            mounted_securityfs: !before && lsm.is_some(),
+            lsm,
+            btf,
+            cgroup2,
+            bpffs,
+            lockdown,
+            trial,
+            canary,
+            distro,
+            grub: Path::new(GRUB_FILE).exists(),
+        }
+    }
+}
+
+/// The canary below the cgroup2 hierarchy at `root`; the parent cgroup is
+/// removed after if the doctor made it.
+fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
+    let existed = Path::new(root).join(cgroup::PARENT).exists();
+    let tree = Tree::open().map_err(|e| {
+        (
+            format!("canary: cannot open the sandbox cgroup tree: {e}"),
+            "run as root on the host's cgroup2 hierarchy".to_string(),
+        )
+    })?;
+    let result = canary::run(bpf, tree.parent(), "doctor").map_err(|e| {
+        let fix = e.fix().to_string();
+        (crate::error_chain(&e), fix)
+    });
+    if !existed {
+        tree.remove_if_unused();
+    }
+    result
+}
+
+/// `agent-sandbox-execd --check`; returns the exit status.
+pub fn main() -> u8 {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("agent-sandbox-execd: --check must run as root");
+        return 2;
+    }
+    maps::route_libbpf_log();
+    let (text, code) = report(&diagnose(&Facts::gather()));
+    print!("{text}");
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> Facts {
+        Facts {
+            mounted_securityfs: false,
+            lsm: Some("lockdown,capability,landlock,yama,apparmor,tomoyo,bpf".into()),
+            btf: true,
+            cgroup2: Some("/sys/fs/cgroup".into()),
+            bpffs: Ok(()),
+            lockdown: Some("[none] integrity confidentiality".into()),
+            trial: Some(Ok(9)),
+            canary: Some(Ok("a child was refused with EPERM".into())),
+            distro: Some("debian".into()),
+            grub: true,
+        }
+    }
+
+    fn fails(f: &Facts) -> Vec<(String, String)> {
+        diagnose(f)
+            .into_iter()
+            .filter_map(|x| match x {
+                Finding::Fail { cause, fix } => Some((cause, fix)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn healthy_kernel() {
+        let (text, code) = report(&diagnose(&healthy()));
+        assert_eq!(code, EXIT_HEALTHY, "{text}");
+        assert!(text.contains("verdict: enforcement can work"), "{text}");
+        assert!(text.contains("9 LSM programs attached"), "{text}");
+        assert!(text.contains("ok: canary: a child was refused"), "{text}");
+    }
+
+    /// Programs that load and attach but do not deny: the verdict says so.
+    #[test]
+    fn a_canary_that_was_not_denied() {
+        let e = canary::CanaryError::NotDenied {
+            cgroup: "/sys/fs/cgroup/agent-sandbox-exec/canary-doctor-7".into(),
+            file: "/run/agent-sandbox-exec/canary-doctor-7".into(),
+        };
+        let f = Facts {
+            canary: Some(Err((e.to_string(), e.fix().to_string()))),
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 1, "{fl:?}");
+        assert!(fl[0].0.contains("opened the denied file"), "{fl:?}");
+        assert!(fl[0].1.contains("enforcement does not work"), "{fl:?}");
+        let (text, code) = report(&diagnose(&f));
+        assert_eq!(code, EXIT_UNHEALTHY, "{text}");
+        // Without cgroup2 the canary cannot run, and says so.
+        let f = Facts {
+            canary: None,
+            cgroup2: None,
+            ..healthy()
+        };
+        assert!(report(&diagnose(&f)).0.contains("note: canary not run"));
+    }
+
+    /// This development host: bpf listed, BTF present, EPERM at load.
+    #[test]
+    fn a_kernel_that_forbids_bpf_lsm_programs() {
+        let f = Facts {
+            trial: Some(Err(("load the BPF LSM programs".into(), Some(libc::EPERM)))),
+            cgroup2: Some("/sys/fs/cgroup/unified".into()),
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 1, "{fl:?}");
+        assert!(
+            fl[0].0.starts_with("this kernel forbids BPF LSM programs"),
+            "{fl:?}"
+        );
+        assert!(fl[0].1.contains("another kernel or host"), "{fl:?}");
+        assert!(!fl[0].1.contains("CONFIG_BPF_LSM"), "no advice already met");
+        assert_eq!(report(&diagnose(&f)).1, EXIT_UNHEALTHY);
+    }
+
+    #[test]
+    fn lsm_list_without_bpf_names_the_command_line() {
+        let f = Facts {
+            lsm: Some("lockdown,capability,yama".into()),
+            trial: None,
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 1, "{fl:?}");
+        assert!(fl[0].0.contains("active LSMs: lockdown,capability,yama"));
+        assert!(
+            fl[0].1.contains("`lsm=lockdown,capability,yama,bpf`"),
+            "{fl:?}"
+        );
+        assert!(fl[0].1.contains("/etc/default/grub"), "{fl:?}");
+        assert!(!fl[0].1.contains("Ubuntu"), "{fl:?}");
+        let u = lsm_fix("lockdown,capability,apparmor", Some("ubuntu"), false);
+        assert!(u.contains("Ubuntu's default LSM list lacks bpf"), "{u}");
+        assert!(u.contains("if the boot loader is GRUB"), "{u}");
+        // The trial is not blamed on EPERM when a prerequisite is missing.
+        let f = Facts {
+            lsm: Some("capability".into()),
+            trial: Some(Err(("load the BPF LSM programs".into(), Some(libc::EPERM)))),
+            ..healthy()
+        };
+        assert!(fails(&f).iter().all(|(c, _)| !c.contains("forbids")));
+    }
+
+    #[test]
+    fn other_prerequisites() {
+        let f = Facts {
+            btf: false,
+            cgroup2: None,
+            bpffs: Err("bpffs is not mounted".into()),
+            lsm: None,
+            mounted_securityfs: false,
+            trial: None,
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 4, "{fl:?}");
+        assert!(
+            fl.iter()
+                .any(|(_, fix)| fix.contains("CONFIG_DEBUG_INFO_BTF"))
+        );
+        let f = Facts {
+            mounted_securityfs: true,
+            ..healthy()
+        };
+        assert!(
+            report(&diagnose(&f))
+                .0
+                .contains("mounted it at /sys/kernel/security")
+        );
+        let f = Facts {
+            trial: Some(Err((
+                "load the BPF LSM programs".into(),
+                Some(libc::EINVAL),
+            ))),
+            ..healthy()
+        };
+        assert!(fails(&f)[0].1.contains("/proc/config.gz"));
+    }
+}
