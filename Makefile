@@ -57,7 +57,7 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-doors.sh, test-lifecycle.sh) in Debian 12 and 13 VMs"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
@@ -180,6 +180,7 @@ vm-test: package package-next guest-tools
 	  [ "$$suite" != bookworm ] || cpus=$(VM_CPUS_bookworm); \
 	  scripts/vm-test.sh --suite $$suite --cpus $$cpus --timeout 2400 \
 	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test-doors.sh \
 	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \

@@ -200,9 +200,9 @@ impl LogLimiter {
 /// What to do with what one receive on a connection found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Screened {
-    /// A well-formed request for the connecting process itself: this pid,
-    /// to authenticate.
-    Request(i32),
+    /// A well-formed request for the connecting process itself (its pid,
+    /// to authenticate).
+    Request(Request),
     /// Refuse, with this kind (for the log) and reason (for the reply).
     Refuse(Abuse, String),
     /// Nothing arrived yet: keep waiting (until the deadline).
@@ -242,7 +242,7 @@ pub fn screen(peer_pid: i32, received: Received) -> Screened {
             ),
         );
     }
-    Screened::Request(req.pid)
+    Screened::Request(req)
 }
 
 #[cfg(test)]
@@ -254,7 +254,10 @@ mod tests {
         let msg = |t: &str| Received::Message(t.as_bytes().to_vec());
         assert_eq!(
             screen(42, msg("version=2\npid=42\n")),
-            Screened::Request(42)
+            Screened::Request(Request {
+                pid: 42,
+                ..Default::default()
+            })
         );
         assert_eq!(screen(42, Received::Nothing), Screened::Wait);
         assert_eq!(screen(42, Received::Closed), Screened::Close);
