@@ -132,10 +132,10 @@ print("sent")'
 
 # bg_listen KIND ADDR TAG: a listener of the user OUTSIDE the sandbox; waits until it is up
 bg_listen() {
-	timeout -k 5 150 runuser -u "$USR" -- python3 -c "$PY_LISTEN" "$1" "$2" "$T/up.$3" \
+	timeout -k 5 150 runuser -u "$USR" -- python3 -c "$PY_LISTEN" "$1" "$2" "$D/up.$3" \
 		</dev/null >/dev/null 2>"$T/listen.$3" &
 	BG_PIDS+=("$!")
-	wait_for 30 test -s "$T/up.$3"
+	wait_for 30 test -s "$D/up.$3"
 }
 
 # ---------------------------------------------------------------- checks
@@ -161,7 +161,7 @@ check_busctl_transient() {
 	f=$D/bt/out
 	# StartTransientUnit(name, mode, properties a(sv), aux a(sa(sv))); ExecStart is a(sasb)
 	cat >"$D/bt/start.sh" <<EOF
-exec ${UENV[*]} busctl --user call org.freedesktop.systemd1 /org/freedesktop/systemd1 \\
+exec ${UENV[*]} busctl --user -- call org.freedesktop.systemd1 /org/freedesktop/systemd1 \\
 	org.freedesktop.systemd1.Manager StartTransientUnit 'ssa(sv)a(sa(sv))' \\
 	"\$1" fail 1 ExecStart 'a(sasb)' 1 /bin/sh 3 /bin/sh -c "cat $SECRET > $f" false 0
 EOF
@@ -198,7 +198,8 @@ check_stream_outside() {
 	local k a tag
 	for k in stream seqpacket dgram; do
 		for a in "$D/so-$k.sock" "@asx-doors-$k-$TOK"; do
-			tag=$k${a:0:1}
+			tag=$k-path
+			[ "${a:0:1}" = @ ] && tag=$k-abstract
 			rm -f "$D/so-$k.sock"
 			if ! bg_listen "$k" "$a" "$tag"; then
 				fail "stream_outside: a $k listener at $a" "$(snip "$T/listen.$tag")"
@@ -219,12 +220,11 @@ check_stream_outside() {
 check_scm_rights() {
 	local s=$D/scm/sock
 	fresh scm
-	rm -f "$T/up.scm"
-	timeout -k 5 60 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_RECV" "$s" "$T/up.scm" \
+	timeout -k 5 60 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_RECV" "$s" "$D/scm/up" \
 		</dev/null >"$T/scm.out" 2>"$T/scm.err" &
 	local rpid=$!
 	BG_PIDS+=("$rpid")
-	if ! wait_for 30 test -s "$T/up.scm"; then
+	if ! wait_for 30 test -s "$D/scm/up"; then
 		fail "scm_rights: a sandboxed receiver listens" "$(snip "$T/scm.err")"
 		return
 	fi
