@@ -3,8 +3,10 @@
  * The floor of `make bench`: an lsm/file_open program that allows every open
  * at once. The cost of running any BPF LSM program on the hook (trampoline,
  * call, return) is in its figure; whatever agent_sandbox.bpf.c does beyond
- * that is the difference to it; likewise lsm/task_kill and lsm/file_fcntl for
- * the signal and fcntl loops (asx-bench sysloop). Built by the Makefile's bench target with
+ * that is the difference to it. Likewise empty lsm/unix_stream_connect,
+ * lsm/task_kill and lsm/file_fcntl programs are the floors of the connect
+ * loop (asx-bench connectloop) and of the signal and fcntl loops (asx-bench
+ * sysloop). Built by the Makefile's bench target with
  * `clang -O2 -g -target bpf`; loaded by `asx-bench empty-prog`.
  */
 #define SEC(name) __attribute__((section(name), used))
@@ -25,6 +27,12 @@ int empty_task_kill(void *ctx)
 
 SEC("lsm/file_fcntl")
 int empty_file_fcntl(void *ctx)
+{
+	return 0;
+}
+
+SEC("lsm/unix_stream_connect")
+int empty_unix_stream_connect(void *ctx)
 {
 	return 0;
 }

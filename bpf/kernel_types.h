@@ -183,4 +183,42 @@ struct rlimit;
 
 #pragma clang attribute pop
 
+/*
+ * ---- Side doors I (issue 14): Unix sockets. ----
+ * include/net/sock.h (sk_uid, sk_cgrp_data, sk_socket), include/linux/net.h
+ * (struct socket), include/linux/cgroup-defs.h (struct sock_cgroup_data:
+ * since 5.15 one `struct cgroup *cgroup`, the creating task's cgroup v2,
+ * set by cgroup_sk_alloc() from sk_alloc()), include/net/af_unix.h
+ * (struct unix_sock embeds struct sock first; `path` is the bound name).
+ */
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+typedef struct {
+	__u32 val;
+} kuid_t;
+
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
+};
+
+struct socket;
+
+struct sock {
+	kuid_t sk_uid;
+	struct sock_cgroup_data sk_cgrp_data;
+	struct socket *sk_socket;
+};
+
+struct socket {
+	struct sock *sk;
+};
+
+struct unix_sock {
+	struct sock sk;
+	struct path path;
+};
+
+#pragma clang attribute pop
+/* ---- end of side doors I ---- */
+
 #endif

@@ -12,6 +12,9 @@
 //!                                      (kill(PID, 0)), kill (kill(PID, SIGWINCH), which a process
 //!                                      that keeps SIGWINCH's default ignores) or fcntl
 //!                                      (fcntl(F_SETOWN, PID) of a pipe's read end): ns per op
+//! asx-bench connectloop DIR ITERS RUNS
+//!                                      socket+connect+accept+close to a Unix stream listener this
+//!                                      process binds at DIR/asx-bench.sock: ns per op (as openloop)
 //! asx-bench time [--cold] [--touch DIR] RUNS -- CMD...
 //!                                      run CMD RUNS times (must exit 0; stdout discarded; each
 //!                                      after 100 ms idle; after one untimed run unless --cold;
@@ -71,6 +74,7 @@ fn run(args: &[OsString]) -> Res<()> {
     match cmd.to_str().unwrap_or("") {
         "openloop" => openloop(rest),
         "sysloop" => sysloop(rest),
+        "connectloop" => connectloop(rest),
         "time" => time_cmd(rest),
         "stat" => stat_floor(rest),
         "migrate" => migrate(rest),
@@ -237,6 +241,47 @@ fn op_loop(iters: u64, runs: u64, mut op: impl FnMut() -> Res<()>) -> Res<()> {
     for _ in 0..runs {
         per_op.push(one_run(iters)?);
     }
+    per_op.sort_by(f64::total_cmp);
+    let n = per_op.len();
+    let med = if n % 2 == 1 {
+        per_op[n / 2]
+    } else {
+        (per_op[n / 2 - 1] + per_op[n / 2]) / 2.0
+    };
+    println!("{med:.1} {:.1} {:.1} {n}", per_op[0], per_op[n - 1]);
+    Ok(())
+}
+
+/// socket+connect+accept+close of a Unix stream connection to a listener
+/// bound by this process (so a sandboxed run connects to a socket made in
+/// its own sandbox, which the connect hook allows), ITERS times per run,
+/// RUNS runs, after the same pause and warm-up as [`openloop`]; prints its
+/// line format.
+fn connectloop(args: &[OsString]) -> Res<()> {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let dir = std::path::PathBuf::from(arg(args, 0, "DIR")?);
+    let iters = num(arg(args, 1, "ITERS")?)?.max(1);
+    let runs = num(arg(args, 2, "RUNS")?)?.max(1);
+    let path = dir.join("asx-bench.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|e| format!("bind {path:?}: {e}"))?;
+    let one_run = |n: u64| -> Res<f64> {
+        let start = Instant::now();
+        for _ in 0..n {
+            let c = UnixStream::connect(&path).map_err(|e| format!("connect {path:?}: {e}"))?;
+            let (a, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+            drop(a);
+            drop(c);
+        }
+        Ok(nanos(start.elapsed()) as f64 / n as f64)
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    one_run(iters / 10 + 1)?;
+    let mut per_op = Vec::new();
+    for _ in 0..runs {
+        per_op.push(one_run(iters)?);
+    }
+    let _ = std::fs::remove_file(&path);
     per_op.sort_by(f64::total_cmp);
     let n = per_op.len();
     let med = if n % 2 == 1 {

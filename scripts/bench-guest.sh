@@ -187,6 +187,7 @@ hook_suite() {
 	[ "$n" -eq 0 ] || die "$n LSM programs still loaded after --disable"
 	sleep 2    # let the stop's aftermath (journal writes, ...) settle
 	measure hook.none as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
+	measure conn.none as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	measure hook.landlock as_user "$U" "$BIN" landlock -- "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	sysloops none
 
@@ -201,6 +202,7 @@ hook_suite() {
 	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
 	measure hook.empty as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	sysloops empty
+	measure conn.empty as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	kill -TERM "$pid"
 	wait "$pid" || die "asx-bench empty-prog failed"
 
@@ -210,6 +212,8 @@ hook_suite() {
 	sysloops outside
 	kill "$TARGET"
 	wait "$TARGET" 2>/dev/null || true
+	measure conn.outside as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
+	measure conn.inside as_user "$U" agent-sandbox-exec "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	for n in 0 1000 "$BIG"; do
 		set_list "$U" "$n"
 		[ "$n" -ne "$BIG" ] || R[mem.kernel_before]=$(kernel_kib)
@@ -429,6 +433,16 @@ report() {
 		r_sys=$(calc '%.4f' "$(med "sys.$op.outside") / $(med "sys.$op.empty")")
 		echo "  $op outside <= 1.01x floor: $r_sys -> $(verdict "$r_sys <= 1.01")"
 	done
+	echo
+	echo "1c. Unix stream socket+connect+accept+close, listener made by the same process [$mode], $ITERS ops x $RUNS runs, ns/op"
+	printf '%-44s %10s %8s %9s\n' condition ns/op spread "x empty"
+	for row in "none:no BPF LSM program attached" "empty:empty lsm/unix_stream_connect (floor)" \
+		"outside:ours, caller outside any sandbox" "inside:ours, in a sandbox (own listener)"; do
+		printf '%-44s %10s %8s %9s\n' "${row#*:}" "$(med "conn.${row%%:*}")" \
+			"$(spread "conn.${row%%:*}")" "$(calc '%.4f' "$(med "conn.${row%%:*}") / $(med conn.empty)")"
+	done
+	r_cout=$(calc '%.4f' "$(med conn.outside) / $(med conn.empty)")
+	echo "target: outside <= 1.01x floor: $r_cout -> $(verdict "$r_cout <= 1.01")"
 
 	tr=$(med launch.true) bw=$(med launch.bwrap)
 	bw_over=$(calc '%.0f' "$bw - $tr")

@@ -200,9 +200,9 @@ impl LogLimiter {
 /// What to do with what one receive on a connection found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Screened {
-    /// A well-formed request for the connecting process itself: this pid,
-    /// to authenticate.
-    Request(i32),
+    /// A well-formed request for the connecting process itself (its pid,
+    /// to authenticate, and what it asks for).
+    Request(Request),
     /// A well-formed status question (`op=status`) of the connecting
     /// process: answered at once, nothing moved or applied.
     Status(i32),
@@ -248,7 +248,7 @@ pub fn screen(peer_pid: i32, received: Received) -> Screened {
     if req.status {
         Screened::Status(req.pid)
     } else {
-        Screened::Request(req.pid)
+        Screened::Request(req)
     }
 }
 
@@ -261,7 +261,10 @@ mod tests {
         let msg = |t: &str| Received::Message(t.as_bytes().to_vec());
         assert_eq!(
             screen(42, msg("version=2\npid=42\n")),
-            Screened::Request(42)
+            Screened::Request(Request {
+                pid: 42,
+                ..Default::default()
+            })
         );
         assert_eq!(
             screen(42, msg("version=2\npid=42\nop=status\n")),

@@ -43,7 +43,7 @@ use crate::policy::{self, ApplyMode, LastApply, Requester};
 use crate::process::{self, Pidfd};
 use crate::procfs;
 use crate::record::{self, Prior, Verdict};
-use crate::request::{self, Peer, Reply};
+use crate::request::{self, AllowedSocket, Peer, Reply, Request};
 use crate::resolve::{self, Outcome, Resolver};
 
 /// How long an accepted connection may take to send its request.
@@ -461,6 +461,8 @@ struct Pending {
     conn: Conn,
     uid: u32,
     pidfd: Pidfd,
+    /// The sockets its `socket` list lines allow (applied only from outside).
+    sockets: Vec<AllowedSocket>,
 }
 
 /// A resolver in flight and the requests it serves (empty for a re-apply).
@@ -806,7 +808,7 @@ impl Daemon {
                     }
                 };
             match admission::screen(inc.conn.peer.pid, received) {
-                Screened::Request(pid) => self.take_request(inc.conn, pid),
+                Screened::Request(req) => self.take_request(inc.conn, req),
                 Screened::Status(_) => self.answer_status(&inc.conn),
                 Screened::Refuse(kind, why) => self.refuse_conn(inc.conn, kind, why),
                 Screened::Wait => self.incoming.push(inc),
@@ -844,7 +846,8 @@ impl Daemon {
     /// Authenticates the request of process `pid`, which [`admission::screen`]
     /// found to be the connecting process (`SO_PEERCRED`), for the uid the
     /// kernel recorded; queues it or refuses it.
-    fn take_request(&mut self, conn: Conn, pid: i32) {
+    fn take_request(&mut self, conn: Conn, req: Request) {
+        let pid = req.pid;
         let uid = conn.peer.uid;
         let pidfd = match authenticate(uid, pid) {
             Ok(p) => p,
@@ -858,10 +861,12 @@ impl Daemon {
             return self.refuse_conn(conn, Abuse::Refused, why);
         }
         log::debug!("request: uid {uid} pid {pid}");
-        self.queue
-            .entry(uid)
-            .or_default()
-            .push(Pending { conn, uid, pidfd });
+        self.queue.entry(uid).or_default().push(Pending {
+            conn,
+            uid,
+            pidfd,
+            sockets: req.sockets,
+        });
     }
 
     /// Starts resolvers for uids with waiting requests or pending re-applies.
@@ -1022,6 +1027,13 @@ impl Daemon {
             }
             let cgid = a.cgid;
             self.record(uid, cgid, false);
+            match self.allow_sockets(uid, cgid, mode, &batch) {
+                Ok(more) => notices.extend(more),
+                Err(why) => {
+                    self.refuse_all(batch, &why);
+                    return 0;
+                }
+            }
             self.admit(uid, batch, &warnings, &notices);
             return 0;
         }
@@ -1138,6 +1150,13 @@ impl Daemon {
                 },
             );
         }
+        match self.allow_sockets(uid, cgid, mode, &batch) {
+            Ok(more) => notices.extend(more),
+            Err(why) => {
+                self.refuse_all(batch, &why);
+                return parsed;
+            }
+        }
         self.admit(uid, batch, &warnings, &notices);
         match mode {
             ApplyMode::Exact => parsed.max(removed),
@@ -1231,6 +1250,61 @@ impl Daemon {
             })
             .collect();
         policy::apply_mode(&cgroup::sandbox_path_for(uid), &seen)
+    }
+
+    /// Applies the `socket` lines of the launches in `batch` to sandbox
+    /// `cgid` of `uid`: an exact apply (every launcher outside) makes their
+    /// union exactly what the sandbox may reach of the user's own sockets
+    /// made outside, and says so; an add-only one (a launch from inside)
+    /// changes nothing, by the strictness rule, and says that if it asked
+    /// for sockets. Returns the notices for the launches.
+    ///
+    /// # Errors
+    /// Why the allowed sockets could not be written (the launches are then
+    /// refused: the map may hold more than the lists allow).
+    fn allow_sockets(
+        &self,
+        uid: u32,
+        cgid: u64,
+        mode: ApplyMode,
+        batch: &[Pending],
+    ) -> Result<Vec<String>, String> {
+        let mut asked: Vec<&AllowedSocket> = Vec::new();
+        for s in batch.iter().flat_map(|p| &p.sockets) {
+            if !asked.iter().any(|a| a.key == s.key) {
+                asked.push(s);
+            }
+        }
+        if mode == ApplyMode::AddOnly {
+            if batch.is_empty() || asked.is_empty() {
+                return Ok(Vec::new());
+            }
+            let paths: Vec<&str> = asked.iter().map(|a| a.path.as_str()).collect();
+            return Ok(vec![format!(
+                "socket lines are not applied by a launch from inside a sandbox: {} stays \
+                 refused unless a launch from outside allowed it",
+                paths.join(", ")
+            )]);
+        }
+        let keys: Vec<keys::FileKey> = asked.iter().map(|a| a.key).collect();
+        let added = self.bpf.set_sock_allow(cgid, &keys).map_err(|e| {
+            let why = format!("cannot set the allowed sockets: {}", crate::error_chain(&e));
+            log::error!("uid {uid}: {why}");
+            why
+        })?;
+        if !asked.is_empty() {
+            log::info!("uid {uid}: {} socket(s) allowed ({added} new)", asked.len());
+        }
+        Ok(asked
+            .iter()
+            .map(|a| {
+                format!(
+                    "socket {} allowed: your sandbox may connect to it although one of your \
+                     processes outside made it (an ssh-agent signs with your keys for the agent)",
+                    a.path
+                )
+            })
+            .collect())
     }
 
     /// Moves the launchers of `batch` (their lists applied) into the sandbox

@@ -11,6 +11,12 @@
 //! - Every other line is one path: absolute (`/...`), or `~/...` for a path in
 //!   the requesting user's home directory. Anything else is a warning.
 //! - A path may hold no NUL byte and at most [`PATH_MAX`] bytes.
+//! - `socket ARG` (the word `socket`, blanks, then `$NAME`, `${NAME}` or an
+//!   absolute path) allows a sandbox to reach the bound Unix socket there
+//!   although a process of the same uid made it outside (ssh-agent:
+//!   `socket $SSH_AUTH_SOCK`). The launcher resolves it, with its own
+//!   environment, at a launch from outside a sandbox; it is not a path to
+//!   deny. It does not clash with `DIR/` or `!PATH` lines.
 
 use std::fmt;
 
@@ -60,6 +66,8 @@ pub enum LineProblem {
     TooLong(usize),
     /// `~/` with nothing after it (the home directory itself is not a file).
     EmptyHomePath,
+    /// A `socket` line whose argument is neither `$NAME`, `${NAME}` nor `/...`.
+    BadSocket,
 }
 
 impl fmt::Display for LineProblem {
@@ -75,8 +83,30 @@ impl fmt::Display for LineProblem {
             LineProblem::EmptyHomePath => {
                 f.write_str("`~/` names the home directory, not a file; line skipped")
             }
+            LineProblem::BadSocket => f.write_str(
+                "a socket line takes one $NAME, ${NAME} or absolute path \
+                 (e.g. `socket $SSH_AUTH_SOCK`); line skipped",
+            ),
         }
     }
+}
+
+/// What a `socket` line names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketSpec<'a> {
+    /// `$NAME` or `${NAME}`: the path in the launcher's environment variable NAME.
+    Var(&'a str),
+    /// An absolute path, as written.
+    Path(&'a [u8]),
+}
+
+/// One accepted `socket` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketLine<'a> {
+    /// 1-based line number in the list file.
+    pub line: usize,
+    /// What it names.
+    pub spec: SocketSpec<'a>,
 }
 
 /// The result of parsing one list file (its entries borrow from the bytes).
@@ -84,6 +114,8 @@ impl fmt::Display for LineProblem {
 pub struct Parsed<'a> {
     /// Accepted entries, in file order (duplicates kept; the key set dedups).
     pub entries: Vec<Entry<'a>>,
+    /// Accepted `socket` lines, in file order.
+    pub sockets: Vec<SocketLine<'a>>,
     /// Skipped lines, in file order.
     pub warnings: Vec<LineWarning>,
 }
@@ -117,6 +149,16 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
         if text.is_empty() || text[0] == b'#' {
             continue;
         }
+        if let Some(arg) = socket_arg(text) {
+            match parse_socket(arg) {
+                Some(spec) => parsed.sockets.push(SocketLine { line, spec }),
+                None => parsed.warnings.push(LineWarning {
+                    line,
+                    kind: LineProblem::BadSocket,
+                }),
+            }
+            continue;
+        }
         match parse_line(text) {
             Ok((anchor, path)) => parsed.entries.push(Entry { line, anchor, path }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
@@ -144,6 +186,36 @@ fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {
         return Err(LineProblem::TooLong(text.len()));
     }
     Ok((anchor, path))
+}
+
+/// The argument of a `socket` line (`socket` and at least one blank), if it is one.
+fn socket_arg(text: &[u8]) -> Option<&[u8]> {
+    let rest = text.strip_prefix(b"socket")?;
+    match rest.first() {
+        Some(b) if is_blank(*b) => Some(trim(rest)),
+        None => Some(rest),
+        _ => None,
+    }
+}
+
+fn parse_socket(arg: &[u8]) -> Option<SocketSpec<'_>> {
+    let is_name = |n: &[u8]| {
+        !n.is_empty()
+            && !n[0].is_ascii_digit()
+            && n.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    };
+    if arg.first() == Some(&b'/') {
+        return (!arg.contains(&0) && arg.len() <= PATH_MAX).then_some(SocketSpec::Path(arg));
+    }
+    let name = arg.strip_prefix(b"$")?;
+    let name = match name.strip_prefix(b"{") {
+        Some(braced) => braced.strip_suffix(b"}")?,
+        None => name,
+    };
+    if !is_name(name) {
+        return None;
+    }
+    std::str::from_utf8(name).ok().map(SocketSpec::Var)
 }
 
 fn trim_leading_slashes(mut s: &[u8]) -> &[u8] {
@@ -257,6 +329,48 @@ mod tests {
         assert_eq!(join_home(b"/home/a", b"x/y"), b"/home/a/x/y");
         assert_eq!(join_home(b"/home/a//", b"x"), b"/home/a/x");
         assert_eq!(join_home(b"/", b"x"), b"/x");
+    }
+
+    #[test]
+    fn socket_lines() {
+        let p = parse(
+            b"socket $SSH_AUTH_SOCK\nsocket\t${GPG_SOCK}\nsocket /run/x.sock\n\
+              socket\nsocket relative\nsocket $1X\nsocket ${A\nsockets/x\n/socket $X\n",
+        );
+        assert_eq!(
+            p.sockets,
+            vec![
+                SocketLine {
+                    line: 1,
+                    spec: SocketSpec::Var("SSH_AUTH_SOCK")
+                },
+                SocketLine {
+                    line: 2,
+                    spec: SocketSpec::Var("GPG_SOCK")
+                },
+                SocketLine {
+                    line: 3,
+                    spec: SocketSpec::Path(b"/run/x.sock")
+                },
+            ]
+        );
+        let bad: Vec<_> = p
+            .warnings
+            .iter()
+            .map(|w| (w.line, w.kind.clone()))
+            .collect();
+        assert_eq!(
+            bad,
+            vec![
+                (4, LineProblem::BadSocket),
+                (5, LineProblem::BadSocket),
+                (6, LineProblem::BadSocket),
+                (7, LineProblem::BadSocket),
+                (8, LineProblem::NotAbsolute),
+            ]
+        );
+        // `/socket $X` is a path like any other.
+        assert_eq!(paths(&p), vec![(9, Anchor::Root, b"/socket $X".to_vec())]);
     }
 
     #[test]

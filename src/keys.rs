@@ -674,6 +674,63 @@ impl KeyContext {
     }
 }
 
+/// Why a `socket` list line names no socket that can be allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketKeyError {
+    /// The path cannot be examined (ENOENT, EACCES, ...).
+    #[error("cannot stat: {0}")]
+    Stat(io::Error),
+    /// The path is there but is not a Unix socket.
+    #[error("is {0}, not a Unix socket")]
+    NotSocket(FileKind),
+}
+
+/// The key the socket hooks read from a bound Unix socket's inode
+/// (`unix_sk(other)->path.dentry->d_inode` in lsm/unix_stream_connect and
+/// lsm/unix_may_send), for the socket file at `path` (symlinks followed),
+/// with the caller's credentials; kind 0.
+///
+/// # Errors
+/// [`SocketKeyError`].
+pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
+    let fd = open_at(libc::AT_FDCWD, path, libc::O_PATH).map_err(SocketKeyError::Stat)?;
+    let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(SocketKeyError::Stat)?;
+    let mode = u32::from(stx.stx_mode);
+    if mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(SocketKeyError::NotSocket(kind_of(mode)));
+    }
+    let mut mountinfo = fs::File::open("/proc/self/mountinfo").map_err(SocketKeyError::Stat)?;
+    let mut mounts = MountTable::read_from(&mut mountinfo).map_err(SocketKeyError::Stat)?;
+    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+        device_of_mount(stx.stx_mnt_id, &mut mounts, &mut mountinfo)
+            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
+    } else {
+        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
+    };
+    let subvol = if fs_type(&fd).map_err(SocketKeyError::Stat)? == BTRFS_SUPER_MAGIC {
+        // A socket cannot be opened for the ioctl; its directory is in the
+        // same subvolume.
+        let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let real = fs::read_link(&proc_path).map_err(SocketKeyError::Stat)?;
+        let parent = real.parent().unwrap_or(Path::new("/"));
+        let dir = open_at(
+            libc::AT_FDCWD,
+            parent.as_os_str().as_bytes(),
+            libc::O_PATH | libc::O_DIRECTORY,
+        )
+        .map_err(SocketKeyError::Stat)?;
+        subvol_of(&dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(SocketKeyError::Stat)?
+    } else {
+        0
+    };
+    Ok(FileKey {
+        dev,
+        ino: stx.stx_ino,
+        subvol,
+        kind: KIND_OPEN,
+    })
+}
+
 /// The warning for a listed name in a case-insensitive directory.
 pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name has many spellings \
      there and the hook compares bytes, so a sandbox may open, create, link or rename no file \

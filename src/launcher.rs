@@ -6,7 +6,14 @@
 //! 3. Wait, bounded, for the reply on the same connection; an EOF, a timeout
 //!    or a daemon that stopped refuses. Show the user's list warnings.
 //! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
-//! 5. execvp(PROGRAM, ARGS) with argv and environment unchanged.
+//! 5. Check the inherited descriptors (see [`check_inherited_fds`]): one
+//!    open on a file the sandbox denies refuses, naming it.
+//! 6. execvp(PROGRAM, ARGS) with argv and environment unchanged.
+//!
+//! With the request go the sockets that the user's lists allow (`socket`
+//! lines, resolved here with this process's environment and credentials:
+//! [`allowed_sockets`]); the daemon applies them only to a launch from
+//! outside every sandbox.
 //!
 //! Anything not ready or not as expected refuses with exit status
 //! [`EXIT_REFUSED`] and one line on stderr; PROGRAM never runs. There is no
@@ -22,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::request::{self, Received, Reply, Request, RequestError};
+use crate::denylist::SocketSpec;
+use crate::request::{self, AllowedSocket, Received, Reply, Request, RequestError};
 use crate::{cgroup, procfs};
 
 /// Exit status of every refusal.
@@ -51,6 +59,17 @@ pub enum LaunchError {
     /// The reply said ok but this process is not in its sandbox.
     #[error("not in the sandbox cgroup after the daemon's answer ({0}); refusing")]
     NotInSandbox(String),
+    /// An inherited descriptor is open on a file the sandbox denies.
+    #[error(
+        "descriptor {fd} ({path}) is open on a file your sandbox denies, and PROGRAM would \
+         inherit it; close it before launching (e.g. `{fd}<&-`)"
+    )]
+    DeniedDescriptor {
+        /// The descriptor number.
+        fd: i32,
+        /// What /proc/self/fd/<fd> links to.
+        path: String,
+    },
 }
 
 /// What the command line asks for.
@@ -160,7 +179,7 @@ pub fn main(args: &[OsString]) -> u8 {
         );
         return 127;
     }
-    if let Err(e) = enter_sandbox() {
+    if let Err(e) = enter_sandbox().and_then(|()| check_inherited_fds()) {
         eprintln!("agent-sandbox-exec: {e}");
         return EXIT_REFUSED;
     }
@@ -211,6 +230,7 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
+        sockets: allowed_sockets(uid),
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
@@ -328,6 +348,7 @@ fn ask_status() -> Result<(i32, request::StatusReply), LaunchError> {
     let req = Request {
         pid: std::process::id() as i32,
         status: true,
+        ..Default::default()
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
@@ -367,6 +388,135 @@ pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
             "{cause}; see systemctl status agent-sandbox-execd and journalctl -u agent-sandbox-execd"
         ),
     }
+}
+
+/// The sockets the `socket` lines of the base list and the user's list
+/// allow, resolved now with this process's environment and credentials, at
+/// most [`request::MAX_SOCKETS`]. A line that names no socket gets a warning
+/// on stderr (`agent-sandbox-exec: warning: <list>:<line>: ...`) and is
+/// skipped; an unreadable list is left to the daemon to report.
+fn allowed_sockets(uid: u32) -> Vec<AllowedSocket> {
+    let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.dir);
+    let mut lists = vec![std::path::PathBuf::from(crate::resolve::BASE_LIST)];
+    if let Some(h) = home {
+        lists.push(h.join(crate::resolve::HOME_LIST));
+    }
+    let mut out: Vec<AllowedSocket> = Vec::new();
+    for list in lists {
+        let Ok(bytes) = fs::read(&list) else { continue };
+        for line in crate::denylist::parse(&bytes).sockets {
+            let at = format!("{}:{}", list.display(), line.line);
+            match resolve_socket(&line.spec, |n| std::env::var_os(n)) {
+                Ok(s) if out.iter().any(|o| o.key == s.key) => {}
+                Ok(s) if out.len() == request::MAX_SOCKETS => eprintln!(
+                    "agent-sandbox-exec: warning: {at}: more than {} sockets allowed; {} skipped",
+                    request::MAX_SOCKETS,
+                    s.path
+                ),
+                Ok(s) => out.push(s),
+                Err(why) => eprintln!("agent-sandbox-exec: warning: {at}: {why}"),
+            }
+        }
+    }
+    out
+}
+
+/// The socket a `socket` line names, with `env` as the environment.
+///
+/// # Errors
+/// Why it names none: an unset or empty variable, a path that is not UTF-8
+/// or holds a newline, or one that is not a Unix socket.
+fn resolve_socket(
+    spec: &SocketSpec<'_>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<AllowedSocket, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let (shown, path) = match spec {
+        SocketSpec::Var(name) => match env(name) {
+            Some(v) if !v.is_empty() => (format!("socket ${name} ({})", v.to_string_lossy()), v),
+            _ => {
+                return Err(format!(
+                    "socket ${name}: {name} is not set in this launch's environment; nothing allowed"
+                ));
+            }
+        },
+        SocketSpec::Path(p) => {
+            let v = OsString::from(std::ffi::OsStr::from_bytes(p));
+            (format!("socket {}", v.to_string_lossy()), v)
+        }
+    };
+    let text = path
+        .to_str()
+        .filter(|t| !t.contains('\n') && t.starts_with('/'))
+        .ok_or_else(|| format!("{shown}: not an absolute UTF-8 path; nothing allowed"))?;
+    let key = crate::keys::socket_key(text.as_bytes())
+        .map_err(|e| format!("{shown}: {e}; nothing allowed"))?;
+    Ok(AllowedSocket {
+        key,
+        path: text.to_owned(),
+    })
+}
+
+/// May a launch go on with a descriptor of file type `mode` (st_mode)
+/// whose reopen through /proc/self/fd gave `reopen` (the errno, or None
+/// when it opened)? Only regular files and directories are reopened; EPERM
+/// is the sandbox's refusal (lsm/file_open), while EACCES and the like are
+/// the file's own permissions (a write-only descriptor), not a denial.
+fn descriptor_refused(mode: u32, reopen: Option<i32>) -> bool {
+    let kind = mode & libc::S_IFMT;
+    (kind == libc::S_IFREG || kind == libc::S_IFDIR) && reopen == Some(libc::EPERM)
+}
+
+/// Checks, once in the sandbox, every descriptor this process holds: a
+/// regular file or directory that reopening through /proc/self/fd/<n>
+/// (a fresh open, judged by lsm/file_open) refuses with EPERM is a file the
+/// sandbox denies, which PROGRAM would otherwise read through the inherited
+/// descriptor. Sockets, pipes and terminals are left alone (see the README:
+/// an inherited socket connected to an outside daemon stays usable).
+///
+/// # Errors
+/// [`LaunchError::DeniedDescriptor`] for the first such descriptor.
+pub fn check_inherited_fds() -> Result<(), LaunchError> {
+    let entries = fs::read_dir("/proc/self/fd")
+        .map_err(|e| LaunchError::NotInSandbox(format!("/proc/self/fd: {e}")))?;
+    let fds: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+        // SAFETY: st is a valid out-buffer; a closed fd (the read_dir one) fails with EBADF.
+        if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+            continue;
+        }
+        // SAFETY: fstat() returned 0, so it filled the buffer.
+        let mode = unsafe { st.assume_init() }.st_mode;
+        let kind = mode & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != libc::S_IFDIR {
+            continue;
+        }
+        let proc_path = format!("/proc/self/fd/{fd}");
+        let c = std::ffi::CString::new(proc_path.clone()).unwrap_or_default();
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
+        // SAFETY: c is NUL-terminated; the descriptor is closed below.
+        let reopened = unsafe { libc::open(c.as_ptr(), flags) };
+        let errno = if reopened < 0 {
+            io::Error::last_os_error().raw_os_error()
+        } else {
+            // SAFETY: open() returned a descriptor that only we hold.
+            unsafe { libc::close(reopened) };
+            None
+        };
+        if descriptor_refused(mode, errno) {
+            let path = fs::read_link(&proc_path)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "?".into());
+            return Err(LaunchError::DeniedDescriptor { fd, path });
+        }
+    }
+    Ok(())
 }
 
 /// The serving daemon's pid, from the ready file, if that process is alive.
@@ -458,6 +608,54 @@ mod tests {
 
     fn os(v: &[&[u8]]) -> Vec<OsString> {
         v.iter().map(|b| OsString::from_vec(b.to_vec())).collect()
+    }
+
+    #[test]
+    fn only_an_eperm_reopen_of_a_file_refuses() {
+        assert!(descriptor_refused(libc::S_IFREG | 0o600, Some(libc::EPERM)));
+        assert!(descriptor_refused(libc::S_IFDIR | 0o755, Some(libc::EPERM)));
+        assert!(!descriptor_refused(
+            libc::S_IFREG | 0o200,
+            Some(libc::EACCES)
+        ));
+        assert!(!descriptor_refused(libc::S_IFREG | 0o600, None));
+        assert!(!descriptor_refused(
+            libc::S_IFSOCK | 0o777,
+            Some(libc::EPERM)
+        ));
+        assert!(!descriptor_refused(
+            libc::S_IFIFO | 0o600,
+            Some(libc::EPERM)
+        ));
+    }
+
+    #[test]
+    fn socket_lines_resolve_with_the_given_environment() {
+        let dir = std::env::temp_dir().join(format!("asx-sock-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("agent.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        fs::write(dir.join("plain"), b"x").unwrap();
+        let sock_s = sock.to_str().unwrap().to_owned();
+        let env = |n: &str| (n == "SSH_AUTH_SOCK").then(|| OsString::from(&sock_s));
+        let got = resolve_socket(&SocketSpec::Var("SSH_AUTH_SOCK"), env).unwrap();
+        assert_eq!(got.path, sock_s);
+        assert_eq!(
+            got.key.ino,
+            std::os::unix::fs::MetadataExt::ino(&fs::metadata(&sock).unwrap())
+        );
+        let by_path = resolve_socket(&SocketSpec::Path(sock_s.as_bytes()), env).unwrap();
+        assert_eq!(by_path, got);
+        let unset = resolve_socket(&SocketSpec::Var("NOPE"), env).unwrap_err();
+        assert!(unset.contains("NOPE is not set"), "{unset}");
+        let plain = dir.join("plain");
+        let not_sock =
+            resolve_socket(&SocketSpec::Path(plain.to_str().unwrap().as_bytes()), env).unwrap_err();
+        assert!(not_sock.contains("not a Unix socket"), "{not_sock}");
+        let missing = resolve_socket(&SocketSpec::Path(b"/nonexistent/x.sock"), env).unwrap_err();
+        assert!(missing.contains("cannot stat"), "{missing}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

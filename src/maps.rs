@@ -541,6 +541,7 @@ impl Bpf {
             ("agent_cgid_set", &mut open.maps.agent_cgid_set),
             ("sandbox_slots", &mut open.maps.sandbox_slots),
             ("key_filter", &mut open.maps.key_filter),
+            ("sock_allow", &mut open.maps.sock_allow),
         ] {
             if !pinned {
                 continue;
@@ -624,6 +625,41 @@ impl Bpf {
         };
         bpf.load_mirror();
         Ok(bpf)
+    }
+
+    /// Makes `sockets` (file keys of bound Unix sockets' inodes, kind 0)
+    /// exactly the sockets sandbox `cgid` may reach although a process of its
+    /// uid made them outside (the `sock_allow` map read by
+    /// lsm/unix_stream_connect and lsm/unix_may_send). Entries of other
+    /// sandboxes are untouched. Returns how many entries were added.
+    ///
+    /// # Errors
+    /// [`BpfError::Libbpf`] for the first failed update or delete.
+    pub fn set_sock_allow(&self, cgid: u64, sockets: &[FileKey]) -> Result<usize, BpfError> {
+        let map = &self.skel.maps.sock_allow;
+        let want: HashSet<Vec<u8>> = sockets
+            .iter()
+            .map(|f| deny_key(cgid, f.with_kind(0)).bytes().to_vec())
+            .collect();
+        let stale: Vec<Vec<u8>> = map
+            .keys()
+            .filter(|k| {
+                CDenyKey::from_bytes(k).is_some_and(|d| d.cgid == cgid)
+                    && !want.iter().any(|w| w.as_slice() == k.as_slice())
+            })
+            .collect();
+        for k in &stale {
+            map.delete(k).map_err(lb("delete a sock_allow entry"))?;
+        }
+        let mut added = 0;
+        for k in &want {
+            if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
+                map.update(k, &PRESENT, MapFlags::ANY)
+                    .map_err(lb("add a sock_allow entry"))?;
+                added += 1;
+            }
+        }
+        Ok(added)
     }
 
     /// The directory holding this layout's pins.
@@ -1303,6 +1339,9 @@ mod tests {
             "task_kill",
             "task_setrlimit",
             "file_fcntl",
+            "unix_stream_connect",
+            "unix_may_send",
+            "file_receive",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }
@@ -1312,6 +1351,7 @@ mod tests {
             "agent_cgid_set",
             "sandbox_slots",
             "key_filter",
+            "sock_allow",
         ] {
             assert!(has(m.as_bytes()), "{m}");
         }

@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 
+use crate::keys::{FileKey, KIND_OPEN};
+
 /// The daemon's runtime directory.
 pub const RUN_DIR: &str = "/run/agent-sandbox-exec";
 /// The listening socket (mode 0666).
@@ -85,8 +87,49 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(nix::errno::Errno) -> RequestE
     }
 }
 
-/// A parsed request.
+/// Most `socket=` lines one request may carry.
+pub const MAX_SOCKETS: usize = 8;
+
+/// A bound Unix socket the launcher asks its sandbox to be allowed to reach
+/// (a `socket` line of the user's lists, resolved by the launcher with its
+/// own environment and credentials). Only a launch from outside every
+/// sandbox makes the daemon apply it. Sent as `socket=<dev>:<ino>:<subvol>:<path>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedSocket {
+    /// The key of the socket file's inode, as the socket hooks read it.
+    pub key: FileKey,
+    /// Where the launcher found it (for messages; UTF-8, no newline).
+    pub path: String,
+}
+
+impl AllowedSocket {
+    fn encode(&self) -> String {
+        format!(
+            "socket={}:{}:{}:{}\n",
+            self.key.dev, self.key.ino, self.key.subvol, self.path
+        )
+    }
+
+    fn parse(value: &str) -> Option<AllowedSocket> {
+        let mut parts = value.splitn(4, ':');
+        let dev = parts.next()?.parse().ok()?;
+        let ino = parts.next()?.parse().ok()?;
+        let subvol = parts.next()?.parse().ok()?;
+        let path = parts.next()?.to_owned();
+        Some(AllowedSocket {
+            key: FileKey {
+                dev,
+                ino,
+                subvol,
+                kind: KIND_OPEN,
+            },
+            path,
+        })
+    }
+}
+
+/// A parsed request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     /// The process to move into the sandbox: the launcher itself, which
     /// must be the process that connected.
@@ -94,17 +137,26 @@ pub struct Request {
     /// `op=status`: the requester asks what is enforced for its uid
     /// ([`StatusReply`]) and is not moved anywhere.
     pub status: bool,
+    /// Sockets to allow, at most [`MAX_SOCKETS`].
+    pub sockets: Vec<AllowedSocket>,
 }
 
 impl Request {
     /// The message for this request.
     pub fn encode(&self) -> String {
-        let op = if self.status { "op=status\n" } else { "" };
-        format!("version={VERSION}\npid={}\n{op}", self.pid)
+        let mut m = format!("version={VERSION}\npid={}\n", self.pid);
+        if self.status {
+            m.push_str("op=status\n");
+        }
+        for s in &self.sockets {
+            m.push_str(&s.encode());
+        }
+        m
     }
 
     /// Parses a request message. Unknown keys are ignored; `version` must be
-    /// [`VERSION`]; `pid` must be a positive decimal.
+    /// [`VERSION`]; `pid` must be a positive decimal; each `socket` line
+    /// `<dev>:<ino>:<subvol>:<path>` in decimal, at most [`MAX_SOCKETS`].
     ///
     /// # Errors
     /// [`RequestError::Malformed`] naming the problem.
@@ -117,6 +169,7 @@ impl Request {
         let mut version = None;
         let mut pid = None;
         let mut status = false;
+        let mut sockets = Vec::new();
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 return Err(RequestError::Malformed(format!(
@@ -134,6 +187,17 @@ impl Request {
                         shorten(value)
                     )));
                 }
+                "socket" => {
+                    let s = AllowedSocket::parse(value).ok_or_else(|| {
+                        RequestError::Malformed(format!("bad socket line {:?}", shorten(value)))
+                    })?;
+                    if sockets.len() == MAX_SOCKETS {
+                        return Err(RequestError::Malformed(format!(
+                            "more than {MAX_SOCKETS} socket lines"
+                        )));
+                    }
+                    sockets.push(s);
+                }
                 _ => {}
             }
         }
@@ -149,7 +213,11 @@ impl Request {
         }
         let pid = pid.ok_or_else(|| RequestError::Malformed("no pid".into()))?;
         match pid.parse::<i32>() {
-            Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request { pid: p, status }),
+            Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request {
+                pid: p,
+                status,
+                sockets,
+            }),
             _ => Err(RequestError::Malformed(format!(
                 "bad pid {:?}",
                 shorten(pid)
@@ -541,15 +609,51 @@ mod tests {
     }
 
     #[test]
+    fn request_sockets_round_trip_and_limits() {
+        let sock = |ino: u64, path: &str| AllowedSocket {
+            key: FileKey {
+                dev: 23,
+                ino,
+                subvol: 0,
+                kind: KIND_OPEN,
+            },
+            path: path.into(),
+        };
+        let r = Request {
+            pid: 9,
+            sockets: vec![sock(5, "/tmp/ssh-x/agent.1"), sock(6, "/odd:name")],
+            ..Default::default()
+        };
+        assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
+        for bad in ["socket=1:2\n", "socket=a:2:0:/x\n", "socket=1:2:0\n"] {
+            let msg = format!("version=2\npid=3\n{bad}");
+            assert!(
+                matches!(
+                    Request::parse(msg.as_bytes()),
+                    Err(RequestError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        let too_many = Request {
+            pid: 9,
+            sockets: (0..=MAX_SOCKETS as u64).map(|i| sock(i, "/s")).collect(),
+            ..Default::default()
+        };
+        assert!(Request::parse(too_many.encode().as_bytes()).is_err());
+    }
+
+    #[test]
     fn request_round_trip_and_rejections() {
         let r = Request {
             pid: 4242,
-            status: false,
+            ..Default::default()
         };
         assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
         let s = Request {
             pid: 4242,
             status: true,
+            ..Default::default()
         };
         assert_eq!(s.encode(), "version=2\npid=4242\nop=status\n");
         assert_eq!(Request::parse(s.encode().as_bytes()).unwrap(), s);
@@ -557,7 +661,7 @@ mod tests {
             Request::parse(b"future=1\nversion=2\npid=7\n").unwrap(),
             Request {
                 pid: 7,
-                status: false
+                ..Default::default()
             }
         );
         for bad in [
@@ -692,7 +796,7 @@ mod tests {
             c.as_fd(),
             Request {
                 pid: 1,
-                status: false,
+                ..Default::default()
             }
             .encode()
             .as_bytes(),

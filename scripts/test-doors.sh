@@ -1,0 +1,436 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2317
+# (SC2016: the single-quoted 'sh -c' and python programs expand their own variables;
+#  SC2317: the check_* functions are called indirectly, through run_check)
+#
+# scripts/test-doors.sh - side doors I (GitHub issue 14): the user's own
+# daemons and passed or inherited descriptors must not read a listed file for
+# a sandboxed task, and the real system must keep working inside.
+#
+# Run as root in a throwaway guest where the package is installed and the
+# daemon runs (the QEMU guest of `make vm-test`). It makes a test user with a
+# systemd user manager (loginctl enable-linger) and a secret with known
+# content listed in the user's ~/.config/agent-sandbox-exec/denylist; each
+# door check tries, from inside `agent-sandbox-exec`, to get the secret read
+# by something else, and first shows (outside, as a control) that the same
+# way does read it there.
+#
+# Checks (in this order; names for ASX_DOORS_ONLY / ASX_DOORS_SKIP):
+#   systemd_run        systemd-run --user --pipe --wait cat SECRET (the user manager runs it)
+#   busctl_transient   StartTransientUnit over the session bus with busctl --user
+#   tmux_outside       tmux new-window to a tmux server started outside
+#   stream_outside     connect to a same-uid listener made outside: path and abstract
+#                      stream, seqpacket, and a datagram to a same-uid socket made outside
+#   scm_rights         an outside process sends an open descriptor of SECRET (SCM_RIGHTS)
+#                      to a socket the sandboxed task listens on
+#   inherited_fd       a descriptor of SECRET inherited by the launcher (fd 3, stdin):
+#                      the launch is refused (exit 2, naming the descriptor)
+#   other_uid          sockets of other uids stay reachable: getent passwd, logger
+#                      (journal), busctl --system, the daemon's own socket (a nested launch)
+#   tmux_inside        a tmux server started inside the sandbox works from inside
+#   ssh_agent          ssh-add -l: refused without a list line; with `socket $SSH_AUTH_SOCK`
+#                      in the list, works after an outside launch; a launch from inside
+#                      adds no allow (and says so)
+#   tools              python3, git clone of a local repository, an inherited unlisted file
+#
+# It creates the user asx-doors, /tmp/asx-doors.* and the user's lingering
+# manager; all of that is undone at exit.
+#
+# Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>" and notes
+# ("# ..."); then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
+#
+# Environment:
+#   ASX_DOORS_ONLY="name ..."  run only these checks;  ASX_DOORS_SKIP="name ..."  skip these
+#   ASX_DOORS_KEEP=1           leave the user and files behind for debugging
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C # stable strerror() texts
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd / || exit 1
+
+readonly SUITE=test-doors.sh
+readonly LAUNCHER=agent-sandbox-exec
+readonly USR=asx-doors
+readonly GECOS="agent-sandbox-exec doors test user"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+
+CHECKS=(
+	systemd_run busctl_transient tmux_outside stream_outside scm_rights inherited_fd
+	other_uid tmux_inside ssh_agent tools
+)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$HERE/test-lib.sh" || exit 1
+CMD_TIMEOUT=60
+UENV=() T="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID="" SECRET="" D=""
+SETUP_DONE=0 CLEANED=0 LINGER=0
+BG_PIDS=()
+
+# ---------------------------------------------------------------- helpers
+
+# set_list LINE...: the user's home list is exactly these lines
+set_list() {
+	install -d -o "$USR" -g "$USR" -m 0755 "$UH/.config" "$UH/.config/agent-sandbox-exec"
+	printf '%s\n' "# $SUITE" "$@" >"$T/list"
+	rm -f "$UH/$HOME_LIST_REL"
+	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
+}
+
+
+# no_secret FILE...: none of FILE holds the secret
+no_secret() { ! has "$TOK" "$@"; }
+
+# launch_ok: the last run_in was admitted (the launcher did not refuse)
+launch_ok() { [ "$RC" -ne 2 ] || ! has "agent-sandbox-exec:" "$ERR"; }
+
+# fresh NAME: an empty directory $D/NAME, the user's, world-traversable
+fresh() { rm -rf "${D:?}/$1" && install -d -o "$USR" -g "$USR" -m 0755 "$D/$1"; }
+
+# The helper programs (python3), run as the user: a listener, a client, a
+# descriptor sender and receiver. Each prints one result word.
+PY_LISTEN='import socket, sys, time
+kind, addr = sys.argv[1], sys.argv[2]
+t = {"stream": socket.SOCK_STREAM, "seqpacket": socket.SOCK_SEQPACKET, "dgram": socket.SOCK_DGRAM}[kind]
+s = socket.socket(socket.AF_UNIX, t)
+s.bind(("\0" + addr[1:]) if addr.startswith("@") else addr)
+if t != socket.SOCK_DGRAM:
+    s.listen(8)
+open(sys.argv[3], "w").write("up\n")
+time.sleep(120)'
+PY_CONNECT='import socket, sys
+kind, addr = sys.argv[1], sys.argv[2]
+t = {"stream": socket.SOCK_STREAM, "seqpacket": socket.SOCK_SEQPACKET, "dgram": socket.SOCK_DGRAM}[kind]
+s = socket.socket(socket.AF_UNIX, t)
+a = ("\0" + addr[1:]) if addr.startswith("@") else addr
+try:
+    if t == socket.SOCK_DGRAM:
+        s.sendto(b"x", a)
+    else:
+        s.connect(a)
+    print("connected")
+except OSError as e:
+    print("refused:", e.strerror)'
+PY_RECV='import socket, sys, os
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(1)
+open(sys.argv[2], "w").write("up\n")
+c, _ = s.accept()
+msg, fds, flags, _ = socket.recv_fds(c, 16, 4)
+if fds:
+    print("got:", os.read(fds[0], 200).decode(errors="replace"))
+else:
+    print("nofd flags=%d" % flags)'
+PY_SEND='import socket, sys, os
+fd = os.open(sys.argv[2], os.O_RDONLY)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+socket.send_fds(s, [b"x"], [fd])
+print("sent")'
+
+# bg_listen KIND ADDR TAG: a listener of the user OUTSIDE the sandbox; waits until it is up
+bg_listen() {
+	timeout -k 5 150 runuser -u "$USR" -- python3 -c "$PY_LISTEN" "$1" "$2" "$D/up.$3" \
+		</dev/null >/dev/null 2>"$T/listen.$3" &
+	BG_PIDS+=("$!")
+	wait_for 30 test -s "$D/up.$3"
+}
+
+# ---------------------------------------------------------------- checks
+
+check_systemd_run() {
+	local out=$T/sr.out
+	run_as "$USR" "${UENV[@]}" systemd-run --user --pipe --wait --quiet cat "$SECRET"
+	if ! has "$TOK" "$OUT"; then
+		fail "systemd_run: control: systemd-run --user cat SECRET reads it outside" "$(why)"
+		return
+	fi
+	run_in "$USR" "${UENV[@]}" systemd-run --user --pipe --wait --quiet cat "$SECRET"
+	cp "$OUT" "$out"
+	okl "systemd_run: systemd-run --user --pipe cat SECRET from inside does not read it" \
+		'rc=$RC, stdout: $(snip "$out"), stderr: $(snip "$ERR")' no_secret "$out"
+	okl "systemd_run: the launch was admitted and systemd-run failed" '$(why)' \
+		eval 'launch_ok && [ "$RC" -ne 0 ]'
+}
+
+check_busctl_transient() {
+	local f
+	fresh bt
+	f=$D/bt/out
+	# StartTransientUnit(name, mode, properties a(sv), aux a(sa(sv))); ExecStart is a(sasb)
+	cat >"$D/bt/start.sh" <<EOF
+exec ${UENV[*]} busctl --user -- call org.freedesktop.systemd1 /org/freedesktop/systemd1 \\
+	org.freedesktop.systemd1.Manager StartTransientUnit 'ssa(sv)a(sa(sv))' \\
+	"\$1" fail 1 ExecStart 'a(sasb)' 1 /bin/sh 3 /bin/sh -c "cat $SECRET > $f" false 0
+EOF
+	run_as "$USR" sh "$D/bt/start.sh" "asx-bt-out-$TOK.service"
+	if ! wait_for 20 has "$TOK" "$f"; then
+		fail "busctl_transient: control: StartTransientUnit copies SECRET outside" "$(why)"
+		return
+	fi
+	rm -f "$f"
+	run_in "$USR" sh "$D/bt/start.sh" "asx-bt-in-$TOK.service"
+	sleep 3
+	okl "busctl_transient: busctl --user StartTransientUnit from inside reads nothing" \
+		'rc=$RC, $f: $(snip "$f"), stderr: $(snip "$ERR")' eval '[ ! -e "$f" ] && launch_ok && [ "$RC" -ne 0 ]'
+}
+
+check_tmux_outside() {
+	local s f
+	fresh tmo
+	s=$D/tmo/sock f=$D/tmo/out
+	run_as "$USR" tmux -S "$s" new-session -d -s asx "sleep 300"
+	run_as "$USR" tmux -S "$s" new-window -d -t asx "cat $SECRET > $f.ctl"
+	if ! wait_for 10 has "$TOK" "$f.ctl"; then
+		fail "tmux_outside: control: new-window cat SECRET reads it outside" "$(why)"
+		return
+	fi
+	run_in "$USR" tmux -S "$s" new-window -d -t asx "cat $SECRET > $f"
+	sleep 2
+	okl "tmux_outside: tmux new-window to a server started outside reads nothing" \
+		'rc=$RC, $f: $(snip "$f"), stderr: $(snip "$ERR")' eval '[ ! -e "$f" ] && launch_ok && [ "$RC" -ne 0 ]'
+	run_as "$USR" tmux -S "$s" kill-server
+}
+
+check_stream_outside() {
+	local k a tag
+	for k in stream seqpacket dgram; do
+		for a in "$D/so-$k.sock" "@asx-doors-$k-$TOK"; do
+			tag=$k-path
+			[ "${a:0:1}" = @ ] && tag=$k-abstract
+			rm -f "$D/so-$k.sock"
+			if ! bg_listen "$k" "$a" "$tag"; then
+				fail "stream_outside: a $k listener at $a" "$(snip "$T/listen.$tag")"
+				continue
+			fi
+			run_as "$USR" python3 -c "$PY_CONNECT" "$k" "$a"
+			if ! has connected "$OUT"; then
+				fail "stream_outside: control: $k to $a from outside" "$(snip "$OUT") $(why)"
+				continue
+			fi
+			run_in "$USR" python3 -c "$PY_CONNECT" "$k" "$a"
+			okl "stream_outside: $k to a same-uid socket made outside ($a) is refused (EPERM)" \
+				'stdout: $(snip "$OUT"), $(why)' has "refused: Operation not permitted" "$OUT"
+		done
+	done
+}
+
+check_scm_rights() {
+	local s=$D/scm/sock
+	fresh scm
+	timeout -k 5 60 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_RECV" "$s" "$D/scm/up" \
+		</dev/null >"$T/scm.out" 2>"$T/scm.err" &
+	local rpid=$!
+	BG_PIDS+=("$rpid")
+	if ! wait_for 30 test -s "$D/scm/up"; then
+		fail "scm_rights: a sandboxed receiver listens" "$(snip "$T/scm.err")"
+		return
+	fi
+	run_as "$USR" python3 -c "$PY_SEND" "$s" "$SECRET"
+	if ! has sent "$OUT"; then
+		fail "scm_rights: an outside process sends a descriptor of SECRET" "$(why)"
+		return
+	fi
+	wait_for 20 pid_gone "$rpid"
+	okl "scm_rights: a descriptor of SECRET sent over SCM_RIGHTS is not received inside" \
+		'receiver: $(snip "$T/scm.out") $(snip "$T/scm.err")' \
+		eval 'has nofd "$T/scm.out" && no_secret "$T/scm.out"'
+}
+
+check_inherited_fd() {
+	run_as "$USR" sh -c 'exec 3<"$1"; exec "$2" sh -c "cat <&3"' sh "$SECRET" "$LAUNCHER"
+	okl "inherited_fd: fd 3 open on SECRET: the launch is refused (exit 2, naming fd 3)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 3" "$ERR"'
+	run_as "$USR" sh -c 'exec "$2" cat <"$1"' sh "$SECRET" "$LAUNCHER"
+	okl "inherited_fd: stdin redirected from SECRET: the launch is refused (exit 2, naming fd 0)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 0" "$ERR"'
+}
+
+check_other_uid() {
+	run_in "$USR" getent passwd root
+	okl "other_uid: getent passwd root works inside" '$(why)' has "root:x:0:0" "$OUT"
+	run_in "$USR" logger -t asx-doors "journal-$TOK"
+	okl "other_uid: logger works inside" '$(why)' eval '[ "$RC" -eq 0 ]'
+	okl "other_uid: logger's line reached the journal" 'journalctl has no journal-$TOK' \
+		wait_for 20 eval 'journalctl -q -t asx-doors --no-pager 2>/dev/null | grep -q "journal-$TOK"'
+	run_in "$USR" busctl --system call org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus GetId
+	okl "other_uid: busctl --system works inside" '$(why)' eval '[ "$RC" -eq 0 ] && has "s " "$OUT"'
+	run_in "$USR" getent hosts localhost
+	okl "other_uid: getent hosts localhost works inside" '$(why)' eval '[ "$RC" -eq 0 ]'
+	run_in "$USR" "$LAUNCHER" cat /etc/hostname
+	okl "other_uid: a nested launch reaches the daemon's socket" '$(why)' eval '[ "$RC" -eq 0 ]'
+}
+
+check_tmux_inside() {
+	local s f
+	fresh tmi
+	s=$D/tmi/sock f=$D/tmi/out
+	run_in "$USR" sh -c 'tmux -S "$1" new-session -d -s in "sleep 60" &&
+		tmux -S "$1" new-window -d -t in "echo inside-ok > $2" && sleep 2 &&
+		tmux -S "$1" list-windows -t in; tmux -S "$1" kill-server' sh "$s" "$f"
+	okl "tmux_inside: a tmux server started inside takes new windows from inside" \
+		'$f: $(snip "$f"), $(why)' has inside-ok "$f"
+}
+
+check_ssh_agent() {
+	local a=$D/ssh/agent.sock a2=$D/ssh/agent2.sock
+	fresh ssh
+	timeout -k 5 300 runuser -u "$USR" -- ssh-agent -D -a "$a" </dev/null >/dev/null 2>&1 &
+	BG_PIDS+=("$!")
+	timeout -k 5 300 runuser -u "$USR" -- ssh-agent -D -a "$a2" </dev/null >/dev/null 2>&1 &
+	BG_PIDS+=("$!")
+	if ! wait_for 20 test -S "$a" || ! wait_for 20 test -S "$a2"; then
+		fail "ssh_agent: two ssh-agents start" "no sockets"
+		return
+	fi
+	run_as "$USR" ssh-keygen -q -t ed25519 -N "" -C "asx-$TOK" -f "$D/ssh/key"
+	run_as "$USR" env SSH_AUTH_SOCK="$a" ssh-add "$D/ssh/key"
+	run_as "$USR" env SSH_AUTH_SOCK="$a2" ssh-add "$D/ssh/key"
+	run_as "$USR" env SSH_AUTH_SOCK="$a" ssh-add -l
+	if ! has "asx-$TOK" "$OUT"; then
+		fail "ssh_agent: control: ssh-add -l outside" "$(why)"
+		return
+	fi
+	run_in "$USR" env SSH_AUTH_SOCK="$a" ssh-add -l
+	okl "ssh_agent: without a socket line the agent is refused inside" \
+		'stdout: $(snip "$OUT"), $(why)' eval '! has "asx-$TOK" "$OUT" && launch_ok'
+	set_list "$SECRET" 'socket $SSH_AUTH_SOCK'
+	runuser -u "$USR" -- env SSH_AUTH_SOCK="$a" "$LAUNCHER" ssh-add -l </dev/null >"$OUT" 2>"$ERR"
+	RC=$?
+	okl "ssh_agent: with 'socket \$SSH_AUTH_SOCK' listed, ssh-add -l works inside" \
+		'stdout: $(snip "$OUT"), $(why)' has "asx-$TOK" "$OUT"
+	okl "ssh_agent: the launch says the socket is allowed" '$(why)' has "$a" "$ERR"
+	run_in "$USR" env SSH_AUTH_SOCK="$a" cat "$SECRET"
+	okl "ssh_agent: the secret stays denied" '$(why)' no_secret "$OUT"
+	# From inside, with another agent in SSH_AUTH_SOCK: no new allow.
+	runuser -u "$USR" -- env SSH_AUTH_SOCK="$a" "$LAUNCHER" \
+		sh -c 'SSH_AUTH_SOCK="$1" "$2" ssh-add -l; echo "first: $?"; SSH_AUTH_SOCK="$3" ssh-add -l' \
+		sh "$a2" "$LAUNCHER" "$a" </dev/null >"$OUT" 2>"$ERR"
+	RC=$?
+	okl "ssh_agent: a launch from inside allows no other agent (and says so)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'has "first: 2" "$OUT" && has "not applied" "$ERR"'
+	# 'first: 2' is ssh-add's "cannot connect"; the earlier allow still works from inside
+	okl "ssh_agent: the outside launch's allow still holds after the inside launch" \
+		'stdout: $(snip "$OUT")' has "asx-$TOK" "$OUT"
+	set_list "$SECRET"
+}
+
+check_tools() {
+	run_in "$USR" python3 -c 'print(6 * 7)'
+	okl "tools: python3 works inside" '$(why)' has 42 "$OUT"
+	fresh git
+	run_as "$USR" sh -c 'cd "$1" && git init -q repo && cd repo && echo hi >f &&
+		git add f && git -c user.email=a@b -c user.name=a commit -qm one' sh "$D/git"
+	run_in "$USR" git clone -q "$D/git/repo" "$D/git/clone"
+	okl "tools: git clone of a local repository works inside" '$(why)' \
+		eval '[ "$RC" -eq 0 ] && [ "$(cat "$D/git/clone/f" 2>/dev/null)" = hi ]'
+	printf 'unlisted-%s\n' "$TOK" >"$D/plain" && chmod 0644 "$D/plain"
+	run_as "$USR" sh -c 'exec 3<"$1"; exec "$2" sh -c "cat <&3"' sh "$D/plain" "$LAUNCHER"
+	okl "tools: an inherited descriptor of an unlisted file works" '$(why)' has "unlisted-$TOK" "$OUT"
+}
+
+# ---------------------------------------------------------------- set-up
+
+preflight() {
+	local c missing=""
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "running as root" "uid $(id -u)"
+		return 1
+	fi
+	for c in "$LAUNCHER" runuser timeout useradd userdel loginctl systemd-run busctl tmux \
+		python3 ssh-agent ssh-add ssh-keygen git logger journalctl; do
+		command -v "$c" >/dev/null || missing="$missing $c"
+	done
+	if [ -n "$missing" ]; then
+		fail "required commands present" "missing:$missing"
+		return 1
+	fi
+}
+
+setup() {
+	T=$(mktemp -d /tmp/asx-doors.XXXXXX) || return 1
+	chmod 0755 "$T"
+	OUT=$T/out ERR=$T/err
+	TOK=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
+	SETUP_DONE=1
+	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
+	USR_UID=$(id -u "$USR") UH=$(home_of "$USR")
+	UENV=(env "XDG_RUNTIME_DIR=/run/user/$USR_UID" "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$USR_UID/bus")
+	chmod 0755 "$UH"
+	D=$T/d
+	install -d -o "$USR" -g "$USR" -m 0755 "$D"
+	SECRET=$UH/secret
+	printf 'asx-secret-%s\n' "$TOK" >"$SECRET" && chown "$USR:$USR" "$SECRET" && chmod 0600 "$SECRET"
+	set_list "$SECRET"
+	loginctl enable-linger "$USR" && LINGER=1
+	if ! wait_for 90 test -S "/run/user/$USR_UID/bus"; then
+		echo "the user manager of $USR did not come up (no /run/user/$USR_UID/bus)" >&2
+		return 1
+	fi
+	run_in "$USR" cat "$SECRET"
+	if has "$TOK" "$OUT" || ! has "Operation not permitted" "$ERR"; then
+		echo "the secret is not denied inside: $(why)" >&2
+		return 1
+	fi
+	return 0
+}
+
+cleanup() {
+	local p
+	[ "$CLEANED" -eq 1 ] && return 0
+	CLEANED=1
+	for p in "${BG_PIDS[@]}"; do
+		stop_bg "$p"
+	done
+	[ "$SETUP_DONE" -eq 1 ] || return 0
+	if [ "${ASX_DOORS_KEEP:-0}" = 1 ]; then
+		printf 'kept: user %s, %s\n' "$USR" "$T" >&2
+		return 0
+	fi
+	[ "$LINGER" = 1 ] && loginctl disable-linger "$USR"
+	systemctl stop "user@$USR_UID.service" 2>/dev/null
+	kill_user_procs "$USR"
+	remove_test_user "$USR"
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+# listed WORD LIST: WORD is one of the space-separated LIST
+listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+run_check() {
+	if [ -n "${ASX_DOORS_ONLY:-}" ] && ! listed "$1" "$ASX_DOORS_ONLY"; then
+		return
+	fi
+	if listed "$1" "${ASX_DOORS_SKIP:-}"; then
+		skip "$1 (disabled by ASX_DOORS_SKIP)"
+		return
+	fi
+	local t0=$SECONDS
+	"check_$1"
+	note "$1: $((SECONDS - t0)) s"
+}
+
+main() {
+	local c
+	preflight || finish
+	trap cleanup EXIT
+	trap 'fail "run" "interrupted"; finish' INT TERM
+	if ! setup; then
+		fail "setup (test user, user manager, list)" "see stderr"
+		finish
+	fi
+	for c in "${CHECKS[@]}"; do
+		run_check "$c"
+	done
+	finish
+}
+
+main "$@"
