@@ -1096,6 +1096,9 @@ impl Daemon {
         // what it denied until then is in its uid's record.
         let prior = (mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(Path::new(record::STATE_DIR), uid));
+        // New exceptions an add-only apply left out: the next apply must
+        // not be skipped as a repeat of this one.
+        let held_back;
         let removed = match self.bpf.apply(cgid, &res.deny, mode) {
             Ok(stats) => {
                 log::info!(
@@ -1116,6 +1119,11 @@ impl Daemon {
                 } else if let Some(prior) = &prior {
                     notices.extend(self.recorded_notice(uid, prior, &res.deny));
                 }
+                notices.extend(policy::exception_notice(
+                    stats.exceptions_held_back,
+                    stats.exceptions_added,
+                ));
+                held_back = stats.exceptions_held_back;
                 let changed = stats.added > 0 || (mode == ApplyMode::Exact && stats.removed > 0);
                 self.record(uid, cgid, changed);
                 stats.removed
@@ -1135,7 +1143,7 @@ impl Daemon {
             .bpf
             .held_entries(cgid)
             .saturating_sub(res.deny.entries());
-        if let Some(version) = self.bpf.version(cgid) {
+        if let Some(version) = self.bpf.version(cgid).filter(|_| held_back == 0) {
             self.applied.insert(
                 uid,
                 Applied {

@@ -29,9 +29,31 @@ pub const KIND_PATH: u32 = 1;
 /// or rename nothing in it.
 pub const KIND_LISTED_DIR: u32 = 2;
 /// `AGENT_SANDBOX_KIND_FOLDING_DIR`: a directory holding a listed name that
-/// [`case_insensitive`] found case-insensitive, for filesystems where the
+/// `case_insensitive()` (src/keys.rs) found case-insensitive, for filesystems where the
 /// hook cannot tell by itself (XFS ASCII-ci).
 pub const KIND_FOLDING_DIR: u32 = 3;
+/// `AGENT_SANDBOX_KIND_DIR_BASE`: a directory entry (`DIR/`) of the base
+/// list, on the directory's key (deny_map) or on its parent's key with its
+/// name (name_map): every non-directory below it is denied.
+pub const KIND_DIR_BASE: u32 = 4;
+/// `AGENT_SANDBOX_KIND_DIR_USER`: the same for the user's list.
+pub const KIND_DIR_USER: u32 = 5;
+/// `AGENT_SANDBOX_KIND_EXC_BASE`: an exception (`!PATH`, `!DIR/`) of the
+/// base list: re-allows what the base list's directory entries deny.
+pub const KIND_EXC_BASE: u32 = 6;
+/// `AGENT_SANDBOX_KIND_EXC_USER`: the same for the user's list.
+pub const KIND_EXC_USER: u32 = 7;
+/// `AGENT_SANDBOX_KIND_HAS_DIRS`: on the all-zero key, the sandbox has
+/// directory entries (the hook walks only then).
+pub const KIND_HAS_DIRS: u32 = 8;
+
+/// The key that says a sandbox has directory entries ([`KIND_HAS_DIRS`]).
+pub const HAS_DIRS_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_DIRS,
+};
 
 impl FileKey {
     /// The same inode with another `kind`.

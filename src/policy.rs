@@ -298,6 +298,26 @@ pub fn removal_notice(mode: ApplyMode, n: usize) -> String {
     }
 }
 
+/// The note for exceptions (`!PATH` lines) an apply left out (`held_back`:
+/// from inside a sandbox an exception must not loosen it, by the
+/// strictness rule, see [`may_loosen`]) or wrote (`added`: a launch from
+/// outside re-allows files); none if neither.
+pub fn exception_notice(held_back: usize, added: usize) -> Option<String> {
+    if held_back > 0 {
+        Some(format!(
+            "{held_back} new exception(s) in the lists are not applied: a launch from inside a \
+             sandbox cannot re-allow files; launch from outside a sandbox to apply them"
+        ))
+    } else if added > 0 {
+        Some(format!(
+            "{added} new exception(s) in the lists now re-allow files below directory entries \
+             to your sandboxes"
+        ))
+    } else {
+        None
+    }
+}
+
 /// At most [`MAX_WARNINGS`] of `warnings`, and the notices to send with
 /// them (a line counting the warnings left out, if any).
 pub fn capped(warnings: &[String]) -> (Vec<String>, Vec<String>) {
@@ -510,6 +530,19 @@ mod tests {
         assert!(!reused_pid_stays(100, Some(100), true));
         assert!(!reused_pid_stays(100, None, true));
         assert!(!reused_pid_stays(100, Some(200), false));
+    }
+
+    #[test]
+    fn exception_notices() {
+        let held = exception_notice(2, 0).unwrap();
+        assert!(
+            held.starts_with("2 new exception(s)") && held.contains("not applied"),
+            "{held}"
+        );
+        // Held back wins: an inside apply says what it did not do.
+        assert!(exception_notice(1, 3).unwrap().contains("not applied"));
+        assert!(exception_notice(0, 3).unwrap().contains("now re-allow"));
+        assert_eq!(exception_notice(0, 0), None);
     }
 
     #[test]

@@ -35,6 +35,10 @@
 //!   of kind `KIND_PATH`, `KIND_LISTED_DIR`, `KIND_FOLDING_DIR`; see
 //!   [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
+//! - `M` kind (u8), key: a directory-entry or exception mark (deny_map entry
+//!   of kind `KIND_DIR_*` / `KIND_EXC_*`);
+//! - `n` kind (u8), key, length, name: the same mark by name (name_map entry
+//!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch).
 //!
@@ -52,8 +56,9 @@ pub use worker::*;
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{
-    DenySet, FileKey, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext,
-    KeyError, LastComponent, ListingSink, NAME_MAX, NameKey,
+    DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER,
+    KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext, KeyError, LastComponent,
+    ListingSink, MAX_SCAN_KEYS, NAME_MAX, NameKey,
 };
 use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};

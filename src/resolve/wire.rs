@@ -29,6 +29,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut r = Resolution::default();
     let mut files = Vec::new();
     let mut names = Vec::new();
+    let mut has_dirs = false;
     'answers: for out in outs {
         let mut rest = *out;
         while let Some((&tag, body)) = rest.split_first() {
@@ -55,6 +56,20 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     names.push(n);
                     after
                 }),
+                b'M' => take_kind(body)
+                    .and_then(|(kind, b)| take_key(b).map(|(k, after)| (k.with_kind(kind), after)))
+                    .map(|(k, after)| {
+                        has_dirs |= k.kind == KIND_DIR_BASE || k.kind == KIND_DIR_USER;
+                        files.push(k);
+                        after
+                    }),
+                b'n' => take_kind(body).and_then(|(kind, b)| {
+                    take_name(b).map(|(mut n, after)| {
+                        n.dir.kind = kind;
+                        names.push(n);
+                        after
+                    })
+                }),
                 b'U' | b'A' | b'F' => take_text(body).map(|(text, after)| {
                     match tag {
                         b'U' => r.user_warnings.push(text),
@@ -77,8 +92,20 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
             }
         }
     }
+    if has_dirs {
+        files.push(HAS_DIRS_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
+}
+
+/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`.
+pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
+    let (&kind, rest) = b.split_first()?;
+    let kind = u32::from(kind);
+    (KIND_DIR_BASE..=KIND_EXC_USER)
+        .contains(&kind)
+        .then_some((kind, rest))
 }
 
 pub(crate) fn take_key(b: &[u8]) -> Option<(FileKey, &[u8])> {
@@ -147,13 +174,27 @@ impl Sink<'_> {
 }
 
 impl ListingSink for Sink<'_> {
+    /// A file key; one of a directory-entry or exception kind as an `M` record.
     fn file(&mut self, k: FileKey) {
-        self.out.extend_from_slice(&Self::key_bytes(k, b'K'));
+        if k.kind == KIND_OPEN {
+            self.out.extend_from_slice(&Self::key_bytes(k, b'K'));
+        } else {
+            self.out.push(b'M');
+            self.out
+                .extend_from_slice(&Self::key_bytes(k, k.kind as u8));
+        }
     }
-    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] gives).
+    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] gives); with a
+    /// directory key of a mark kind, an `n` record.
     fn name(&mut self, dir: FileKey, name: &[u8]) {
         let len = name.len().min(NAME_MAX);
-        self.out.extend_from_slice(&Self::key_bytes(dir, b'N'));
+        if dir.kind == KIND_OPEN {
+            self.out.extend_from_slice(&Self::key_bytes(dir, b'N'));
+        } else {
+            self.out.push(b'n');
+            self.out
+                .extend_from_slice(&Self::key_bytes(dir, dir.kind as u8));
+        }
         self.out.push(len as u8);
         self.out.extend_from_slice(&name[..len]);
     }

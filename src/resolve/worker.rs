@@ -350,7 +350,7 @@ pub(crate) fn resolve_base(
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
-        emit_base(sink, e.line, e.path, keys)?;
+        emit_base(sink, e.line, e.path, Shape::of(e), keys)?;
     }
     Ok(())
 }
@@ -361,6 +361,7 @@ pub(crate) fn emit_base(
     sink: &mut Sink<'_>,
     line: usize,
     path: &[u8],
+    shape: Shape,
     keys: &mut Option<KeyContext>,
 ) -> Result<(), String> {
     let path = Path::new(OsStr::from_bytes(path));
@@ -371,9 +372,50 @@ pub(crate) fn emit_base(
         list,
         line,
         path,
+        shape,
         LastComponent::Follow,
         context(keys).map_err(|e| e.to_string())?,
     )
+}
+
+/// What a list line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `PATH`: one file.
+    File,
+    /// `DIR/`: every file below a directory.
+    Dir,
+    /// `!PATH`: an exception for one file.
+    Exception,
+    /// `!DIR/`: an exception for every file below a directory.
+    DirException,
+}
+
+impl Shape {
+    pub(crate) fn of(e: &denylist::Entry<'_>) -> Shape {
+        match (e.dir, e.exception) {
+            (false, false) => Shape::File,
+            (true, false) => Shape::Dir,
+            (false, true) => Shape::Exception,
+            (true, true) => Shape::DirException,
+        }
+    }
+}
+
+/// Passes a file's findings on with a mark kind: the file key and the
+/// names' directory keys get `kind` (an exception `!PATH`).
+pub(crate) struct KindSink<'s, 'a> {
+    pub(crate) inner: &'s mut Sink<'a>,
+    pub(crate) kind: u32,
+}
+
+impl ListingSink for KindSink<'_, '_> {
+    fn file(&mut self, k: FileKey) {
+        self.inner.file(k.with_kind(self.kind));
+    }
+    fn name(&mut self, dir: FileKey, name: &[u8]) {
+        self.inner.name(dir.with_kind(self.kind), name);
+    }
 }
 
 /// The base list's bytes; None when there is none.
@@ -412,7 +454,7 @@ pub(crate) fn resolve_user(
         let base = denylist::parse(bytes);
         for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
             denylist::join_home_into(&mut joined, home, e.path);
-            emit_base(sink, e.line, &joined, keys)?;
+            emit_base(sink, e.line, &joined, Shape::of(e), keys)?;
         }
     }
     let Some(bytes) = &inputs.own else {
@@ -434,6 +476,18 @@ pub(crate) fn resolve_user(
                 &joined
             }
         };
+        if e.dir && !e.exception && denylist::covers_home(path, home) {
+            sink.record(
+                b'U',
+                &format!(
+                    "{}:{}: {}",
+                    list_path.display(),
+                    e.line,
+                    denylist::LineProblem::TooBroad("the whole home directory")
+                ),
+            );
+            continue;
+        }
         let path = Path::new(OsStr::from_bytes(path));
         emit(
             sink,
@@ -441,6 +495,7 @@ pub(crate) fn resolve_user(
             &list_path,
             e.line,
             path,
+            Shape::of(e),
             LastComponent::NoFollow,
             context(keys).map_err(|e| e.to_string())?,
         )?;
@@ -450,12 +505,14 @@ pub(crate) fn resolve_user(
 
 /// Resolves one entry into `sink`: its records, or a warning and none of
 /// them (a record written before a problem showed is taken back).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit(
     sink: &mut Sink<'_>,
     source: Source,
     list: &Path,
     line: usize,
     path: &Path,
+    shape: Shape,
     last: LastComponent,
     keys: &mut KeyContext,
 ) -> Result<(), String> {
@@ -469,7 +526,53 @@ pub(crate) fn emit(
         Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
     };
     let mark = sink.out.len();
-    let found = keys.resolve(path, last, sink);
+    let (dir_kind, exc_kind) = match source {
+        Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
+        Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
+    };
+    let found = match shape {
+        Shape::File => keys.resolve(path, last, sink),
+        Shape::Exception => keys.resolve(
+            path,
+            last,
+            &mut KindSink {
+                inner: sink,
+                kind: exc_kind,
+            },
+        ),
+        Shape::Dir | Shape::DirException => {
+            let (kind, budget) = if shape == Shape::Dir {
+                (dir_kind, Some(MAX_SCAN_KEYS))
+            } else {
+                (exc_kind, None)
+            };
+            match keys.resolve_dir(path, kind, budget, sink) {
+                Ok(scan) => Ok((scan.unmarked > 0).then(|| {
+                    format!(
+                        "{} files below it with other names, or directories deeper than {} \
+                         levels, were not marked by inode (past {} per launch): they are \
+                         denied by path; a name made for one outside the directory before \
+                         launch is not",
+                        scan.unmarked,
+                        crate::keys::MAX_SCAN_DEPTH,
+                        MAX_SCAN_KEYS
+                    )
+                })),
+                Err(KeyError::NotRegular(kind)) => {
+                    sink.out.truncate(mark);
+                    sink.record(
+                        tag,
+                        &format!(
+                            "{}: ends in / but is {kind}, not a directory; skipped",
+                            at()
+                        ),
+                    );
+                    return Ok(());
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
     if found.is_err() {
         sink.out.truncate(mark);
     }
@@ -494,6 +597,11 @@ pub(crate) fn emit(
                 "{}: cannot check the path: {e}; fix the path's permissions or the list",
                 at()
             ));
+        }
+        Err(KeyError::NotRegular(crate::keys::FileKind::Directory)) => {
+            "the path is a directory, not a regular file; add a trailing / to deny the whole \
+             directory"
+                .to_string()
         }
         Err(e) => format!("the path {e}"),
     };
