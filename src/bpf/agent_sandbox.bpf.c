@@ -1028,17 +1028,26 @@ int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, 
 /*
  * `cred` is NULL for a signal sent by the current task; a non-NULL one comes
  * from kill_pid_usb_asyncio(), in interrupt context, where the current task
- * is not the sender (the URB's submitter set it up for itself).
+ * is not the sender (the URB's submitter set it up for itself). It is read
+ * as a number with bpf_get_func_arg(): the 6.12 verifier types a hook's
+ * pointer arguments as trusted, never NULL, so a test of `cred` itself is
+ * taken as always true and everything after it dropped as dead code (seen
+ * in `bpftool prog dump xlated` on Debian 13: the program returned 0 for
+ * every signal). 6.1 keeps the test.
  */
 SEC("lsm/task_kill")
 int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig,
 	     const struct cred *cred, int ret)
 {
-	__u64 cgid;
+	__u64 cgid, sender_cred = 0;
 
 	if (ret != 0)
 		return pass_on(ret);
-	if (sig == 0 || cred)
+	if (sig == 0)
+		return 0;
+	/* Argument 3 is `cred`; an error (none: the hook has 4) leaves 0: checked, fail closed. */
+	bpf_get_func_arg(ctx, 3, &sender_cred);
+	if (sender_cred != 0)
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
