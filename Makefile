@@ -191,8 +191,7 @@ vm-test: package package-next guest-tools
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh || exit 1; \
 	  echo "== vm-test: $$suite without the bpf LSM ($(VM_NO_BPF_LSM))"; \
 	  scripts/vm-test.sh --suite $$suite --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
-	    --add scripts/test-lib.sh --add scripts/test-status.sh \
-	    $(DEB) -- scripts/test-status.sh || exit 1; \
+	    --add scripts/test-lib.sh $(DEB) -- scripts/test-status.sh || exit 1; \
 	done
 
 # The short extra boot of vm-test: a kernel whose LSM list lacks bpf (boot,
