@@ -200,7 +200,7 @@ vm_suite = scripts/vm-test.sh --suite $(1) --cpus $(VM_CPUS_$(1)) --timeout $(VM
 # that lacks bpf (boot, install, the doctor, the launcher's refusal;
 # scripts/test-status.sh no_bpf), after its suite passed.
 vm_no_bpf = scripts/vm-test.sh --suite $(1) --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
-	    $(addprefix --add ,$(GUEST_SCRIPTS)) $(DEB) -- scripts/test-status.sh 2>&1 \
+	    $(addprefix --add ,$(filter-out scripts/test-status.sh,$(GUEST_SCRIPTS))) $(DEB) -- scripts/test-status.sh 2>&1 \
 	    | tee build/vm-$(1)-no-bpf.log | sed -u 's/^/[$(1), no bpf] /'
 vm-test: package package-next guest-tools
 	@rc=0; pids=; rm -f $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); \

@@ -159,11 +159,12 @@ no_canary_leftovers() { [ -z "$(canary_leftovers)" ]; }
 check_canary() {
 	local j="$T/journal"
 	journalctl -b -u agent-sandbox-execd -o cat --no-pager >"$j" 2>&1
-	# The last start: its canary line comes before its ready line.
+	# The last start: its canary line comes before its ready line (both after
+	# the log level, e.g. "[INFO ] canary: ...").
 	okl "canary: the daemon's canary was refused with EPERM" '$(tailsnip "$j")' \
-		grep -q '^canary: .* with EPERM' "$j"
+		grep -q '] canary: .* with EPERM' "$j"
 	okl "canary: it ran before the daemon reported ready" '$(tailsnip "$j")' \
-		awk '/^canary: .* with EPERM/ { c = NR } /^ready; requests on/ { r = NR }
+		awk '/\] canary: .* with EPERM/ { c = NR } /\] ready; requests on/ { r = NR }
 			END { exit !(c && r && c < r) }' "$j"
 	okl "canary: nothing of it left" '$(canary_leftovers)' no_canary_leftovers
 }

@@ -305,10 +305,11 @@ impl Facts {
     }
 }
 
-/// The canary below the cgroup2 hierarchy at `root`; the parent cgroup is
-/// removed after if the doctor made it.
+/// The canary below the cgroup2 hierarchy at `root`; the parent cgroup and
+/// the runtime directory are removed after if the doctor made them.
 fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
     let existed = Path::new(root).join(cgroup::PARENT).exists();
+    let run_dir_existed = Path::new(crate::request::RUN_DIR).exists();
     let tree = Tree::open().map_err(|e| {
         (
             format!("canary: cannot open the sandbox cgroup tree: {e}"),
@@ -321,6 +322,9 @@ fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
     });
     if !existed {
         tree.remove_if_unused();
+    }
+    if !run_dir_existed {
+        let _ = std::fs::remove_dir(crate::request::RUN_DIR);
     }
     result
 }
