@@ -57,7 +57,7 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other)"
+	@echo "make vm-test   the guest suite (test.sh, test-fs.sh, test-dirs.sh, test-lifecycle.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
@@ -183,7 +183,7 @@ VM_CPUS_trixie ?= 1
 VM_TIMEOUT ?= 3000
 # vm_suite SUITE: one guest run of the whole suite, its output prefixed and kept
 vm_suite = scripts/vm-test.sh --suite $(1) --cpus $(VM_CPUS_$(1)) --timeout $(VM_TIMEOUT) \
-	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-lifecycle.sh \
+	    --add scripts/test.sh --add scripts/test-fs.sh --add scripts/test-dirs.sh --add scripts/test-lifecycle.sh \
 	    --add scripts/test-lib.sh --add scripts/test-reboot.sh $(addprefix --add ,$(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh 2>&1 | tee build/vm-$(1).log | sed -u 's/^/[$(1)] /'

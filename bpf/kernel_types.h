@@ -104,7 +104,20 @@ struct dentry {
 	} d_u;
 };
 
+/* include/linux/mount.h */
+struct vfsmount {
+	struct dentry *mnt_root;
+};
+
+/* fs/mount.h: a mount, with its vfsmount embedded (real_mount()). */
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+};
+
 struct path {
+	struct vfsmount *mnt;
 	struct dentry *dentry;
 };
 

@@ -1050,6 +1050,9 @@ impl Daemon {
         // what it denied until then is in its uid's record.
         let prior = (mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(Path::new(record::STATE_DIR), uid));
+        // New exceptions an add-only apply left out: the next apply must
+        // not be skipped as a repeat of this one.
+        let held_back;
         let removed = match self.bpf.apply(cgid, &res.deny, mode) {
             Ok(stats) => {
                 log::info!(
@@ -1070,6 +1073,8 @@ impl Daemon {
                 } else if let Some(prior) = &prior {
                     notices.extend(self.recorded_notice(uid, prior, &res.deny));
                 }
+                notices.extend(exception_notice(&stats));
+                held_back = stats.exceptions_held_back;
                 let changed = stats.added > 0 || (mode == ApplyMode::Exact && stats.removed > 0);
                 self.record(uid, cgid, changed);
                 stats.removed
@@ -1089,7 +1094,7 @@ impl Daemon {
             .bpf
             .held_entries(cgid)
             .saturating_sub(res.deny.entries());
-        if let Some(version) = self.bpf.version(cgid) {
+        if let Some(version) = self.bpf.version(cgid).filter(|_| held_back == 0) {
             self.applied.insert(
                 uid,
                 Applied {
@@ -1322,6 +1327,27 @@ fn removal_notice(mode: ApplyMode, n: usize) -> String {
             "{n} entries no longer in the lists stay denied: a launch from inside \
              a sandbox only adds; launch from outside to apply removals"
         ),
+    }
+}
+
+/// The note for a launcher about exceptions (`!PATH` lines) an apply
+/// wrote (a launch from outside: files are re-allowed) or left out (from
+/// inside a sandbox, an exception must not loosen it).
+fn exception_notice(stats: &crate::maps::ApplyStats) -> Option<String> {
+    if stats.exceptions_held_back > 0 {
+        Some(format!(
+            "{} new exception(s) in the lists are not applied: a launch from inside a sandbox \
+             cannot re-allow files; launch from outside a sandbox to apply them",
+            stats.exceptions_held_back
+        ))
+    } else if stats.exceptions_added > 0 {
+        Some(format!(
+            "{} new exception(s) in the lists now re-allow files below directory entries \
+             to your sandboxes",
+            stats.exceptions_added
+        ))
+    } else {
+        None
     }
 }
 

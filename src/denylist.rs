@@ -11,6 +11,14 @@
 //! - Every other line is one path: absolute (`/...`), or `~/...` for a path in
 //!   the requesting user's home directory. Anything else is a warning.
 //! - A path may hold no NUL byte and at most [`PATH_MAX`] bytes.
+//! - A path ending in `/` is a *directory entry* ([`Entry::dir`]): every
+//!   regular file below that directory, at any depth, now or later. One that
+//!   would cover `/`, a top-level directory (`/etc/`, `/home/`, ...) or the
+//!   whole home (`~/`) is refused ([`LineProblem::TooBroad`]); so is one with a
+//!   `.` or `..` component ([`LineProblem::DotComponent`]).
+//! - A line starting with `!` is an *exception* ([`Entry::exception`]): `!PATH`
+//!   or `!DIR/` re-allows what a directory entry of the same list denies
+//!   (precedence: [`decide`]).
 
 use std::fmt;
 
@@ -38,6 +46,13 @@ pub struct Entry<'a> {
     /// [`Anchor::Home`] the part after `~/` (may be empty only if the line was `~/`,
     /// which is rejected).
     pub path: &'a [u8],
+    /// The line ended in `/`: a directory entry (or, with `exception`, a
+    /// directory exception). `path` holds no trailing `/` (except `/` itself,
+    /// which is refused).
+    pub dir: bool,
+    /// The line started with `!`: an exception to the same list's directory
+    /// entries.
+    pub exception: bool,
 }
 
 /// A line that was skipped, and why.
@@ -60,6 +75,10 @@ pub enum LineProblem {
     TooLong(usize),
     /// `~/` with nothing after it (the home directory itself is not a file).
     EmptyHomePath,
+    /// A directory entry that covers too much; holds why.
+    TooBroad(&'static str),
+    /// A directory entry or exception with a `.` or `..` component.
+    DotComponent,
 }
 
 impl fmt::Display for LineProblem {
@@ -75,6 +94,15 @@ impl fmt::Display for LineProblem {
             LineProblem::EmptyHomePath => {
                 f.write_str("`~/` names the home directory, not a file; line skipped")
             }
+            LineProblem::TooBroad(why) => write!(
+                f,
+                "a directory entry may not cover {why}: every program would lose its \
+                 files; name a smaller directory; line skipped"
+            ),
+            LineProblem::DotComponent => f.write_str(
+                "a directory entry or exception may not hold a `.` or `..` component \
+                 (write the path plainly); line skipped",
+            ),
         }
     }
 }
@@ -117,8 +145,26 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
         if text.is_empty() || text[0] == b'#' {
             continue;
         }
-        match parse_line(text) {
-            Ok((anchor, path)) => parsed.entries.push(Entry { line, anchor, path }),
+        let (exception, text) = match text.strip_prefix(b"!") {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let dir = text.len() > 1 && text.last() == Some(&b'/');
+        let result = if text.is_empty() {
+            Err(LineProblem::NotAbsolute)
+        } else if dir || text == b"/" || text == b"~/" {
+            parse_dir_line(text, exception)
+        } else {
+            parse_line(text)
+        };
+        match result {
+            Ok((anchor, path)) => parsed.entries.push(Entry {
+                line,
+                anchor,
+                path,
+                dir,
+                exception,
+            }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
     }
@@ -144,6 +190,102 @@ fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {
         return Err(LineProblem::TooLong(text.len()));
     }
     Ok((anchor, path))
+}
+
+/// A line ending in `/` (a directory entry or exception): the path without
+/// its trailing slashes.
+fn parse_dir_line(text: &[u8], exception: bool) -> Result<(Anchor, &[u8]), LineProblem> {
+    let mut path = text;
+    while path.len() > 1 && path.last() == Some(&b'/') {
+        path = &path[..path.len() - 1];
+    }
+    if path == b"~" || path == b"~/" {
+        return Err(if exception {
+            LineProblem::EmptyHomePath
+        } else {
+            LineProblem::TooBroad("the whole home directory")
+        });
+    }
+    let (anchor, path) = parse_line(path)?;
+    if path.split(|&b| b == b'/').any(|c| c == b"." || c == b"..") {
+        return Err(LineProblem::DotComponent);
+    }
+    if !exception
+        && anchor == Anchor::Root
+        && let Some(why) = too_broad(path)
+    {
+        return Err(LineProblem::TooBroad(why));
+    }
+    Ok((anchor, path))
+}
+
+/// Why a directory entry at absolute `path` (no trailing `/`) covers too
+/// much, if it does: `/` itself or a top-level directory (`/etc`, `/home`,
+/// `/usr`, ...: one component).
+pub fn too_broad(path: &[u8]) -> Option<&'static str> {
+    match path.split(|&b| b == b'/').filter(|c| !c.is_empty()).count() {
+        0 => Some("the root directory /"),
+        1 => Some("a top-level directory"),
+        _ => None,
+    }
+}
+
+/// Whether a directory entry at absolute `path` covers the home directory
+/// `home` (is it or one of its ancestors), compared by components.
+pub fn covers_home(path: &[u8], home: &[u8]) -> bool {
+    let parts = |p: &[u8]| -> Vec<Vec<u8>> {
+        p.split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let (p, h) = (parts(path), parts(home));
+    p.len() <= h.len() && h[..p.len()] == p[..]
+}
+
+/// Which list an entry comes from, for [`decide`].
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListSource {
+    /// The administrator's base list.
+    Base,
+    /// The user's own list.
+    User,
+}
+
+/// A mark found on one level of the way from a file up to the root: what the
+/// hook finds in deny_map / name_map (kinds `KIND_DIR_*`, `KIND_EXC_*`).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// A directory entry of that list on this directory.
+    Dir(ListSource),
+    /// An exception of that list on this file or directory.
+    Exception(ListSource),
+}
+
+/// The precedence rule the hook implements (src/bpf/agent_sandbox.bpf.c,
+/// dir_walk_step()), as a pure function: `levels[0]` holds the marks of the
+/// opened file itself, `levels[i]` those of its i-th ancestor. Per list, the
+/// nearest mark decides: a directory entry denies, an exception allows; on
+/// one level an entry beats an exception of the same list. A list's
+/// exception never touches the other list's entries, so the file is denied
+/// when either list denies it. File entries are decided before (a file also
+/// named by a file entry stays denied whatever the exceptions), and a walk
+/// longer than the hook's depth bound is denied before this applies.
+#[cfg(test)]
+pub fn decide(levels: &[Vec<Mark>]) -> bool {
+    [ListSource::Base, ListSource::User].iter().any(|&list| {
+        for marks in levels {
+            if marks.contains(&Mark::Dir(list)) {
+                return true;
+            }
+            if marks.contains(&Mark::Exception(list)) {
+                return false;
+            }
+        }
+        false
+    })
 }
 
 fn trim_leading_slashes(mut s: &[u8]) -> &[u8] {
@@ -232,7 +374,7 @@ mod tests {
             vec![
                 (1, LineProblem::NotAbsolute),
                 (2, LineProblem::Nul),
-                (3, LineProblem::EmptyHomePath),
+                (3, LineProblem::TooBroad("the whole home directory")),
                 (4, LineProblem::TooLong(PATH_MAX + 1)),
             ]
         );
@@ -257,6 +399,94 @@ mod tests {
         assert_eq!(join_home(b"/home/a", b"x/y"), b"/home/a/x/y");
         assert_eq!(join_home(b"/home/a//", b"x"), b"/home/a/x");
         assert_eq!(join_home(b"/", b"x"), b"/x");
+    }
+
+    fn kinds(p: &Parsed) -> Vec<(Anchor, Vec<u8>, bool, bool)> {
+        p.entries
+            .iter()
+            .map(|e| (e.anchor.clone(), e.path.to_vec(), e.dir, e.exception))
+            .collect()
+    }
+
+    #[test]
+    fn directory_entries_and_exceptions() {
+        let p =
+            parse(b"~/.ssh/\n!~/.ssh/known_hosts\n!~/.ssh/pub/\n/srv/secrets//\n~/.aws\n!/etc/x\n");
+        assert_eq!(
+            kinds(&p),
+            vec![
+                (Anchor::Home, b".ssh".to_vec(), true, false),
+                (Anchor::Home, b".ssh/known_hosts".to_vec(), false, true),
+                (Anchor::Home, b".ssh/pub".to_vec(), true, true),
+                (Anchor::Root, b"/srv/secrets".to_vec(), true, false),
+                (Anchor::Home, b".aws".to_vec(), false, false),
+                (Anchor::Root, b"/etc/x".to_vec(), false, true),
+            ]
+        );
+        assert!(p.warnings.is_empty());
+    }
+
+    #[test]
+    fn too_broad_directory_entries_are_refused() {
+        let p = parse(b"/\n/etc/\n//home//\n~/\n/srv/a/../\n!relative\n!\n/srv/ok/\n");
+        let kinds: Vec<_> = p
+            .warnings
+            .iter()
+            .map(|w| (w.line, w.kind.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (1, LineProblem::TooBroad("the root directory /")),
+                (2, LineProblem::TooBroad("a top-level directory")),
+                (3, LineProblem::TooBroad("a top-level directory")),
+                (4, LineProblem::TooBroad("the whole home directory")),
+                (5, LineProblem::DotComponent),
+                (6, LineProblem::NotAbsolute),
+                (7, LineProblem::NotAbsolute),
+            ]
+        );
+        assert_eq!(p.entries.len(), 1);
+        assert_eq!(p.entries[0].path, b"/srv/ok");
+    }
+
+    #[test]
+    fn covers_home_by_components() {
+        assert!(covers_home(b"/home/me", b"/home/me/"));
+        assert!(covers_home(b"/home", b"/home/me"));
+        assert!(!covers_home(b"/home/me/.ssh", b"/home/me"));
+        assert!(!covers_home(b"/home/m", b"/home/me"));
+    }
+
+    #[test]
+    fn precedence_nearest_mark_of_the_same_list() {
+        use ListSource::{Base, User};
+        use Mark::{Dir, Exception};
+        // ~/.ssh/ with !~/.ssh/known_hosts (user list): the exception wins.
+        assert!(!decide(&[vec![Exception(User)], vec![Dir(User)]]));
+        // A user exception never re-allows a base-list directory entry.
+        assert!(decide(&[vec![Exception(User)], vec![Dir(Base)]]));
+        // A base exception does not re-allow a user entry either.
+        assert!(decide(&[vec![Exception(Base)], vec![Dir(User)]]));
+        // Nearest wins: entry below an excepted directory denies again.
+        assert!(decide(&[
+            vec![],
+            vec![Dir(User)],
+            vec![Exception(User)],
+            vec![Dir(User)]
+        ]));
+        // An exception below an entry below an exception: allowed.
+        assert!(!decide(&[
+            vec![Exception(User)],
+            vec![Dir(User)],
+            vec![Exception(User)]
+        ]));
+        // Entry and exception on one directory: the entry.
+        assert!(decide(&[vec![], vec![Dir(User), Exception(User)]]));
+        // No marks: allowed.
+        assert!(!decide(&[vec![], vec![]]));
+        // An exception with no entry above it changes nothing.
+        assert!(!decide(&[vec![Exception(Base)]]));
     }
 
     #[test]

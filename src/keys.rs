@@ -62,6 +62,37 @@ pub const KIND_LISTED_DIR: u32 = 2;
 /// [`case_insensitive`] found case-insensitive, for filesystems where the
 /// hook cannot tell by itself (XFS ASCII-ci).
 pub const KIND_FOLDING_DIR: u32 = 3;
+/// `AGENT_SANDBOX_KIND_DIR_BASE`: a directory entry (`DIR/`) of the base
+/// list, on the directory's key (deny_map) or on its parent's key with its
+/// name (name_map): every non-directory below it is denied.
+pub const KIND_DIR_BASE: u32 = 4;
+/// `AGENT_SANDBOX_KIND_DIR_USER`: the same for the user's list.
+pub const KIND_DIR_USER: u32 = 5;
+/// `AGENT_SANDBOX_KIND_EXC_BASE`: an exception (`!PATH`, `!DIR/`) of the
+/// base list: re-allows what the base list's directory entries deny.
+pub const KIND_EXC_BASE: u32 = 6;
+/// `AGENT_SANDBOX_KIND_EXC_USER`: the same for the user's list.
+pub const KIND_EXC_USER: u32 = 7;
+/// `AGENT_SANDBOX_KIND_HAS_DIRS`: on the all-zero key, the sandbox has
+/// directory entries (the hook walks only then).
+pub const KIND_HAS_DIRS: u32 = 8;
+
+/// The key that says a sandbox has directory entries ([`KIND_HAS_DIRS`]).
+pub const HAS_DIRS_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_DIRS,
+};
+
+/// Most inode keys one resolution adds for files found below directory
+/// entries (see [`KeyContext::resolve_dir`]).
+pub const MAX_SCAN_KEYS: usize = 65_536;
+/// Most directory entries one resolution reads below directory entries.
+pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
+/// Deepest level below a directory entry the scan descends to (the hook's
+/// walk bound, AGENT_SANDBOX_WALK_DEPTH).
+pub const MAX_SCAN_DEPTH: usize = 64;
 
 impl FileKey {
     /// The same inode with another `kind`.
@@ -329,6 +360,17 @@ pub trait ListingSink {
     fn file(&mut self, key: FileKey);
     /// A directory and a name in it (1 to [`NAME_MAX`] bytes) to watch.
     fn name(&mut self, dir: FileKey, name: &[u8]);
+}
+
+/// What [`KeyContext::resolve_dir`] found below a directory entry.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DirScan {
+    /// Files with more than one link, whose inode keys were sent.
+    pub marked: usize,
+    /// Files with more than one link left unmarked past [`MAX_SCAN_KEYS`],
+    /// or directories past [`MAX_SCAN_DEPTH`] / [`MAX_SCAN_ENTRIES`] (then
+    /// at least 1).
+    pub unmarked: usize,
 }
 
 #[cfg(test)]
@@ -708,6 +750,138 @@ impl KeyContext {
         }
     }
 
+    /// Resolves a directory entry or directory exception at `path`: sends
+    /// the directory's key with `kind` ([`ListingSink::file`], kind set), its
+    /// name in its parent with the parent's key of `kind`
+    /// ([`ListingSink::name`]), and marks the way to it ([`KIND_PATH`]) so a
+    /// sandbox cannot move it. With `scan_budget` (directory entries, not
+    /// exceptions), also sends the inode key ([`KIND_OPEN`]) of every regular
+    /// file below with more than one link, up to `scan_budget` keys: a file
+    /// with one link has no name outside the directory, which the hook's
+    /// walk covers, while one with another link made elsewhere before
+    /// launch is reachable by that name too.
+    ///
+    /// # Errors
+    /// [`KeyError::Missing`] if there is no directory there,
+    /// [`KeyError::NotRegular`] if it is not a directory, a system call's.
+    pub fn resolve_dir(
+        &mut self,
+        path: &Path,
+        kind: u32,
+        scan_budget: Option<usize>,
+        sink: &mut impl ListingSink,
+    ) -> Result<DirScan, KeyError> {
+        let bytes = path.as_os_str().as_bytes();
+        match statx_at(libc::AT_FDCWD, bytes, 0) {
+            Ok(stx) if u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFDIR => {}
+            Ok(stx) => {
+                return Err(KeyError::NotRegular(kind_of(
+                    u32::from(stx.stx_mode) & libc::S_IFMT,
+                )));
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+                return Err(KeyError::Missing);
+            }
+            Err(e) => return Err(KeyError::Stat(e)),
+        }
+        let at = self.dir(bytes)?;
+        let key = self.dirs[at].1.key;
+        sink.file(key.with_kind(kind));
+        if let Some(i) = bytes.iter().rposition(|&b| b == b'/') {
+            let (parent, name) = (&bytes[..i.max(1)], &bytes[i + 1..]);
+            if !name.is_empty() && name.len() <= NAME_MAX {
+                let p = self.dir(parent)?;
+                if self.dirs[p].1.watchable.is_ok() {
+                    sink.name(self.dirs[p].1.key.with_kind(kind), name);
+                }
+            }
+        }
+        let Some(budget) = scan_budget else {
+            return Ok(DirScan::default());
+        };
+        // The scan reads directories that no watch covers: the answer must
+        // not be reused without resolving again.
+        if let Some(w) = self.watches.as_mut() {
+            w.give_up();
+        }
+        let fd = open_at(
+            libc::AT_FDCWD,
+            bytes,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
+        )
+        .map_err(KeyError::Stat)?;
+        let mut scan = DirScan::default();
+        let mut seen = 0usize;
+        let mut todo = vec![(fd, key, 0usize)];
+        while let Some((fd, dkey, depth)) = todo.pop() {
+            let names = read_names(&fd).map_err(KeyError::Stat)?;
+            for name in names {
+                seen += 1;
+                if seen > MAX_SCAN_ENTRIES {
+                    scan.unmarked += 1;
+                    return Ok(scan);
+                }
+                let Ok(stx) = statx_at(fd.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW) else {
+                    continue;
+                };
+                match u32::from(stx.stx_mode) & libc::S_IFMT {
+                    libc::S_IFREG if stx.stx_nlink > 1 => {
+                        if scan.marked >= budget {
+                            scan.unmarked += 1;
+                            continue;
+                        }
+                        let same_mount = stx.stx_mask & libc::STATX_MNT_ID != 0
+                            && stx.stx_mnt_id == self.dirs[at].1.mnt_id;
+                        let dev = if same_mount {
+                            dkey.dev
+                        } else {
+                            self.device(&stx)
+                        };
+                        sink.file(FileKey {
+                            dev,
+                            ino: stx.stx_ino,
+                            subvol: dkey.subvol,
+                            kind: KIND_OPEN,
+                        });
+                        scan.marked += 1;
+                    }
+                    libc::S_IFDIR => {
+                        if depth + 1 >= MAX_SCAN_DEPTH {
+                            scan.unmarked += 1;
+                            continue;
+                        }
+                        let Ok(sub) = open_at(
+                            fd.as_raw_fd(),
+                            &name,
+                            libc::O_RDONLY
+                                | libc::O_DIRECTORY
+                                | libc::O_NOFOLLOW
+                                | libc::O_NONBLOCK,
+                        ) else {
+                            continue;
+                        };
+                        let ft = fs_type(&sub).map_err(KeyError::Stat)?;
+                        let subvol = if ft == BTRFS_SUPER_MAGIC {
+                            subvol_of(&sub, libc::O_RDONLY | libc::O_DIRECTORY)
+                                .map_err(KeyError::Stat)?
+                        } else {
+                            0
+                        };
+                        let skey = FileKey {
+                            dev: self.device(&stx),
+                            ino: stx.stx_ino,
+                            subvol,
+                            kind: KIND_OPEN,
+                        };
+                        todo.push((sub, skey, depth + 1));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(scan)
+    }
+
     /// Opens and examines directory `path` (cached); returns its index in
     /// `self.dirs`.
     fn dir(&mut self, path: &[u8]) -> Result<usize, KeyError> {
@@ -870,6 +1044,15 @@ impl KeyContext {
             kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
         }
     }
+}
+
+/// The names in the open directory `fd` (without `.` and `..`).
+fn read_names(fd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
+    let mut names = Vec::new();
+    for e in fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
+        names.push(e?.file_name().as_bytes().to_vec());
+    }
+    Ok(names)
 }
 
 /// openat(2) with `O_CLOEXEC` added: a new descriptor for `name` in `dir`.

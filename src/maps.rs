@@ -30,7 +30,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::keys::{DenySet, FileKey, KIND_OPEN, NAME_MAX, NameKey};
+use crate::keys::{
+    DenySet, FileKey, KIND_DIR_BASE, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
+    NAME_MAX, NameKey,
+};
 
 #[allow(clippy::all, missing_docs, unused_imports, dead_code)]
 mod skel {
@@ -189,7 +192,19 @@ pub fn name_key_from(b: &[u8]) -> Option<(u64, NameKey)> {
 /// (rmdir, unlink, rename, and opens in case-insensitive directories) are
 /// rare enough to go to the map directly.
 fn uses_filter(f: &FileKey) -> bool {
-    f.kind == KIND_OPEN
+    f.kind == KIND_OPEN || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind)
+}
+
+/// Whether `set` holds directory entries (the [`KIND_HAS_DIRS`] key).
+fn has_dirs(set: &DenySet) -> bool {
+    set.files()
+        .binary_search(&FileKey {
+            dev: 0,
+            ino: 0,
+            subvol: 0,
+            kind: KIND_HAS_DIRS,
+        })
+        .is_ok()
 }
 
 /// The key_filter bit of inode number `ino` under `tag` ([`TAG_FILE`] or
@@ -457,6 +472,44 @@ pub struct ApplyStats {
     pub removed_entries: usize,
     /// Entries already present and kept.
     pub kept: usize,
+    /// New exception keys (`!PATH` lines) written: an exact apply that
+    /// re-allows files, which the launcher is told.
+    pub exceptions_added: usize,
+    /// New exception keys not written because the apply is add-only (a
+    /// launch from inside a sandbox): they take effect at the next launch
+    /// from outside.
+    pub exceptions_held_back: usize,
+}
+
+/// Whether deny_map entry `f` is an exception (`KIND_EXC_*`).
+fn is_exception(f: &FileKey) -> bool {
+    (KIND_EXC_BASE..=KIND_EXC_USER).contains(&f.kind)
+}
+
+/// The exception keys of `set` (file keys and names), counted.
+fn exceptions(set: &DenySet) -> usize {
+    set.files().iter().filter(|f| is_exception(f)).count()
+        + set.names().iter().filter(|n| is_exception(&n.dir)).count()
+}
+
+/// `desired` without the exception keys that `current` lacks: what an
+/// add-only apply may write (an exception from inside a sandbox must not
+/// loosen it).
+pub fn without_new_exceptions(desired: &DenySet, current: &DenySet) -> DenySet {
+    let new = desired.minus(current);
+    let drop = DenySet::new(
+        new.files()
+            .iter()
+            .filter(|f| is_exception(f))
+            .copied()
+            .collect(),
+        new.names()
+            .iter()
+            .filter(|n| is_exception(&n.dir))
+            .cloned()
+            .collect(),
+    );
+    desired.minus(&drop)
 }
 
 /// The loaded, attached programs and their maps, with a mirror of their content.
@@ -473,6 +526,8 @@ pub struct Bpf {
     /// Sandbox cgroup ids currently in agent_cgid_set.
     sandboxes: HashSet<u64>,
     slots: WordArray,
+    /// dir_slots: sandbox_slots for the sandboxes that have directory entries.
+    dir_slots: WordArray,
     filter: Filter,
     /// Per sandbox: dropped_keys as of its last apply that wrote every
     /// desired file key. Per sandbox, not one value: a drop may have taken a
@@ -520,6 +575,7 @@ impl Bpf {
             ("agent_cgid_set", &mut open.maps.agent_cgid_set),
             ("sandbox_slots", &mut open.maps.sandbox_slots),
             ("key_filter", &mut open.maps.key_filter),
+            ("dir_slots", &mut open.maps.dir_slots),
         ] {
             map.set_pin_path(pin_dir.join(name))
                 .map_err(lb(format!("set the {name} pin path")))?;
@@ -544,6 +600,7 @@ impl Bpf {
             source,
         })?;
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
+        let dir_slots = WordArray::map(&skel.maps.dir_slots, SLOTS, "dir_slots")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -573,6 +630,7 @@ impl Bpf {
             versions: HashMap::new(),
             sandboxes: HashSet::new(),
             slots,
+            dir_slots,
             filter: Filter {
                 words,
                 counts: HashMap::new(),
@@ -654,6 +712,22 @@ impl Bpf {
             (Some(_), Some(_)) => SLOT_SHARED,
         };
         self.slots.word(slot).store(value, Ordering::SeqCst);
+        self.write_dir_slot(slot);
+    }
+
+    /// Recomputes slot `slot` of dir_slots: the sandboxes in that slot
+    /// whose mirror holds directory entries.
+    fn write_dir_slot(&self, slot: usize) {
+        let mut holders = self
+            .mirror
+            .iter()
+            .filter(|(c, set)| (**c as usize) & (SLOTS - 1) == slot && has_dirs(set));
+        let value = match (holders.next(), holders.next()) {
+            (None, _) => 0,
+            (Some((&c, _)), None) => c,
+            (Some(_), Some(_)) => SLOT_SHARED,
+        };
+        self.dir_slots.word(slot).store(value, Ordering::SeqCst);
     }
 
     /// Whether this daemon's program links are still pinned (an
@@ -748,13 +822,32 @@ impl Bpf {
     ) -> Result<ApplyStats, BpfError> {
         self.bump(cgid);
         let current = self.mirror.remove(&cgid).unwrap_or_default();
-        let new = desired.minus(&current);
+        let mut new = desired.minus(&current);
+        let fresh_exceptions = exceptions(&new);
+        let filtered;
+        let desired = if mode == ApplyMode::AddOnly && fresh_exceptions > 0 {
+            filtered = without_new_exceptions(desired, &current);
+            new = filtered.minus(&current);
+            &filtered
+        } else {
+            desired
+        };
         let stale = current.minus(desired);
         let stats = ApplyStats {
             added: new.len(),
             removed: stale.len(),
             removed_entries: stale.entries(),
             kept: desired.len() - new.len(),
+            exceptions_added: if mode == ApplyMode::Exact {
+                fresh_exceptions
+            } else {
+                0
+            },
+            exceptions_held_back: if mode == ApplyMode::AddOnly {
+                fresh_exceptions
+            } else {
+                0
+            },
         };
         let drops = self.dropped_keys();
         let write_all = drops.is_none() || drops != self.drops_seen.get(&cgid).copied();
@@ -800,6 +893,7 @@ impl Bpf {
             current.union(&new)
         };
         self.mirror.insert(cgid, held);
+        self.write_dir_slot((cgid as usize) & (SLOTS - 1));
         self.add_sandbox(cgid)?;
         if mode == ApplyMode::Exact {
             self.remove(cgid, stale.files(), stale.names());
@@ -873,6 +967,7 @@ impl Bpf {
         }
         let held = self.mirror.entry(cgid).or_default();
         *held = held.minus(&DenySet::new(gone_files, gone_names));
+        self.write_dir_slot((cgid as usize) & (SLOTS - 1));
     }
 
     /// Forgets a sandbox that no longer exists: removes `cgid` from
@@ -1277,6 +1372,7 @@ mod tests {
             "agent_cgid_set",
             "sandbox_slots",
             "key_filter",
+            "dir_slots",
         ] {
             assert!(has(m.as_bytes()), "{m}");
         }

@@ -35,6 +35,10 @@
 //!   of kind `KIND_PATH`, `KIND_LISTED_DIR`, `KIND_FOLDING_DIR`; see
 //!   [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
+//! - `M` kind (u8), key: a directory-entry or exception mark (deny_map entry
+//!   of kind `KIND_DIR_*` / `KIND_EXC_*`);
+//! - `n` kind (u8), key, length, name: the same mark by name (name_map entry
+//!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch).
 //!
@@ -62,8 +66,9 @@ use nix::unistd::{Pid, Uid, User};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{
-    DenySet, FileKey, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext,
-    KeyError, LastComponent, ListingSink, NAME_MAX, NameKey,
+    DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER,
+    KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, KeyContext, KeyError, LastComponent,
+    ListingSink, MAX_SCAN_KEYS, NAME_MAX, NameKey,
 };
 
 /// The administrator's base list, applied to every user.
@@ -106,6 +111,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut r = Resolution::default();
     let mut files = Vec::new();
     let mut names = Vec::new();
+    let mut has_dirs = false;
     'answers: for out in outs {
         let mut rest = *out;
         while let Some((&tag, body)) = rest.split_first() {
@@ -132,6 +138,20 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     names.push(n);
                     after
                 }),
+                b'M' => take_kind(body)
+                    .and_then(|(kind, b)| take_key(b).map(|(k, after)| (k.with_kind(kind), after)))
+                    .map(|(k, after)| {
+                        has_dirs |= k.kind == KIND_DIR_BASE || k.kind == KIND_DIR_USER;
+                        files.push(k);
+                        after
+                    }),
+                b'n' => take_kind(body).and_then(|(kind, b)| {
+                    take_name(b).map(|(mut n, after)| {
+                        n.dir.kind = kind;
+                        names.push(n);
+                        after
+                    })
+                }),
                 b'U' | b'A' | b'F' => take_text(body).map(|(text, after)| {
                     match tag {
                         b'U' => r.user_warnings.push(text),
@@ -154,8 +174,20 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
             }
         }
     }
+    if has_dirs {
+        files.push(HAS_DIRS_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
+}
+
+/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`.
+fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
+    let (&kind, rest) = b.split_first()?;
+    let kind = u32::from(kind);
+    (KIND_DIR_BASE..=KIND_EXC_USER)
+        .contains(&kind)
+        .then_some((kind, rest))
 }
 
 fn take_key(b: &[u8]) -> Option<(FileKey, &[u8])> {
@@ -909,13 +941,27 @@ impl Sink<'_> {
 }
 
 impl ListingSink for Sink<'_> {
+    /// A file key; one of a directory-entry or exception kind as an `M` record.
     fn file(&mut self, k: FileKey) {
-        self.out.extend_from_slice(&Self::key_bytes(k, b'K'));
+        if k.kind == KIND_OPEN {
+            self.out.extend_from_slice(&Self::key_bytes(k, b'K'));
+        } else {
+            self.out.push(b'M');
+            self.out
+                .extend_from_slice(&Self::key_bytes(k, k.kind as u8));
+        }
     }
-    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] gives).
+    /// A name of 1 to [`NAME_MAX`] bytes (what [`KeyContext`] gives); with a
+    /// directory key of a mark kind, an `n` record.
     fn name(&mut self, dir: FileKey, name: &[u8]) {
         let len = name.len().min(NAME_MAX);
-        self.out.extend_from_slice(&Self::key_bytes(dir, b'N'));
+        if dir.kind == KIND_OPEN {
+            self.out.extend_from_slice(&Self::key_bytes(dir, b'N'));
+        } else {
+            self.out.push(b'n');
+            self.out
+                .extend_from_slice(&Self::key_bytes(dir, dir.kind as u8));
+        }
         self.out.push(len as u8);
         self.out.extend_from_slice(&name[..len]);
     }
@@ -1003,7 +1049,7 @@ fn resolve_base(
         sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
     }
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
-        emit_base(sink, e.line, e.path, keys)?;
+        emit_base(sink, e.line, e.path, Shape::of(e), keys)?;
     }
     Ok(())
 }
@@ -1014,6 +1060,7 @@ fn emit_base(
     sink: &mut Sink<'_>,
     line: usize,
     path: &[u8],
+    shape: Shape,
     keys: &mut Option<KeyContext>,
 ) -> Result<(), String> {
     let path = Path::new(OsStr::from_bytes(path));
@@ -1024,9 +1071,50 @@ fn emit_base(
         list,
         line,
         path,
+        shape,
         LastComponent::Follow,
         context(keys)?,
     )
+}
+
+/// What a list line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `PATH`: one file.
+    File,
+    /// `DIR/`: every file below a directory.
+    Dir,
+    /// `!PATH`: an exception for one file.
+    Exception,
+    /// `!DIR/`: an exception for every file below a directory.
+    DirException,
+}
+
+impl Shape {
+    fn of(e: &denylist::Entry<'_>) -> Shape {
+        match (e.dir, e.exception) {
+            (false, false) => Shape::File,
+            (true, false) => Shape::Dir,
+            (false, true) => Shape::Exception,
+            (true, true) => Shape::DirException,
+        }
+    }
+}
+
+/// Passes a file's findings on with a mark kind: the file key and the
+/// names' directory keys get `kind` (an exception `!PATH`).
+struct KindSink<'s, 'a> {
+    inner: &'s mut Sink<'a>,
+    kind: u32,
+}
+
+impl ListingSink for KindSink<'_, '_> {
+    fn file(&mut self, k: FileKey) {
+        self.inner.file(k.with_kind(self.kind));
+    }
+    fn name(&mut self, dir: FileKey, name: &[u8]) {
+        self.inner.name(dir.with_kind(self.kind), name);
+    }
 }
 
 /// The base list's bytes; None when there is none.
@@ -1066,7 +1154,7 @@ fn resolve_user(
         let base = denylist::parse(bytes);
         for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
             denylist::join_home_into(&mut joined, home, e.path);
-            emit_base(sink, e.line, &joined, keys)?;
+            emit_base(sink, e.line, &joined, Shape::of(e), keys)?;
         }
     }
     let Some(bytes) = &inputs.own else {
@@ -1088,6 +1176,18 @@ fn resolve_user(
                 &joined
             }
         };
+        if e.dir && !e.exception && denylist::covers_home(path, home) {
+            sink.record(
+                b'U',
+                &format!(
+                    "{}:{}: {}",
+                    list_path.display(),
+                    e.line,
+                    denylist::LineProblem::TooBroad("the whole home directory")
+                ),
+            );
+            continue;
+        }
         let path = Path::new(OsStr::from_bytes(path));
         emit(
             sink,
@@ -1095,6 +1195,7 @@ fn resolve_user(
             &list_path,
             e.line,
             path,
+            Shape::of(e),
             LastComponent::NoFollow,
             context(keys)?,
         )?;
@@ -1104,12 +1205,14 @@ fn resolve_user(
 
 /// Resolves one entry into `sink`: its records, or a warning and none of
 /// them (a record written before a problem showed is taken back).
+#[allow(clippy::too_many_arguments)]
 fn emit(
     sink: &mut Sink<'_>,
     source: Source,
     list: &Path,
     line: usize,
     path: &Path,
+    shape: Shape,
     last: LastComponent,
     keys: &mut KeyContext,
 ) -> Result<(), String> {
@@ -1123,7 +1226,53 @@ fn emit(
         Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
     };
     let mark = sink.out.len();
-    let found = keys.resolve(path, last, sink);
+    let (dir_kind, exc_kind) = match source {
+        Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
+        Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
+    };
+    let found = match shape {
+        Shape::File => keys.resolve(path, last, sink),
+        Shape::Exception => keys.resolve(
+            path,
+            last,
+            &mut KindSink {
+                inner: sink,
+                kind: exc_kind,
+            },
+        ),
+        Shape::Dir | Shape::DirException => {
+            let (kind, budget) = if shape == Shape::Dir {
+                (dir_kind, Some(MAX_SCAN_KEYS))
+            } else {
+                (exc_kind, None)
+            };
+            match keys.resolve_dir(path, kind, budget, sink) {
+                Ok(scan) => Ok((scan.unmarked > 0).then(|| {
+                    format!(
+                        "{} files below it with other names, or directories deeper than {} \
+                         levels, were not marked by inode (past {} per launch): they are \
+                         denied by path; a name made for one outside the directory before \
+                         launch is not",
+                        scan.unmarked,
+                        crate::keys::MAX_SCAN_DEPTH,
+                        MAX_SCAN_KEYS
+                    )
+                })),
+                Err(KeyError::NotRegular(kind)) => {
+                    sink.out.truncate(mark);
+                    sink.record(
+                        tag,
+                        &format!(
+                            "{}: ends in / but is {kind}, not a directory; skipped",
+                            at()
+                        ),
+                    );
+                    return Ok(());
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
     if found.is_err() {
         sink.out.truncate(mark);
     }
@@ -1148,6 +1297,11 @@ fn emit(
                 "{}: cannot check the path: {e}; fix the path's permissions or the list",
                 at()
             ));
+        }
+        Err(KeyError::NotRegular(crate::keys::FileKind::Directory)) => {
+            "the path is a directory, not a regular file; add a trailing / to deny the whole \
+             directory"
+                .to_string()
         }
         Err(e) => format!("the path {e}"),
     };

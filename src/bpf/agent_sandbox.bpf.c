@@ -389,6 +389,272 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file)
 	return alias_listed(cgid, (void *)first - bpf_core_field_offset(struct dentry, d_u.d_alias));
 }
 
+/*
+ * ---- Directory entries and exceptions -------------------------------------
+ *
+ * A list line `DIR/` denies every non-directory below DIR, at any depth and
+ * by any name; `!PATH` and `!DIR/` re-allow what the same list's directory
+ * entries deny (agent_sandbox.h: KIND_DIR_*, KIND_EXC_*). For a sandboxed
+ * task whose sandbox has directory entries (has_dirs()), file_open walks the
+ * opened dentry's d_parent chain: the dentry tree of the superblock, which no
+ * bind mount, mount namespace or user namespace can fake (a bind mount of a
+ * subdirectory shares its dentries, so the walk goes on above the bind
+ * root). At a superblock's root (d_parent == itself) it continues at the
+ * mount point of the file's mount (struct mount: mnt_mountpoint,
+ * mnt_parent; fs/mount.h, real_mount()), so a filesystem mounted below an
+ * entry is covered through that mount. At each level, one key_filter probe
+ * per key (the inode by FILTER_TAG_FILE, its parent by FILTER_TAG_DIR for
+ * the name) answers "no mark here" before any hash lookup. Per list, the
+ * nearest mark decides (src/denylist.rs: decide()); either list denying
+ * denies. A walk that does not reach the root within
+ * AGENT_SANDBOX_WALK_DEPTH levels denies (fail closed), and so does one
+ * that a rename anywhere overlapped twice: rename_lock's sequence count
+ * (fs/dcache.c: d_move() and d_exchange() take write_seqlock(&rename_lock))
+ * is read before and after each attempt.
+ *
+ * inode_link, inode_rename and inode_symlink refuse a sandboxed task a name
+ * that would carry a file or directory out of, or an inode of its own into,
+ * a directory entry (the walk's answer differs between the old and the new
+ * name), and a symlink below an entry (a user's tool writing through it
+ * would write the secret where the agent reads).
+ */
+
+/*
+ * Low bits of a cgroup id -> 0, the one sandbox with those bits that has
+ * directory entries, or SLOT_SHARED (ask deny_map's KIND_HAS_DIRS key), as
+ * sandbox_slots: sandboxes without directory entries pay one array load.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} dir_slots SEC(".maps");
+
+/* fs/dcache.c: seqlock_t rename_lock; its sequence count is the first word. */
+extern const void rename_lock __ksym __weak;
+
+static __always_inline bool has_dirs(__u64 cgid)
+{
+	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
+	__u64 *slot = bpf_map_lookup_elem(&dir_slots, &idx);
+	struct deny_key dk = {};
+
+	if (!slot || *slot == 0)
+		return false;
+	if (*slot == cgid)
+		return true;
+	if (*slot != AGENT_SANDBOX_SLOT_SHARED)
+		return false;
+	dk.cgid = cgid;
+	dk.file.kind = AGENT_SANDBOX_KIND_HAS_DIRS;
+	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+#define WALK_OPEN 0
+#define WALK_DENY 1
+#define WALK_ALLOW 2
+
+/* The state of one walk; its pointers are plain numbers, read through probe reads. */
+struct walk_ctx {
+	__u64 cgid;
+	__u64 dentry; /* struct dentry * of this level */
+	__u64 mnt;    /* struct mount * of that dentry, 0: do not cross mounts */
+	__u32 base;   /* WALK_* for the base list */
+	__u32 user;   /* WALK_* for the user's list */
+	__u32 done;   /* the root was reached or both lists decided */
+	__u32 pad;
+};
+
+/* The key of inode `inode` (an address), through probe reads. */
+static __always_inline void read_key(struct file_key *k, struct inode *inode, __u64 ino)
+{
+	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
+
+	k->ino = ino;
+	k->dev = BPF_CORE_READ(sb, s_dev);
+	k->subvol = subvol_from(inode, BPF_CORE_READ(sb, s_magic));
+	k->kind = 0;
+}
+
+/* Does `map` hold key `key` (a deny_key or name_key) with file kind `kind`? */
+static __always_inline bool has_kind(void *map, void *key, __u32 *kind_field, __u32 kind)
+{
+	*kind_field = kind;
+	return bpf_map_lookup_elem(map, key) != NULL;
+}
+
+/* One list's state after this level's marks: the nearest mark decides. */
+static __always_inline void walk_note(__u32 *state, void *map, void *key, __u32 *kind_field,
+				      __u32 dir_kind, __u32 exc_kind)
+{
+	if (*state != WALK_OPEN)
+		return;
+	if (has_kind(map, key, kind_field, dir_kind))
+		*state = WALK_DENY;
+	else if (has_kind(map, key, kind_field, exc_kind))
+		*state = WALK_ALLOW;
+}
+
+static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field)
+{
+	walk_note(&c->base, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_BASE,
+		  AGENT_SANDBOX_KIND_EXC_BASE);
+	walk_note(&c->user, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_USER,
+		  AGENT_SANDBOX_KIND_EXC_USER);
+}
+
+/* One level of the walk (a bpf_loop() callback): 1 stops the loop. */
+static long walk_step(__u64 index, void *ctx)
+{
+	struct walk_ctx *c = ctx;
+	struct dentry *d = (struct dentry *)c->dentry;
+	struct dentry *parent;
+	struct inode *inode;
+	struct deny_key dk = {};
+	struct name_key *nk;
+	const unsigned char *name;
+	__u32 zero = 0, len;
+	__u64 ino, size;
+
+	inode = BPF_CORE_READ(d, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+			read_key(&dk.file, inode, ino);
+			dk.cgid = c->cgid;
+			walk_marks(c, &deny_map, &dk, &dk.file.kind);
+		}
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d) {
+		struct mount *m = (struct mount *)c->mnt;
+		struct mount *up;
+
+		if (!m)
+			goto root;
+		up = BPF_CORE_READ(m, mnt_parent);
+		if (!up || up == m)
+			goto root;
+		c->dentry = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
+		c->mnt = (__u64)up;
+		goto next;
+	}
+	inode = BPF_CORE_READ(parent, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
+			nk = bpf_map_lookup_elem(&name_scratch, &zero);
+			if (!nk) {
+				c->base = WALK_DENY; /* cannot happen; fail closed */
+				goto next;
+			}
+			__builtin_memset(nk, 0, sizeof(*nk));
+			nk->cgid = c->cgid;
+			read_key(&nk->dir, inode, ino);
+			len = BPF_CORE_READ(d, d_name.len);
+			name = BPF_CORE_READ(d, d_name.name);
+			if (len > 0 && len < AGENT_SANDBOX_NAME_LEN) {
+				size = len;
+				asm volatile("%[size] &= 255" : [size] "+r"(size));
+				if (bpf_probe_read_kernel(nk->name, size, name))
+					c->base = WALK_DENY; /* unreadable name: fail closed */
+				else
+					walk_marks(c, &name_map, nk, &nk->dir.kind);
+			}
+		}
+	}
+	c->dentry = (__u64)parent;
+next:
+	if (c->base == WALK_DENY || c->user == WALK_DENY ||
+	    (c->base != WALK_OPEN && c->user != WALK_OPEN)) {
+		c->done = 1;
+		return 1;
+	}
+	return 0;
+root:
+	c->done = 1;
+	return 1;
+}
+
+/* The sequence count of rename_lock, or 0 if the kernel symbol is unknown. */
+static __always_inline __u32 rename_seq(void)
+{
+	__u32 seq = 0;
+
+	if (&rename_lock)
+		bpf_probe_read_kernel(&seq, sizeof(seq), &rename_lock);
+	return seq;
+}
+
+/*
+ * Does a directory entry of sandbox `cgid` deny the (possibly negative)
+ * dentry at address `dentry`, on mount `mnt` (struct mount address, 0 to not
+ * cross mounts)? Denied past the depth bound or when renames overlap both
+ * attempts.
+ */
+static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c = {};
+	__u32 seq;
+	int attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		seq = rename_seq();
+		c.cgid = cgid;
+		c.dentry = dentry;
+		c.mnt = mnt;
+		c.base = WALK_OPEN;
+		c.user = WALK_OPEN;
+		c.done = 0;
+		bpf_loop(AGENT_SANDBOX_WALK_DEPTH, walk_step, &c, 0);
+		if (!(seq & 1) && rename_seq() == seq)
+			return !c.done || c.base == WALK_DENY || c.user == WALK_DENY;
+	}
+	return true;
+}
+
+/*
+ * The walk for an opened file: from its dentry on its mount, or, for a
+ * backing file that overlayfs opened with the overlay's path (6.1:
+ * open_with_fake_path()), from the real inode's first alias without
+ * crossing mounts.
+ */
+static __always_inline bool open_walk_denied(__u64 cgid, struct file *file)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct hlist_node *first;
+	__u64 mnt = 0, d = 0;
+
+	if (dentry->d_inode == inode) {
+		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+		if (mnt)
+			mnt -= bpf_core_field_offset(struct mount, mnt);
+		BPF_CORE_READ_INTO(&d, file, f_path.dentry);
+		return walk_denied(cgid, d, mnt);
+	}
+	first = inode->i_dentry.first;
+	if (!first)
+		return false;
+	return walk_denied(cgid, (__u64)first - bpf_core_field_offset(struct dentry, d_u.d_alias), 0);
+}
+
+/* May `old` not get the name `new` (link, rename) in sandbox `cgid`? */
+static __always_inline bool moves_across_entry(__u64 cgid, struct dentry *old, struct dentry *new)
+{
+	__u64 o = 0, n = 0;
+
+	if (!has_dirs(cgid))
+		return false;
+	bpf_probe_read_kernel(&o, sizeof(o), &old);
+	bpf_probe_read_kernel(&n, sizeof(n), &new);
+	return walk_denied(cgid, o, 0) != walk_denied(cgid, n, 0);
+}
+
+/* ---- end of directory entries and exceptions ---------------------------- */
+
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
@@ -401,6 +667,10 @@ int BPF_PROG(file_open, struct file *file, int ret)
 		return 0;
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
 	if (open_denied(cgid, file))
+		return -EPERM;
+	/* Directories stay listable below a directory entry. */
+	if ((file->f_inode->i_mode & S_IFMT) != S_IFDIR && has_dirs(cgid) &&
+	    open_walk_denied(cgid, file))
 		return -EPERM;
 	return 0;
 }
@@ -426,7 +696,8 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
-	    name_refused(cgid, dir, new_dentry, true))
+	    name_refused(cgid, dir, new_dentry, true) ||
+	    moves_across_entry(cgid, old_dentry, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -449,7 +720,8 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 		return 0;
 	if (inode_listed(cgid, old_dentry->d_inode) || name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
-	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)))
+	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
+	    moves_across_entry(cgid, old_dentry, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -485,7 +757,19 @@ int BPF_PROG(inode_mknod, struct inode *dir, struct dentry *dentry, unsigned sho
 SEC("lsm/inode_symlink")
 int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char *old_name, int ret)
 {
-	return name_change(dir, dentry, ret);
+	__u64 cgid, d = 0;
+
+	ret = name_change(dir, dentry, ret);
+	if (ret != 0)
+		return ret;
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid) || !has_dirs(cgid))
+		return 0;
+	/* A symlink below a directory entry: see the directory-entry section. */
+	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
+	if (walk_denied(cgid, d, 0))
+		return -EPERM;
+	return 0;
 }
 
 SEC("lsm/inode_mkdir")
@@ -614,6 +898,17 @@ static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_
 		count = bpf_map_lookup_elem(&dropped_keys, &zero);
 		if (count)
 			__sync_fetch_and_add(count, 1);
+	}
+	/*
+	 * Directory-entry and exception marks of a freed directory or file
+	 * (KIND_DIR_BASE .. KIND_EXC_USER), so a new inode reusing the number
+	 * is not covered by mistake. Not counted: the daemon rewrites only
+	 * KIND_OPEN keys after a drop, and a lost mark of a freed inode is
+	 * never needed again.
+	 */
+	for (__u32 kind = AGENT_SANDBOX_KIND_DIR_BASE; kind <= AGENT_SANDBOX_KIND_EXC_USER; kind++) {
+		dk.file.kind = kind;
+		bpf_map_delete_elem(&deny_map, &dk);
 	}
 	return 0;
 }

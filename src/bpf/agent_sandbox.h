@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 5
+#define AGENT_SANDBOX_LAYOUT_VERSION 6
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -78,6 +78,31 @@
 #define AGENT_SANDBOX_KIND_PATH 1
 #define AGENT_SANDBOX_KIND_LISTED_DIR 2
 #define AGENT_SANDBOX_KIND_FOLDING_DIR 3
+/*
+ * Directory entries and exceptions (list lines `DIR/`, `!PATH`, `!DIR/`),
+ * per list: the base list's (_BASE) and the user's (_USER). On a directory's
+ * key in deny_map (KIND_DIR_*: every non-directory below it is denied;
+ * KIND_EXC_* on a file or directory: re-allowed for that list's entries
+ * above it), and as the kind of name_map's directory key for the same marks
+ * by name ({parent, name}: a directory replaced at the listed path, a file
+ * replaced at an excepted name). KIND_HAS_DIRS, on the all-zero file key,
+ * says the sandbox has directory entries (see dir_slots). These kinds have
+ * key_filter bits (FILTER_TAG_FILE by inode, FILTER_TAG_DIR by the parent of
+ * a name), except KIND_HAS_DIRS.
+ */
+#define AGENT_SANDBOX_KIND_DIR_BASE 4
+#define AGENT_SANDBOX_KIND_DIR_USER 5
+#define AGENT_SANDBOX_KIND_EXC_BASE 6
+#define AGENT_SANDBOX_KIND_EXC_USER 7
+#define AGENT_SANDBOX_KIND_HAS_DIRS 8
+
+/*
+ * How many levels the directory-entry walk climbs from an opened file
+ * (each dentry and each mount crossed is one level). A file whose walk does
+ * not reach the root within the bound is denied to a sandbox that has
+ * directory entries (fail closed).
+ */
+#define AGENT_SANDBOX_WALK_DEPTH 64
 
 /*
  * Identity of an inode as the hook sees it: 24 bytes, no implicit padding.

@@ -1,0 +1,450 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2317,SC2034,SC2088,SC2015
+# (SC2016: the single-quoted sh -c programs expand their own variables; SC2317: the check_* functions
+#  are called through run_check; SC2034: test-lib.sh reads the counters; SC2088: ~ is list text;
+#  SC2015: A && B || fail reports a failure of any step)
+#
+# scripts/test-dirs.sh - directory entries (`DIR/`) and exceptions (`!PATH`,
+# `!DIR/`) in the lists (GitHub issue 16).
+#
+# Run as root in a throwaway guest where the package is installed and the
+# daemon runs (the QEMU guest of `make vm-test`). Every check writes the test
+# user's ~/.config/agent-sandbox-exec/denylist (and, for base_vs_user, the base
+# list, restored at exit) and opens files from inside `agent-sandbox-exec`.
+#
+# Checks (in this order; names for ASX_DIRS_ONLY / ASX_DIRS_SKIP):
+#   existing_key    ~/.ssh/ denies a key there at launch; ls and stat of ~/.ssh work;
+#                   !~/.ssh/config is readable; a file elsewhere is readable; a
+#                   directory line without / is skipped with the hint
+#   later_key       a running sandbox: a key made afterwards outside (ssh-keygen) is
+#                   denied; one written from inside cannot be opened
+#   exceptions      !~/.ssh/known_hosts stays readable after an outside temp+rename
+#                   rewrite; !~/.ssh/pub/ re-allows that subdirectory; a file named by a
+#                   file entry too stays denied; an entry below an exception denies again
+#   deep            a file 40 levels below an entry is denied
+#   depth_bound     an unlisted file just within the walk bound is readable, one level
+#                   past it is denied (fail closed), and a file in an entry past it too
+#   bind_cwd        a bind mount of a subdirectory of an entry; a cwd inside the entry
+#                   opened before launch (relative open and /proc/self/cwd)
+#   mount_below     a tmpfs mounted below an entry: its files are denied
+#   mv_ln_out       mv and ln of a file, mv of a directory out of an entry, a symlink made
+#                   below it, mv of an outside file into it: all EPERM from inside
+#   dir_replaced    mv ~/.aws ~/.aws.old; mkdir ~/.aws under a running sandbox: files in
+#                   both are denied
+#   filesystems     the same guarantees on tmpfs, btrfs (subvolume and snapshot), xfs
+#                   and overlayfs
+#   base_vs_user    a user's exception never re-allows a base-list directory entry
+#   inside_exc      an exception added from inside changes nothing for the running
+#                   sandbox or a nested launch; the next outside launch applies it
+#
+# Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>", notes ("# ...");
+# then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
+#
+# Environment:
+#   ASX_DIRS_ONLY="name ..."  run only these checks;  ASX_DIRS_SKIP="name ..."  skip these
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd / || exit 1
+
+readonly SUITE=test-dirs.sh
+readonly LAUNCHER=agent-sandbox-exec
+readonly USR=asx-dirs
+readonly GECOS="agent-sandbox-exec dirs test user"
+readonly EPERM_MSG="Operation not permitted"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
+
+CHECKS=(
+	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
+	dir_replaced filesystems base_vs_user inside_exc
+)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$HERE/test-lib.sh" || exit 1
+CMD_TIMEOUT=60
+T="" OUT="" ERR="" RC=0 UH="" TOK="" BASE_SAVED=""
+MOUNTS=() LOOPS=() BG_PIDS=()
+
+put() { mkdir -p "$(dirname "$1")" && printf '%s\n' "$3" >"$1" && chown -R "$USR:$USR" "$UH" && chmod "$2" "$1"; }
+udir() { install -d -o "$USR" -g "$USR" -m 0755 "$@"; }
+sec() { printf 'asx-secret-%s-%s' "$1" "$TOK"; }
+
+set_list() {
+	udir "$UH/.config" "$UH/.config/agent-sandbox-exec"
+	printf '%s\n' "# $SUITE" "$@" >"$T/list"
+	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
+}
+
+mnt() {
+	local target=$1
+	shift
+	mkdir -p "$target" || return 1
+	if mount "$@" "$target" 2>"$T/mount.err"; then
+		MOUNTS+=("$target")
+		return 0
+	fi
+	echo "mount $* $target: $(snip "$T/mount.err")" >&2
+	return 1
+}
+
+# denied WHAT PATH SECRET: cat PATH from inside fails with EPERM and shows nothing
+denied() {
+	run_in "$USR" cat "$2"
+	okl "$1" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$3" "$OUT"'
+}
+
+# readable WHAT PATH CONTENT: cat PATH from inside shows CONTENT
+readable() {
+	run_in "$USR" cat "$2"
+	okl "$1" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -eq 0 ] && has "$3" "$OUT"'
+}
+
+# inside_fails WHAT CMD...: CMD (sh -c text) from inside fails with EPERM
+inside_fails() {
+	local what=$1
+	shift
+	run_in "$USR" sh -c "$*"
+	okl "$what" 'rc=$RC err=$(snip "$ERR")' eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR"'
+}
+
+# server: a running sandbox that runs each line written to $T/fifo as a job
+# (sh -c), its output appended to $T/srv.out; started by start_server
+start_server() {
+	rm -f "$T/fifo" "$T/srv.out"
+	mkfifo "$T/fifo" && chown "$USR" "$T/fifo" && install -o "$USR" -m 0644 /dev/null "$T/srv.out"
+	runuser -u "$USR" -- "$LAUNCHER" sh -c '
+		exec 3<>"$1"
+		echo ready >>"$2"
+		while read -r job <&3; do
+			[ "$job" = quit ] && exit 0
+			sh -c "$job" >>"$2" 2>&1
+			echo "rc=$? done" >>"$2"
+		done' sh "$T/fifo" "$T/srv.out" </dev/null >"$T/srv.log" 2>&1 &
+	BG_PIDS+=("$!")
+	SRV=$!
+	wait_for 30 grep -q '^ready$' "$T/srv.out" || fail "server: start" "$(snip "$T/srv.log")"
+}
+
+# job CMD: run CMD in the running sandbox; its output in $T/job.out
+job() {
+	local n
+	n=$(grep -c ' done$' "$T/srv.out")
+	printf '%s\n' "$1" >"$T/fifo"
+	wait_for 30 eval '[ "$(grep -c " done\$" "$T/srv.out")" -gt "$n" ]'
+	awk -v n="$n" 'c >= n { print } / done$/ { c++ }' "$T/srv.out" >"$T/job.out"
+}
+
+stop_server() {
+	printf 'quit\n' >"$T/fifo"
+	stop_bg "$SRV"
+}
+
+# ---------------------------------------------------------------- checks
+
+check_existing_key() {
+	put "$UH/.ssh/id_ed25519" 0600 "$(sec key)"
+	put "$UH/.ssh/config" 0644 "cfg-$TOK"
+	put "$UH/asx-other/file" 0644 "other-$TOK"
+	udir "$UH/.aws"
+	set_list "~/.ssh/" "!~/.ssh/config" "~/.aws"
+	denied "existing_key: a key in ~/.ssh at launch is denied" "$UH/.ssh/id_ed25519" "$(sec key)"
+	readable "existing_key: !~/.ssh/config is readable" "$UH/.ssh/config" "cfg-$TOK"
+	readable "existing_key: a file outside the entry is readable" "$UH/asx-other/file" "other-$TOK"
+	run_in "$USR" sh -c 'ls "$1" && stat -c %s "$1/id_ed25519"' sh "$UH/.ssh"
+	okl "existing_key: ls and stat of ~/.ssh work" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -eq 0 ] && has id_ed25519 "$OUT"'
+	okl "existing_key: a directory line without / says to add a trailing /" 'err=$(snip "$ERR")' \
+		has "add a trailing / to deny the whole directory" "$ERR"
+	# A hard link made outside before launch, elsewhere: denied by inode.
+	ln -f "$UH/.ssh/id_ed25519" "$UH/asx-other/hardlink"
+	denied "existing_key: another name made outside before launch is denied" \
+		"$UH/asx-other/hardlink" "$(sec key)"
+	rm -f "$UH/asx-other/hardlink"
+}
+
+check_later_key() {
+	set_list "~/.ssh/"
+	start_server
+	runuser -u "$USR" -- ssh-keygen -q -t ed25519 -N '' -f "$UH/.ssh/id_late" >/dev/null 2>&1
+	job "cat $UH/.ssh/id_late"
+	okl "later_key: a key made outside after launch (ssh-keygen) is denied" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "PRIVATE KEY" "$T/job.out"'
+	job "echo inside-$TOK > $UH/.ssh/id_inside; cat $UH/.ssh/id_inside"
+	okl "later_key: a key written from inside cannot be opened" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "inside-$TOK" "$T/job.out"'
+	stop_server
+	rm -f "$UH/.ssh/id_late" "$UH/.ssh/id_late.pub" "$UH/.ssh/id_inside"
+}
+
+check_exceptions() {
+	put "$UH/.ssh/known_hosts" 0644 "kh-$TOK"
+	put "$UH/.ssh/pub/id.pub" 0644 "pub-$TOK"
+	put "$UH/.ssh/pub/priv/k" 0600 "$(sec below)"
+	put "$UH/.ssh/both" 0600 "$(sec both)"
+	set_list "~/.ssh/" "!~/.ssh/known_hosts" "!~/.ssh/pub/" "~/.ssh/pub/priv/" \
+		"~/.ssh/both" "!~/.ssh/both"
+	start_server
+	job "cat $UH/.ssh/known_hosts"
+	okl "exceptions: !~/.ssh/known_hosts is readable" 'job=$(snip "$T/job.out")' has "kh-$TOK" "$T/job.out"
+	printf 'kh2-%s\n' "$TOK" >"$UH/.ssh/known_hosts.tmp" && chown "$USR" "$UH/.ssh/known_hosts.tmp" &&
+		mv -f "$UH/.ssh/known_hosts.tmp" "$UH/.ssh/known_hosts"
+	job "cat $UH/.ssh/known_hosts"
+	okl "exceptions: known_hosts replaced outside by temp + rename stays readable" \
+		'job=$(snip "$T/job.out")' has "kh2-$TOK" "$T/job.out"
+	job "cat $UH/.ssh/pub/id.pub"
+	okl "exceptions: a file in !~/.ssh/pub/ is readable" 'job=$(snip "$T/job.out")' has "pub-$TOK" "$T/job.out"
+	job "cat $UH/.ssh/pub/priv/k"
+	okl "exceptions: an entry below an exception denies again" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec below)" "$T/job.out"'
+	job "cat $UH/.ssh/both"
+	okl "exceptions: a file also named by a file entry stays denied" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec both)" "$T/job.out"'
+	stop_server
+}
+
+# mkdeep BASE N: a chain of N directories below BASE (d1/d2/...); prints the deepest
+mkdeep() {
+	local p=$1 i
+	for ((i = 1; i <= $2; i++)); do p=$p/d; done
+	mkdir -p "$p" && printf '%s' "$p"
+}
+
+check_deep() {
+	local p
+	p=$(mkdeep "$UH/.ssh/deep" 40) || { fail "deep: setup" "mkdir"; return; }
+	put "$p/key" 0600 "$(sec deep)"
+	set_list "~/.ssh/"
+	denied "deep: a file 40 levels below ~/.ssh/ is denied" "$p/key" "$(sec deep)"
+}
+
+check_depth_bound() {
+	local n first="" p
+	# Unlisted files at growing depths in one sandbox: the first depth whose
+	# open fails is the bound (mounts crossed on the way count as levels).
+	rm -rf "$UH/asx-deep"
+	p=$(mkdeep "$UH/asx-deep" 80) || { fail "depth_bound: setup" "mkdir"; return; }
+	p=$UH/asx-deep
+	for ((n = 1; n <= 80; n++)); do
+		p=$p/d
+		printf 'deep-%s\n' "$n" >"$p/f"
+	done
+	chown -R "$USR:$USR" "$UH/asx-deep"
+	set_list "~/.ssh/"
+	run_in "$USR" sh -c 'p=$1; n=0; while [ $n -lt 80 ]; do n=$((n+1)); p=$p/d;
+		cat "$p/f" >/dev/null 2>&1 || { echo "first=$n"; exit 0; }; done; echo first=none' sh "$UH/asx-deep"
+	first=$(sed -n 's/^first=//p' "$OUT")
+	note "depth_bound: the first unlisted depth below $UH/asx-deep that is denied: $first"
+	okl "depth_bound: unlisted files deep enough are denied (fail closed) past the bound" \
+		'first=$first out=$(snip "$OUT")' eval '[ "$first" != none ] && [ -n "$first" ] && [ "$first" -gt 50 ]'
+	[ -n "$first" ] && [ "$first" != none ] || return
+	p=$UH/asx-deep
+	for ((n = 1; n < first; n++)); do p=$p/d; done
+	readable "depth_bound: an unlisted file one level above the bound is readable" "$p/f" "deep-$((first - 1))"
+	# A directory entry two levels above a file past the bound.
+	set_list "~/.ssh/" "~/asx-deep$(for ((n = 1; n < first - 1; n++)); do printf '/d'; done)/"
+	denied "depth_bound: a file past the bound in an entry two levels above it is denied" \
+		"$p/d/f" "deep-$first"
+	rm -rf "$UH/asx-deep"
+}
+
+check_bind_cwd() {
+	put "$UH/.ssh/sub/key" 0600 "$(sec bind)"
+	set_list "~/.ssh/"
+	mnt "$T/bind" --bind "$UH/.ssh/sub" || { fail "bind_cwd: setup" "bind mount"; return; }
+	denied "bind_cwd: a key through a bind mount of a subdirectory is denied" "$T/bind/key" "$(sec bind)"
+	RC=0
+	(cd "$UH/.ssh/sub" && timeout 60 runuser -u "$USR" -- "$LAUNCHER" sh -c 'cat key; cat /proc/self/cwd/key' \
+		</dev/null >"$OUT" 2>"$ERR") || RC=$?
+	okl "bind_cwd: with the cwd inside the entry at launch, key and /proc/self/cwd/key are denied" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$(grep -c "$EPERM_MSG" "$ERR")" -ge 2 ] && ! has "$(sec bind)" "$OUT"'
+}
+
+check_mount_below() {
+	set_list "~/.ssh/"
+	mnt "$UH/.ssh/mnt" -t tmpfs -o size=4m,mode=0755 asx-dirs-below || { fail "mount_below: setup" "mount"; return; }
+	put "$UH/.ssh/mnt/k" 0600 "$(sec below)"
+	denied "mount_below: a file on a tmpfs mounted below ~/.ssh/ is denied" "$UH/.ssh/mnt/k" "$(sec below)"
+}
+
+check_mv_ln_out() {
+	put "$UH/.ssh/id_mv" 0600 "$(sec mv)"
+	put "$UH/.ssh/subdir/k" 0600 "$(sec mvdir)"
+	put "$UH/out/mine" 0644 "mine"
+	set_list "~/.ssh/"
+	inside_fails "mv_ln_out: mv of a file out of the entry is refused" "mv $UH/.ssh/id_mv $UH/out/k"
+	inside_fails "mv_ln_out: ln of a file out of the entry is refused" "ln $UH/.ssh/id_mv $UH/out/k2"
+	inside_fails "mv_ln_out: mv of a directory out of the entry is refused" "mv $UH/.ssh/subdir $UH/out/"
+	inside_fails "mv_ln_out: a symlink below the entry is refused" "ln -s $UH/out/mine $UH/.ssh/link"
+	inside_fails "mv_ln_out: mv of an outside file into the entry is refused" "mv $UH/out/mine $UH/.ssh/planted"
+	okl "mv_ln_out: the files are where they were" 'ls: $(ls "$UH/out" "$UH/.ssh" | tr "\n" " ")' \
+		eval '[ -e "$UH/.ssh/id_mv" ] && [ -e "$UH/.ssh/subdir/k" ] && [ ! -e "$UH/out/k" ] && [ ! -e "$UH/out/k2" ] && [ ! -e "$UH/.ssh/link" ]'
+}
+
+check_dir_replaced() {
+	rm -rf "$UH/.aws" "$UH/.aws.old"
+	put "$UH/.aws/credentials" 0600 "$(sec aws1)"
+	set_list "~/.aws/"
+	start_server
+	mv "$UH/.aws" "$UH/.aws.old" && mkdir "$UH/.aws" && put "$UH/.aws/credentials" 0600 "$(sec aws2)"
+	job "cat $UH/.aws/credentials"
+	okl "dir_replaced: a file in the new ~/.aws is denied to the running sandbox" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec aws2)" "$T/job.out"'
+	job "cat $UH/.aws.old/credentials"
+	okl "dir_replaced: the old directory moved away stays denied" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec aws1)" "$T/job.out"'
+	stop_server
+}
+
+# fs_case NAME DIR: an entry DIR/ on some file system; a key in it denied, a file next to it readable
+fs_case() {
+	put "$2/sec/k" 0600 "$(sec "$1")"
+	put "$2/open/f" 0644 "open-$1-$TOK"
+	chown -R "$USR:$USR" "$2"
+	set_list "$2/sec/"
+	denied "filesystems: $1: a file below the entry is denied" "$2/sec/k" "$(sec "$1")"
+	readable "filesystems: $1: a file next to the entry is readable" "$2/open/f" "open-$1-$TOK"
+}
+
+check_filesystems() {
+	local img dev
+	mnt "$T/m/tmpfs" -t tmpfs -o size=8m asx-dirs-tmpfs && fs_case tmpfs "$T/m/tmpfs" ||
+		fail "filesystems: tmpfs: setup" "see stderr"
+	if command -v mkfs.btrfs >/dev/null && command -v btrfs >/dev/null; then
+		img=$T/btrfs.img && truncate -s 300M "$img" && dev=$(losetup -f --show "$img") && LOOPS+=("$dev") &&
+			mkfs.btrfs -q -f "$dev" >/dev/null 2>&1 && mnt "$T/m/btrfs" "$dev" &&
+			btrfs -q subvolume create "$T/m/btrfs/sv" >/dev/null || fail "filesystems: btrfs: setup" "see stderr"
+		if [ -d "$T/m/btrfs/sv" ]; then
+			fs_case "btrfs subvolume" "$T/m/btrfs/sv"
+			btrfs -q subvolume snapshot "$T/m/btrfs/sv" "$T/m/btrfs/snap" >/dev/null
+			# The snapshot repeats the inode numbers: its copy is not listed.
+			readable "filesystems: btrfs: the snapshot's copy (same inode numbers, other subvolume) is readable" \
+				"$T/m/btrfs/snap/sec/k" "$(sec "btrfs subvolume")"
+			set_list "$T/m/btrfs/snap/sec/"
+			denied "filesystems: btrfs: an entry on the snapshot denies its copy" "$T/m/btrfs/snap/sec/k" \
+				"$(sec "btrfs subvolume")"
+		fi
+	else
+		skip "filesystems: btrfs: btrfs-progs not installed"
+	fi
+	if command -v mkfs.xfs >/dev/null; then
+		img=$T/xfs.img && truncate -s 320M "$img" && dev=$(losetup -f --show "$img") && LOOPS+=("$dev") &&
+			mkfs.xfs -q -f "$dev" >/dev/null 2>&1 && mnt "$T/m/xfs" -t xfs "$dev" && fs_case xfs "$T/m/xfs" ||
+			fail "filesystems: xfs: setup" "see stderr"
+	else
+		skip "filesystems: xfs: xfsprogs not installed"
+	fi
+	mkdir -p "$T/m/ovl"/{lower,upper,work,merged}
+	put "$T/m/ovl/lower/sec/k" 0600 "$(sec ovl)"
+	put "$T/m/ovl/lower/open/f" 0644 "open-ovl-$TOK"
+	chown -R "$USR:$USR" "$T/m/ovl"
+	if mnt "$T/m/ovl/merged" -t overlay -o "lowerdir=$T/m/ovl/lower,upperdir=$T/m/ovl/upper,workdir=$T/m/ovl/work" asx-ovl; then
+		set_list "$T/m/ovl/merged/sec/"
+		denied "filesystems: overlayfs: a file below an entry on the overlay is denied" "$T/m/ovl/merged/sec/k" "$(sec ovl)"
+		readable "filesystems: overlayfs: a file next to it is readable" "$T/m/ovl/merged/open/f" "open-ovl-$TOK"
+		set_list "$T/m/ovl/lower/sec/"
+		denied "filesystems: overlayfs: an entry on the lower layer denies the file through the overlay" \
+			"$T/m/ovl/merged/sec/k" "$(sec ovl)"
+	else
+		fail "filesystems: overlayfs: setup" "see stderr"
+	fi
+}
+
+check_base_vs_user() {
+	put "$UH/.gnupg/private-keys-v1.d/k.key" 0600 "$(sec gpg)"
+	if [ -z "$BASE_SAVED" ]; then
+		BASE_SAVED=$T/base.saved
+		cp -a "$BASE_LIST" "$BASE_SAVED" 2>/dev/null || : >"$BASE_SAVED"
+	fi
+	printf '%s\n' "~/.gnupg/" >>"$BASE_LIST"
+	set_list "!~/.gnupg/private-keys-v1.d/k.key" "!~/.gnupg/"
+	denied "base_vs_user: a user's exception never re-allows a base-list directory entry" \
+		"$UH/.gnupg/private-keys-v1.d/k.key" "$(sec gpg)"
+	cat "$BASE_SAVED" >"$BASE_LIST"
+}
+
+check_inside_exc() {
+	put "$UH/.ssh/id_exc" 0600 "$(sec exc)"
+	set_list "~/.ssh/"
+	start_server
+	# The agent adds an exception and launches a nested sandbox.
+	job "printf '%s\n' '~/.ssh/' '!~/.ssh/id_exc' > $UH/$HOME_LIST_REL; $LAUNCHER cat $UH/.ssh/id_exc"
+	okl "inside_exc: an exception added from inside does not open the file to a nested launch" \
+		'job=$(snip "$T/job.out")' eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec exc)" "$T/job.out"'
+	job "cat $UH/.ssh/id_exc"
+	okl "inside_exc: nor to the running sandbox" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec exc)" "$T/job.out"'
+	stop_server
+	readable "inside_exc: the next launch from outside applies the exception" "$UH/.ssh/id_exc" "$(sec exc)"
+	okl "inside_exc: that launch says an exception now re-allows files" 'err=$(snip "$ERR")' \
+		has "exception" "$ERR"
+}
+
+# ---------------------------------------------------------------- setup
+
+preflight() {
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "preflight" "must run as root"
+		return 1
+	fi
+	command -v "$LAUNCHER" >/dev/null || { fail "preflight" "$LAUNCHER not installed"; return 1; }
+}
+
+setup() {
+	T=$(mktemp -d /tmp/asx-dirs.XXXXXX) && chmod 0755 "$T" || return 1
+	OUT=$T/out ERR=$T/err
+	TOK=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	remove_test_user "$USR" || return 1
+	useradd -m -c "$GECOS" -s /bin/sh "$USR" || return 1
+	UH=$(home_of "$USR")
+	chmod 0755 "$UH"
+}
+
+cleanup() {
+	local i p
+	[ "${CLEANED:-0}" = 1 ] && return 0
+	CLEANED=1
+	for p in "${BG_PIDS[@]}"; do stop_bg "$p"; done
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[i]}" 2>/dev/null; done
+	for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null; done
+	[ -n "$BASE_SAVED" ] && [ -e "$BASE_SAVED" ] && cat "$BASE_SAVED" >"$BASE_LIST"
+	remove_test_user "$USR"
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+run_check() {
+	if [ -n "${ASX_DIRS_ONLY:-}" ] && ! listed "$1" "$ASX_DIRS_ONLY"; then
+		return
+	fi
+	if listed "$1" "${ASX_DIRS_SKIP:-}"; then
+		skip "$1 (disabled by ASX_DIRS_SKIP)"
+		return
+	fi
+	local t0=$SECONDS
+	"check_$1"
+	note "$1: $((SECONDS - t0)) s"
+}
+
+main() {
+	local c
+	preflight || finish
+	trap cleanup EXIT
+	trap 'fail "run" "interrupted"; finish' INT TERM
+	setup || { fail "setup (test user, directories)" "see stderr"; finish; }
+	for c in "${CHECKS[@]}"; do
+		run_check "$c"
+	done
+	finish
+}
+
+main "$@"
