@@ -247,10 +247,11 @@ check_depth_bound() {
 	p=$UH/asx-deep
 	for ((n = 1; n < first; n++)); do p=$p/d; done
 	readable "depth_bound: an unlisted file one level above the bound is readable" "$p/f" "deep-$((first - 1))"
-	# A directory entry two levels above a file past the bound.
+	# A directory entry two levels above that file: the walk still decides it.
 	set_list "~/.ssh/" "~/asx-deep$(for ((n = 1; n < first - 1; n++)); do printf '/d'; done)/"
-	denied "depth_bound: a file past the bound in an entry two levels above it is denied" \
-		"$p/d/f" "deep-$first"
+	denied "depth_bound: that file, in a directory entry two levels above it, is denied" \
+		"$p/f" "deep-$((first - 1))"
+	denied "depth_bound: a file one level past the bound is denied" "$p/d/f" "deep-$first"
 	rm -rf "$UH/asx-deep"
 }
 
