@@ -49,6 +49,7 @@ readonly USERS=(asx-bench1 asx-bench2 asx-bench3 asx-bench4)
 readonly U=${USERS[0]}
 readonly UHOME=/home/$U
 readonly FILE=$UHOME/plain    # the unlisted file of the open loop
+readonly DEEP=$UHOME/deep/a/b/c/d/e/f/g/h # the unlisted file 8 levels below the home (directory entries)
 readonly BIN=/usr/local/bin/asx-bench
 readonly OBJ=/usr/local/lib/asx-bench/empty.bpf.o
 readonly UNIT=agent-sandbox-execd.service
@@ -195,6 +196,21 @@ hook_suite() {
 		[ "$n" -ne "$BIG" ] || R[mem.kernel_before]=$(kernel_kib)
 		measure "hook.inside$n" as_user "$U" agent-sandbox-exec "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	done
+	# Directory entries (issue 16): an unlisted file 8 levels deep, with 1,000 file entries (the
+	# baseline: no walk) and with 1 / 100 / 1,000 directory entries (the walk of 8 levels + home).
+	mkdir -p "$UHOME/deep/a/b/c/d/e/f/g" "$UHOME/dirs"
+	echo plain >"$DEEP"
+	for ((n = 0; n < 1000; n++)); do mkdir -p "$UHOME/dirs/e$n"; done
+	chown -R "$U:" "$UHOME/deep" "$UHOME/dirs"
+	set_list "$U" 1000
+	measure hook.deepfiles as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	for n in 1 100 1000; do
+		printf '%s\n' "$UHOME/dirs/e"{0..999} | head -n "$n" | sed 's|$|/|' \
+			>"/home/$U/.config/agent-sandbox-exec/denylist"
+		chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+		measure "hook.dirs$n" as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	done
+	set_list "$U" 0
 	# Honesty checks: the loop ran in the sandbox, and a listed file is denied there.
 	as_user "$U" agent-sandbox-exec grep -q '^0::/agent-sandbox-exec/uid-' /proc/self/cgroup \
 		|| die "a launched process is not in its sandbox cgroup"
@@ -391,6 +407,17 @@ report() {
 		"$(verdict "$(med "hook.inside$BIG") <= $(med hook.inside0) * 1.002")" \
 		"(bound: +0.2 %, twice the repeatability of icount)"
 	echo "  both below Landlock ($(calc '%.4f' "$ll / $empty")x floor): $(verdict "$(med hook.outside) < $ll && $(med "hook.inside$BIG") < $ll && $(med hook.inside0) < $ll")"
+	echo "directory entries, open+close of an unlisted file 8 levels deep in the home, ns/op (x floor):"
+	for n in deepfiles dirs1 dirs100 dirs1000; do
+		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
+			"$(calc '%.4f' "$(med "hook.$n") / $empty")"
+	done
+	echo "  100 directory entries <= 1.04x floor: $(calc '%.4f' "$(med hook.dirs100) / $empty") ->" \
+		"$(verdict "$(med hook.dirs100) <= $empty * 1.04")"
+	echo "  below Landlock: $(verdict "$(med hook.dirs100) < $ll")"
+	echo "  no growth 1 -> 1,000 directory entries: $(calc '%+.2f%%' "($(med hook.dirs1000) / $(med hook.dirs1) - 1) * 100") ->" \
+		"$(verdict "$(med hook.dirs1000) <= $(med hook.dirs1) * 1.002")"
+	echo "  per level walked (12 levels from the file to the root): $(calc '%.0f' "($(med hook.dirs100) - $(med hook.deepfiles)) / 12") ns"
 
 	tr=$(med launch.true) bw=$(med launch.bwrap)
 	bw_over=$(calc '%.0f' "$bw - $tr")
