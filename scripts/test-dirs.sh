@@ -94,16 +94,18 @@ mnt() {
 
 # denied WHAT PATH SECRET: cat PATH from inside fails with EPERM and shows nothing
 denied() {
+	local want=$3
 	run_in "$USR" cat "$2"
 	okl "$1" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
-		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$3" "$OUT"'
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$want" "$OUT"'
 }
 
 # readable WHAT PATH CONTENT: cat PATH from inside shows CONTENT
 readable() {
+	local want=$3
 	run_in "$USR" cat "$2"
 	okl "$1" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
-		eval '[ "$RC" -eq 0 ] && has "$3" "$OUT"'
+		eval '[ "$RC" -eq 0 ] && has "$want" "$OUT"'
 }
 
 # inside_fails WHAT CMD...: CMD (sh -c text) from inside fails with EPERM
