@@ -1222,6 +1222,51 @@ fn remove_other_links(dir: &Path, keep: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn add_only_leaves_new_exceptions_out() {
+        use crate::keys::{KIND_DIR_USER, KIND_EXC_USER};
+        let k = |ino, kind| FileKey {
+            dev: 1,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let name = |ino, kind, n: &[u8]| NameKey {
+            dir: k(ino, kind),
+            name: n.to_vec(),
+        };
+        let current = DenySet::new(
+            vec![k(1, KIND_DIR_USER), k(2, KIND_EXC_USER)],
+            vec![name(1, KIND_EXC_USER, b"old")],
+        );
+        let desired = DenySet::new(
+            vec![
+                k(1, KIND_DIR_USER),
+                k(2, KIND_EXC_USER),
+                k(3, KIND_EXC_USER),
+                k(4, KIND_DIR_USER),
+                k(5, KIND_OPEN),
+            ],
+            vec![
+                name(1, KIND_EXC_USER, b"old"),
+                name(1, KIND_EXC_USER, b"new"),
+            ],
+        );
+        assert_eq!(exceptions(&desired.minus(&current)), 2);
+        let allowed = without_new_exceptions(&desired, &current);
+        // Held exceptions stay, new entries and denials go in, new exceptions do not.
+        assert_eq!(
+            allowed.files(),
+            &[
+                k(1, KIND_DIR_USER),
+                k(2, KIND_EXC_USER),
+                k(4, KIND_DIR_USER),
+                k(5, KIND_OPEN)
+            ][..]
+        );
+        assert_eq!(allowed.names(), &[name(1, KIND_EXC_USER, b"old")][..]);
+    }
     use std::mem::{offset_of, size_of};
 
     fn fk(dev: u32, ino: u64, subvol: u64) -> FileKey {

@@ -1479,6 +1479,61 @@ mod tests {
     }
 
     #[test]
+    fn directory_marks_and_exceptions_keep_their_kind_on_the_wire() {
+        let k = |ino, kind| FileKey {
+            dev: 7,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let mut out = Vec::new();
+        let mut sink = Sink { out: &mut out };
+        sink.file(k(10, KIND_DIR_USER));
+        sink.name(k(2, KIND_DIR_USER), b".ssh");
+        KindSink {
+            inner: &mut sink,
+            kind: KIND_EXC_USER,
+        }
+        .file(k(11, KIND_OPEN));
+        KindSink {
+            inner: &mut sink,
+            kind: KIND_EXC_USER,
+        }
+        .name(k(10, KIND_OPEN), b"known_hosts");
+        let r = parse_output(&[&out]);
+        assert_eq!(r.fatal, None);
+        // A directory entry makes the sandbox's "has directory entries" key.
+        assert_eq!(
+            r.deny.files(),
+            &[HAS_DIRS_KEY, k(10, KIND_DIR_USER), k(11, KIND_EXC_USER)][..]
+        );
+        let names: Vec<_> = r
+            .deny
+            .names()
+            .iter()
+            .map(|n| (n.dir, n.name.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (k(2, KIND_DIR_USER), b".ssh".to_vec()),
+                (k(10, KIND_EXC_USER), b"known_hosts".to_vec()),
+            ]
+        );
+        // Only exceptions: no walk needed, no flag key.
+        let mut out = Vec::new();
+        Sink { out: &mut out }.file(k(11, KIND_EXC_BASE));
+        assert_eq!(
+            parse_output(&[&out]).deny.files(),
+            &[k(11, KIND_EXC_BASE)][..]
+        );
+        // A mark record with a kind outside the directory-entry range is malformed.
+        let mut bad = vec![b'M', KIND_PATH as u8];
+        bad.extend_from_slice(&[0u8; KEY_BYTES]);
+        assert!(parse_output(&[&bad]).fatal.is_some());
+    }
+
+    #[test]
     fn answers_parse_together() {
         let k = |ino| FileKey {
             dev: 1,
