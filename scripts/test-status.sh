@@ -88,9 +88,21 @@ check_status_inside() {
 	okl "status_inside: exit 0" '$(why)' [ "$RC" -eq 0 ]
 	okl "status_inside: says in the sandbox" '$(snip "$OUT")' \
 		has "sandbox: yes, this process is in /agent-sandbox-exec/uid-$USR_UID" "$OUT"
-	# One file exists (denied), one is missing (watched by name): 1 file, 2 names.
+	# One file exists (denied), one is missing (watched by name): 1 file, 2 names,
+	# plus the base list's absolute lines (the shipped one names /usr/bin/crontab
+	# and /usr/bin/at): each existing file is a file and a name, each missing one
+	# in an existing directory a name.
+	local bf=0 bn=0 l
+	while IFS= read -r l; do
+		case $l in /*) ;; *) continue ;; esac
+		if [ -f "$l" ]; then
+			bf=$((bf + 1)) bn=$((bn + 1))
+		elif [ -d "${l%/*}" ]; then
+			bn=$((bn + 1))
+		fi
+	done </etc/agent-sandbox-exec/denylist
 	okl "status_inside: counts what is enforced" '$(snip "$OUT")' \
-		has "enforced for uid $USR_UID: 1 file(s) denied, 2 name(s) watched" "$OUT"
+		has "enforced for uid $USR_UID: $((1 + bf)) file(s) denied, $((2 + bn)) name(s) watched" "$OUT"
 	okl "status_inside: -v names lines by number inside a sandbox" '$(snip "$OUT")' \
 		has "lines named by number only (you are inside a sandbox)" "$OUT"
 	if has ".ssh/id_ed25519" "$OUT"; then
