@@ -66,6 +66,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_DIRS # run_check: ASX_DIRS_ONLY / ASX_DIRS_SKIP choose the checks
 CMD_TIMEOUT=60
 T="" OUT="" ERR="" RC=0 UH="" TOK="" BASE_SAVED=""
 MOUNTS=() LOOPS=() BG_PIDS=()
@@ -423,31 +424,4 @@ cleanup() {
 	return 0
 }
 
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
-run_check() {
-	if [ -n "${ASX_DIRS_ONLY:-}" ] && ! listed "$1" "$ASX_DIRS_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_DIRS_SKIP:-}"; then
-		skip "$1 (disabled by ASX_DIRS_SKIP)"
-		return
-	fi
-	local t0=$SECONDS
-	"check_$1"
-	note "$1: $((SECONDS - t0)) s"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	setup || { fail "setup (test user, directories)" "see stderr"; finish; }
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test user, directories)"

@@ -64,6 +64,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_DOORS # run_check: ASX_DOORS_ONLY / ASX_DOORS_SKIP choose the checks
 CMD_TIMEOUT=60
 UENV=() T="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID="" SECRET="" D=""
 SETUP_DONE=0 CLEANED=0 LINGER=0
@@ -402,35 +403,4 @@ cleanup() {
 	return 0
 }
 
-# listed WORD LIST: WORD is one of the space-separated LIST
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
-run_check() {
-	if [ -n "${ASX_DOORS_ONLY:-}" ] && ! listed "$1" "$ASX_DOORS_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_DOORS_SKIP:-}"; then
-		skip "$1 (disabled by ASX_DOORS_SKIP)"
-		return
-	fi
-	local t0=$SECONDS
-	"check_$1"
-	note "$1: $((SECONDS - t0)) s"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	if ! setup; then
-		fail "setup (test user, user manager, list)" "see stderr"
-		finish
-	fi
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test user, user manager, list)"

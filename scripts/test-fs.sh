@@ -106,6 +106,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_FS # run_check: ASX_FS_ONLY / ASX_FS_SKIP choose the checks
 CMD_TIMEOUT=30
 T="" W="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID=""
 E="" E_DEV="" # the ext4 on /dev/loop300: mount point, device (set up once, shared by several checks)
@@ -1347,38 +1348,7 @@ fcntl.ioctl(fd, 0x4C81, int(sys.argv[1]))  # LOOP_CTL_REMOVE' "$n" 2>/dev/null
 	return 0
 }
 
-# listed WORD LIST: WORD is one of the space-separated LIST
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
 # listed_not WORD LIST: WORD is not empty and not one of LIST
 listed_not() { [ -n "$1" ] && ! listed "$1" "$2"; }
 
-run_check() {
-	if [ -n "${ASX_FS_ONLY:-}" ] && ! listed "$1" "$ASX_FS_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_FS_SKIP:-}"; then
-		skip "$1 (disabled by ASX_FS_SKIP)"
-		return
-	fi
-	local t0=$SECONDS
-	"check_$1"
-	note "$1: $((SECONDS - t0)) s"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	if ! setup; then
-		fail "setup (test user, directories)" "see stderr"
-		finish
-	fi
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test user, directories)"

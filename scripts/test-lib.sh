@@ -138,3 +138,44 @@ finish() {
 	echo "$FAIL_N FAILED"
 	exit 1
 }
+
+# listed WORD LIST: WORD is one of the space-separated LIST
+listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# run_check NAME: run check_NAME, unless the suite's filters leave it out: the
+# caller's FILTER names them (FILTER=ASX_FS: ASX_FS_ONLY="name ..." runs only
+# those checks, ASX_FS_SKIP="name ..." skips those) and an optional
+# check_wanted NAME of the suite may refuse it; notes how long it took
+run_check() {
+	local only="${FILTER}_ONLY" skips="${FILTER}_SKIP" t0=$SECONDS
+	if [ -n "${!only:-}" ] && ! listed "$1" "${!only}"; then
+		return
+	fi
+	if listed "$1" "${!skips:-}"; then
+		skip "$1 (disabled by $skips)"
+		return
+	fi
+	if declare -F check_wanted >/dev/null && ! check_wanted "$1"; then
+		return
+	fi
+	"check_$1"
+	note "$1: $((SECONDS - t0)) s"
+}
+
+# run_suite WHAT: a suite's main: the caller's preflight (or finish), its
+# cleanup on exit, its setup (WHAT names that step in a FAIL), run_check of
+# every name in CHECKS, then finish
+run_suite() {
+	local c
+	preflight || finish
+	trap cleanup EXIT
+	trap 'fail "run" "interrupted"; finish' INT TERM
+	if ! setup; then
+		fail "$1" "see stderr"
+		finish
+	fi
+	for c in "${CHECKS[@]}"; do
+		run_check "$c"
+	done
+	finish
+}

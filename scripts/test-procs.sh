@@ -69,6 +69,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_PROCS # run_check: ASX_PROCS_ONLY / ASX_PROCS_SKIP choose the checks
 CMD_TIMEOUT=60
 T="" OUT="" ERR="" RC=0 TOK="" UH="" S="" SECRET=""
 SETUP_DONE=0 CLEANED=0 IOCTL32_INSTALLED=0
@@ -454,35 +455,4 @@ cleanup() {
 	return 0
 }
 
-# listed WORD LIST: WORD is one of the space-separated LIST
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
-run_check() {
-	if [ -n "${ASX_PROCS_ONLY:-}" ] && ! listed "$1" "$ASX_PROCS_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_PROCS_SKIP:-}"; then
-		skip "$1 (disabled by ASX_PROCS_SKIP)"
-		return
-	fi
-	local t0=$SECONDS
-	"check_$1"
-	note "$1: $((SECONDS - t0)) s"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	if ! setup; then
-		fail "setup (test user, list, secret)" "see stderr"
-		finish
-	fi
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test user, list, secret)"

@@ -50,6 +50,9 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_STATUS # run_check: ASX_STATUS_ONLY / ASX_STATUS_SKIP choose the checks
+# check_wanted NAME (run_check): in a boot without the bpf LSM, only no_bpf can run.
+check_wanted() { [ "$NO_BPF" != 1 ] || [ "$1" = no_bpf ]; }
 CMD_TIMEOUT=60
 T="" OUT="" ERR="" RC=0 UH="" USR_UID="" CLEANED=0 NO_BPF=0
 
@@ -295,38 +298,4 @@ cleanup() {
 	return 0
 }
 
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
-run_check() {
-	if [ -n "${ASX_STATUS_ONLY:-}" ] && ! listed "$1" "$ASX_STATUS_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_STATUS_SKIP:-}"; then
-		skip "$1 (disabled by ASX_STATUS_SKIP)"
-		return
-	fi
-	# In a boot without the bpf LSM, only no_bpf can run.
-	if [ "$NO_BPF" = 1 ] && [ "$1" != no_bpf ]; then
-		return
-	fi
-	local t0=$SECONDS
-	"check_$1"
-	note "$1: $((SECONDS - t0)) s"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	if ! setup; then
-		fail "setup (test user, daemon)" "see stderr"
-		finish
-	fi
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test user, daemon)"

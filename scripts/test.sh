@@ -69,6 +69,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 
 # shellcheck source=scripts/test-lib.sh
 . "$(dirname "$0")/test-lib.sh"
+FILTER=ASX_TEST # run_check: ASX_TEST_ONLY / ASX_TEST_SKIP choose the checks
 CMD_TIMEOUT=30          # seconds any single user command may take
 T="" SRV="" OUT="" ERR="" RC=0
 TOK="" SECRET="" S="" AH="" BH="" ALICE_UID="" BOB_UID="" CGROOT=""
@@ -1861,33 +1862,4 @@ cleanup() {
 	return 0
 }
 
-# listed WORD LIST: WORD is one of the space-separated LIST
-listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-
-run_check() {
-	if [ -n "${ASX_TEST_ONLY:-}" ] && ! listed "$1" "$ASX_TEST_ONLY"; then
-		return
-	fi
-	if listed "$1" "${ASX_TEST_SKIP:-}"; then
-		skip "$1 (disabled by ASX_TEST_SKIP)"
-		return
-	fi
-	"check_$1"
-}
-
-main() {
-	local c
-	preflight || finish
-	trap cleanup EXIT
-	trap 'fail "run" "interrupted"; finish' INT TERM
-	if ! setup; then
-		fail "setup (test users and files)" "see stderr"
-		finish
-	fi
-	for c in "${CHECKS[@]}"; do
-		run_check "$c"
-	done
-	finish
-}
-
-main "$@"
+run_suite "setup (test users and files)"
