@@ -1009,8 +1009,12 @@ static __always_inline __u64 task_cgid(struct task_struct *t)
 	return t->cgroups->dfl_cgrp->kn->id;
 }
 
-SEC("lsm/ptrace_access_check")
-int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
+/*
+ * The verdict of the hooks that act on another task `t`, for an earlier
+ * verdict `ret`: a sandboxed caller may act only on tasks of its own
+ * sandbox cgroup; others are not judged (one cgroup lookup).
+ */
+static __always_inline int other_task_check(struct task_struct *t, int ret)
 {
 	__u64 cgid;
 
@@ -1019,10 +1023,14 @@ int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, 
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
-	/* __ptrace_may_access() does not call the hook for the caller's own thread group. */
-	if (task_cgid(child) != cgid)
-		return -EPERM;
-	return 0;
+	return task_cgid(t) != cgid ? -EPERM : 0;
+}
+
+/* __ptrace_may_access() does not call the hook for the caller's own thread group. */
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
+{
+	return other_task_check(child, ret);
 }
 
 /*
@@ -1039,7 +1047,7 @@ SEC("lsm/task_kill")
 int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig,
 	     const struct cred *cred, int ret)
 {
-	__u64 cgid, sender_cred = 0;
+	__u64 sender_cred = 0;
 
 	if (ret != 0)
 		return pass_on(ret);
@@ -1049,28 +1057,14 @@ int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int 
 	bpf_get_func_arg(ctx, 3, &sender_cred);
 	if (sender_cred != 0)
 		return 0;
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
-	if (task_cgid(p) != cgid)
-		return -EPERM;
-	return 0;
+	return other_task_check(p, 0);
 }
 
 SEC("lsm/task_setrlimit")
 int BPF_PROG(task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim,
 	     int ret)
 {
-	__u64 cgid;
-
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
-	if (task_cgid(p) != cgid)
-		return -EPERM;
-	return 0;
+	return other_task_check(p, ret);
 }
 
 /* include/uapi/asm-generic/fcntl.h, include/uapi/linux/fcntl.h */
