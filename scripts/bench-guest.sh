@@ -2,12 +2,15 @@
 # bench-guest.sh: guest entry of `make bench` (runs as root in the QEMU guest started by
 # scripts/vm-test.sh, cwd = the share, the package installed and its daemon running).
 #
-# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick]
+# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick] [--only dirlaunch]
 #
 #   --mode   how the guest was booted (scripts/vm-test.sh --icount or not); printed with every
 #            figure. icount: guest time = executed instructions (1 ns = 1 instruction)
 #   --rev    what was built (e.g. git describe), printed in the header
 #   --quick  small iteration counts, to try the script out (figures not for the record)
+#   --only dirlaunch
+#            only the launches with a directory entry (2b.) and the figures they are judged
+#            against (/bin/true, bwrap, a first apply of 10,000 file entries)
 #
 # Needs on the share: bench/asx-bench (cargo example) and bench/empty.bpf.o (bench/empty.bpf.c).
 # Creates users asx-bench1..4 and 100,000 files in a home; the guest is thrown away afterwards.
@@ -20,12 +23,14 @@ readonly here
 mode=unknown
 rev=unknown
 quick=
+only=
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mode) mode=$2; shift 2 ;;
 	--rev) rev=$2; shift 2 ;;
 	--quick) quick=1; shift ;;
+	--only) only=$2; shift 2 ;;
 	*) echo "bench-guest.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -35,12 +40,12 @@ done
 # 1,000 entries, which take long and vary little), FIRST_RUNS first applies.
 if [ -n "$quick" ]; then
 	ITERS=2000 RUNS=3 LAUNCH_RUNS=3 FIRST_RUNS=2 STAT_RUNS=3 MAP_RUNS=2
-	BIG=20000 LOAD_TOTAL=40 LOAD_PAR=8
+	BIG=20000 LOAD_TOTAL=40 LOAD_PAR=8 DTREE=1000
 else
 	ITERS=20000 RUNS=5 LAUNCH_RUNS=11 FIRST_RUNS=3 STAT_RUNS=5 MAP_RUNS=3
-	BIG=100000 LOAD_TOTAL=200 LOAD_PAR=16
+	BIG=100000 LOAD_TOTAL=200 LOAD_PAR=16 DTREE=10000
 fi
-readonly ITERS RUNS LAUNCH_RUNS FIRST_RUNS STAT_RUNS MAP_RUNS BIG LOAD_TOTAL LOAD_PAR
+readonly ITERS RUNS LAUNCH_RUNS FIRST_RUNS STAT_RUNS MAP_RUNS BIG LOAD_TOTAL LOAD_PAR DTREE
 readonly LOAD_BOUND_S=5    # the stated bound for every launch of the load test
 readonly RESOLVER_IDLE=60  # src/resolve.rs IDLE_LIMIT, seconds
 readonly SIZES=(10 1000 10000)    # list sizes of the launch table
@@ -298,6 +303,79 @@ kill_resolvers() {
 	sleep 1.5
 }
 
+# 2b. Launches with a directory entry (issue 16): ~/dtree/ over DTREE files in 100
+# directories, each with a second link in ~/dlinks (outside the entry), so that the launch-time
+# scan denies every one by inode as well (a map update each, as for a file entry): a first launch
+# pays statx and a map update per file, a relaunch the scan's statx of every file again (a scan
+# gives up the reuse of the resolver's last answer).
+dirlaunch_suite() {
+	progress "creating $DTREE files below $UHOME/dtree, each linked from $UHOME/dlinks"
+	python3 - "$UHOME" "$DTREE" <<'PY' || die "cannot create the directory entry's files"
+import os, sys
+home, n = sys.argv[1], int(sys.argv[2])
+for d in range(100):
+    os.makedirs(f"{home}/dtree/d{d}", exist_ok=True)
+    os.makedirs(f"{home}/dlinks/d{d}", exist_ok=True)
+    for i in range(n // 100):
+        p = f"{home}/dtree/d{d}/f{i}"
+        open(p, "w").close()
+        os.link(p, f"{home}/dlinks/d{d}/f{i}")
+PY
+	chown -R "$U:" "$UHOME/dtree" "$UHOME/dlinks"
+	find "$UHOME/dtree" -type f >/tmp/dtree.list
+	measure stat.dtree as_user "$U" "$BIN" stat /tmp/dtree.list "$STAT_RUNS"
+	timed_cold launch.dirfirst empty_then_dirlist
+	measure launch.dirrelaunch as_user "$U" "$BIN" time 3 -- agent-sandbox-exec /bin/true
+	set_list "$U" 0
+	launch_as "$U"
+}
+empty_then_dirlist() {
+	set_list "$U" 0
+	launch_as "$U"
+	# shellcheck disable=SC2088 # the list's own ~/ syntax, not the shell's
+	printf '%s\n' '~/dtree/' >"$UHOME/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "$UHOME/.config/agent-sandbox-exec/denylist"
+}
+
+# What 2b. is judged against, when it runs alone (--only dirlaunch).
+dirlaunch_baseline() {
+	measure launch.true as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- /bin/true
+	measure launch.bwrap as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- bwrap --dev-bind / / /bin/true
+	set_list "$U" 0
+	launch_as "$U"
+	measure launch.relaunch0 as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- agent-sandbox-exec /bin/true
+	first_apply 10000
+	set_list "$U" 0
+	launch_as "$U"
+}
+
+# The 2b. table and its targets (issue 16): a relaunch's overhead minus the stat floor of the
+# files below the entry under bwrap's overhead; a first launch within 2x the per-entry cost of
+# a first apply of as many file entries (statx + map update each).
+dir_report() {
+	local tr bw_over rel per_dir per_file
+	[ -n "${R[launch.dirrelaunch]:-}" ] || return 0
+	tr=$(med launch.true)
+	bw_over=$(calc '%.0f' "$(med launch.bwrap) - $tr")
+	echo
+	echo "2b. launches with one directory entry, ~/dtree/, over $DTREE files, each also linked outside it [$mode], ms"
+	printf '%-52s %10s %8s %10s\n' launch ms spread overhead
+	printf '%-52s %10s %8s %10s\n' "first (from an empty list)" "$(ms "$(med launch.dirfirst)")" \
+		"$(spread launch.dirfirst)" "$(ms "$(calc '%.0f' "$(med launch.dirfirst) - $tr")")"
+	printf '%-52s %10s %8s %10s\n' "relaunch, nothing changed (the scan runs again)" \
+		"$(ms "$(med launch.dirrelaunch)")" "$(spread launch.dirrelaunch)" \
+		"$(ms "$(calc '%.0f' "$(med launch.dirrelaunch) - $tr")")"
+	printf '%-52s %10s %8s %10s\n' "stat floor: statx of the $DTREE files" "$(ms "$(med stat.dtree)")" \
+		"$(spread stat.dtree)" -
+	rel=$(calc '%.0f' "$(med launch.dirrelaunch) - $tr - $(med stat.dtree)")
+	per_dir=$(calc '%.0f' "($(med launch.dirfirst) - $(med launch.relaunch0)) / $DTREE")
+	per_file=$(calc '%.0f' "($(med launch.first10000) - $(med launch.relaunch0)) / 10000")
+	echo "targets:"
+	echo "  relaunch: overhead - stat floor $(ms "$rel") ms < bwrap's $(ms "$bw_over") ms -> $(verdict "$rel < $bw_over")"
+	echo "  first launch: $per_dir ns per file below the entry; first apply of 10,000 file entries: $per_file ns" \
+		"per entry; within 2x -> $(verdict "$per_dir <= 2 * $per_file")"
+}
+
 launch_suite() {
 	local n runs
 	measure launch.true as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- /bin/true
@@ -533,6 +611,7 @@ report() {
 		over=$(calc '%.0f' "$(med "launch.changed$n") - $tr - $(med "stat.$n")")
 		echo "    after a change (every path resolved again): $(ms "$over") ms, for the record"
 	done
+	dir_report
 	echo
 	echo "3. applying a list, as a user [$mode], ns per entry = (launch - relaunch with 0 entries) / entries,"
 	echo "   from busy time: a launch's idle wait (the cgroup move's RCU grace period, quantized to timer"
@@ -626,8 +705,21 @@ main() {
 	R[mem.rss_idle]=$(daemon_rss)
 	R[mem.deny_memlock_idle]=$(map_memlock deny_map)
 	progress "daemon idle: VmRSS/VmHWM ${R[mem.rss_idle]} KiB"
+	if [ "$only" = dirlaunch ]; then
+		dirlaunch_baseline
+		dirlaunch_suite
+		progress "measurements took $((SECONDS - t0)) s (guest clock)"
+		echo
+		echo "== agent-sandbox-exec benchmarks [$mode], directory entries only"
+		echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)"
+		echo "guest: Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) vCPU, mode $mode"
+		dir_report
+		return
+	fi
+	[ -z "$only" ] || die "--only: unknown suite $only (dirlaunch)"
 	hook_suite
 	launch_suite
+	dirlaunch_suite
 	load_suite
 	favordynmods_suite
 	progress "measurements took $((SECONDS - t0)) s (guest clock)"
