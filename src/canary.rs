@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use crate::failure;
 use crate::keys::{DenySet, FileKey, KeyContext, LastComponent, ListingSink};
 use crate::maps::{ApplyMode, Bpf, BpfError};
-use crate::request;
 
 /// How long the child may take to join its cgroup and open the file (slow
 /// emulated guests take milliseconds; a stuck child is a failure).
@@ -153,11 +152,11 @@ const STEP_OPEN: u8 = 2;
 /// # Errors
 /// [`CanaryError`]; everything made is removed before returning either way
 /// (a removal that fails is an error when the canary itself passed).
-pub fn run(bpf: &mut Bpf, parent: &Path, tag: &str) -> Result<String, CanaryError> {
+pub fn run(bpf: &mut Bpf, parent: &Path, run_dir: &Path, tag: &str) -> Result<String, CanaryError> {
     let name = format!("canary-{tag}-{}", std::process::id());
     let cgroup = parent.join(&name);
-    let file = Path::new(request::RUN_DIR).join(&name);
-    let _ = fs::DirBuilder::new().mode(0o755).create(request::RUN_DIR);
+    let file = run_dir.join(&name);
+    let _ = fs::DirBuilder::new().mode(0o755).create(run_dir);
     // A leftover of an earlier process with the same pid.
     let _ = fs::remove_file(&file);
     let _ = fs::remove_dir(&cgroup);

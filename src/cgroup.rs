@@ -94,6 +94,16 @@ impl Tree {
         let info = procfs::read_pseudo_text("/proc/self/mountinfo")
             .map_err(io_err("read", Path::new("/proc/self/mountinfo")))?;
         let root = find_cgroup2(&info).ok_or(CgroupError::NoCgroup2)?;
+        Tree::at(&root)
+    }
+
+    /// The tree below the cgroup2 root `root` (the mount point, or a
+    /// directory standing in for it in tests); creates the parent cgroup
+    /// (0755) if needed.
+    ///
+    /// # Errors
+    /// The mkdir error.
+    pub fn at(root: &Path) -> Result<Tree, CgroupError> {
         let parent = root.join(PARENT);
         mkdir_0755(&parent)?;
         Ok(Tree { parent })
@@ -241,5 +251,22 @@ mod tests {
         ] {
             assert_eq!(parse_uid_dir(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_tree_below_a_given_root() {
+        let root = std::env::temp_dir().join(format!("asx-cgroup-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let tree = Tree::at(&root).unwrap();
+        assert_eq!(tree.parent(), root.join(PARENT));
+        assert_eq!(tree.dir_for(1000), root.join(PARENT).join("uid-1000"));
+        // Outside cgroupfs the ids are inode numbers of plain directories.
+        let id = tree.ensure(1000).unwrap();
+        assert_eq!(tree.list().unwrap(), vec![(1000, id)]);
+        assert!(!tree.remove_if_unused(), "the parent holds uid-1000");
+        fs::remove_dir(tree.dir_for(1000)).unwrap();
+        assert!(tree.remove_if_unused());
+        fs::remove_dir_all(root).unwrap();
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::denylist::{self, Anchor};
 use crate::keys::{FileKey, FileKind, KeyContext, KeyError, LastComponent, ListingSink};
-use crate::resolve::{BASE_LIST, HOME_LIST};
+use crate::paths::{HOME_LIST, Paths};
 
 /// Exit status of `--check` when every line is in force and none looks
 /// like a mistake.
@@ -466,7 +466,7 @@ pub fn own_sandbox() -> Option<String> {
 ///
 /// # Errors
 /// A text when the home directory or the mount table cannot be read.
-pub fn check_lists(list: Option<&Path>) -> Result<Vec<ListReport>, String> {
+pub fn check_lists(paths: &Paths, list: Option<&Path>) -> Result<Vec<ListReport>, String> {
     let home = own_home()?;
     let mut ctx =
         KeyContext::new().map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
@@ -476,8 +476,8 @@ pub fn check_lists(list: Option<&Path>) -> Result<Vec<ListReport>, String> {
         HOME_LIST.as_bytes(),
     )));
     let lists: Vec<(PathBuf, bool)> = match list {
-        Some(p) => vec![(p.to_path_buf(), p == Path::new(BASE_LIST))],
-        None => vec![(PathBuf::from(BASE_LIST), true), (home_list, false)],
+        Some(p) => vec![(p.to_path_buf(), p == paths.base_list)],
+        None => vec![(paths.base_list.clone(), true), (home_list, false)],
     };
     Ok(lists
         .iter()
@@ -486,8 +486,8 @@ pub fn check_lists(list: Option<&Path>) -> Result<Vec<ListReport>, String> {
 }
 
 /// `agent-sandbox-exec --check [LIST]`; returns the exit status.
-pub fn main(list: Option<&Path>) -> u8 {
-    match check_lists(list) {
+pub fn main(paths: &Paths, list: Option<&Path>) -> u8 {
+    match check_lists(paths, list) {
         Ok(reports) => {
             print!("{}", render(&reports));
             exit_status(&reports)

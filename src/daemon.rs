@@ -39,6 +39,7 @@ use crate::cgroup::{self, CgroupError, Tree};
 use crate::failure;
 use crate::keys;
 use crate::maps::{self, Bpf, BpfError};
+use crate::paths::Paths;
 use crate::policy::{self, ApplyMode, LastApply, Requester};
 use crate::process::{self, Pidfd};
 use crate::procfs;
@@ -131,8 +132,8 @@ pub fn main(args: &[OsString]) -> u8 {
             println!("agent-sandbox-execd {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        Some("--disable") if args.len() == 1 => return disable(),
-        Some("--check") if args.len() == 1 => return crate::doctor::main(),
+        Some("--disable") if args.len() == 1 => return disable(&Paths::system()),
+        Some("--check") if args.len() == 1 => return crate::doctor::main(&Paths::system()),
         Some(other) => {
             eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
             return 64;
@@ -142,7 +143,8 @@ pub fn main(args: &[OsString]) -> u8 {
         .format_timestamp(None)
         .format_target(false)
         .init();
-    match run() {
+    let paths = Paths::system();
+    match run(&paths) {
         Ok(()) => 0,
         Err(e) => {
             // Permanent (78, not restarted) or not (75/1, systemd restarts it).
@@ -152,19 +154,20 @@ pub fn main(args: &[OsString]) -> u8 {
             let other_instance = matches!(&e, DaemonError::Setup { cause, .. }
                 if cause.kind() == io::ErrorKind::AddrInUse);
             if !other_instance {
-                leave_reason(&verdict.message);
+                leave_reason(&paths, &verdict.message);
             }
             verdict.class.exit_status()
         }
     }
 }
 
-/// Leaves the reason the daemon cannot serve in [`request::FAILURE_FILE`]
-/// (0644, replaced atomically) for the launcher to quote; the unit's
-/// `RuntimeDirectoryPreserve=yes` keeps it after the unit failed.
-fn leave_reason(message: &str) {
-    let tmp = format!("{}.tmp", request::FAILURE_FILE);
-    let _ = fs::create_dir(request::RUN_DIR);
+/// Leaves the reason the daemon cannot serve in the failure file
+/// ([`Paths::failure`]; 0644, replaced atomically) for the launcher to quote;
+/// the unit's `RuntimeDirectoryPreserve=yes` keeps it after the unit failed.
+fn leave_reason(paths: &Paths, message: &str) {
+    let failure = paths.failure();
+    let tmp = failure.with_extension("tmp");
+    let _ = fs::create_dir(&paths.run_dir);
     let text = format!("{}\n", request::one_line(message));
     let written = fs::OpenOptions::new()
         .create(true)
@@ -174,25 +177,27 @@ fn leave_reason(message: &str) {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .and_then(|mut f| io::Write::write_all(&mut f, text.as_bytes()))
-        .and_then(|()| fs::rename(&tmp, request::FAILURE_FILE));
+        .and_then(|()| fs::rename(&tmp, &failure));
     if let Err(e) = written {
-        log::warn!("cannot leave the reason in {}: {e}", request::FAILURE_FILE);
+        log::warn!("cannot leave the reason in {}: {e}", failure.display());
     }
 }
 
 /// `agent-sandbox-execd --disable`: unpins every program link and map under
-/// [`maps::PIN_ROOT`], which detaches the programs. Refuses while a daemon
-/// serves (it would keep answering launches with nothing enforced).
-fn disable() -> u8 {
+/// the pin root ([`Paths::pin_root`]), which detaches the programs. Refuses
+/// while a daemon serves (it would keep answering launches with nothing
+/// enforced).
+fn disable(paths: &Paths) -> u8 {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("agent-sandbox-execd: --disable must run as root");
         return 1;
     }
-    match lock_instance() {
+    match lock_instance(paths) {
         Ok(Some(_lock)) => {}
         Ok(None) => {
             eprintln!(
-                "agent-sandbox-execd: a daemon is running ({LOCK_FILE} is locked); stop it first: systemctl stop agent-sandbox-execd"
+                "agent-sandbox-execd: a daemon is running ({} is locked); stop it first: systemctl stop agent-sandbox-execd",
+                lock_file(paths).display()
             );
             return 1;
         }
@@ -201,11 +206,11 @@ fn disable() -> u8 {
             return 1;
         }
     }
-    match maps::unpin_all() {
+    match maps::unpin_all(&paths.pin_root) {
         Ok(removed) if removed.is_empty() => {
             println!(
                 "agent-sandbox-execd: nothing pinned under {}; enforcement was already off",
-                maps::PIN_ROOT
+                paths.pin_root.display()
             );
             0
         }
@@ -226,15 +231,18 @@ fn disable() -> u8 {
     }
 }
 
-fn run() -> Result<(), DaemonError> {
+fn run(paths: &Paths) -> Result<(), DaemonError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(DaemonError::Setup {
             what: "agent-sandbox-execd must run as root".into(),
             cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
-    let _lock = lock_instance()?.ok_or_else(|| DaemonError::Setup {
-        what: format!("another agent-sandbox-execd holds {LOCK_FILE}"),
+    let _lock = lock_instance(paths)?.ok_or_else(|| DaemonError::Setup {
+        what: format!(
+            "another agent-sandbox-execd holds {}",
+            lock_file(paths).display()
+        ),
         cause: io::Error::from(io::ErrorKind::AddrInUse),
     })?;
     maps::check_kernel(
@@ -244,7 +252,7 @@ fn run() -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
-    let mut bpf = Bpf::load_and_attach().inspect_err(|_| {
+    let mut bpf = Bpf::load_and_attach(&paths.pin_root).inspect_err(|_| {
         // A first start that failed leaves no cgroup tree behind (the load
         // removes the pin directories it made).
         tree.remove_if_unused();
@@ -254,7 +262,7 @@ fn run() -> Result<(), DaemonError> {
         bpf.pin_dir().display()
     );
     // Proof that the attached programs deny, before anything is served.
-    let seen = crate::canary::run(&mut bpf, tree.parent(), "daemon")?;
+    let seen = crate::canary::run(&mut bpf, tree.parent(), &paths.run_dir, "daemon")?;
     log::info!("canary: {seen}");
 
     let (wake_r, wake_w) =
@@ -268,9 +276,10 @@ fn run() -> Result<(), DaemonError> {
     }
 
     raise_nofile();
-    let listener = prepare_socket()?;
+    let listener = prepare_socket(paths)?;
 
     let mut d = Daemon {
+        paths: paths.clone(),
         tree,
         bpf,
         listener,
@@ -304,14 +313,14 @@ fn run() -> Result<(), DaemonError> {
             d.reapply_failures
         );
     }
-    let _ = fs::remove_file(request::FAILURE_FILE);
-    publish_ready()?;
+    let _ = fs::remove_file(paths.failure());
+    publish_ready(paths)?;
     sd_notify("READY=1\nSTATUS=serving");
-    log::info!("ready; requests on {}", request::SOCKET_PATH);
+    log::info!("ready; requests on {}", paths.socket().display());
 
     let result = d.serve(wake_r);
-    let _ = fs::remove_file(request::READY_FILE);
-    let _ = fs::remove_file(request::SOCKET_PATH);
+    let _ = fs::remove_file(paths.ready());
+    let _ = fs::remove_file(paths.socket());
     sd_notify("STOPPING=1");
     for r in d.running.drain(..) {
         r.resolver.kill(&mut d.killed);
@@ -326,26 +335,30 @@ fn run() -> Result<(), DaemonError> {
     result
 }
 
-/// Held (flock) by the running daemon for its whole life.
-const LOCK_FILE: &str = "/run/agent-sandbox-exec/daemon.lock";
+/// The file the running daemon holds (flock) for its whole life.
+fn lock_file(paths: &Paths) -> std::path::PathBuf {
+    paths.run_dir.join("daemon.lock")
+}
 
 /// Takes the instance lock: Some(file) while we hold it, None if another
 /// process (a running daemon, even one still starting) holds it.
-fn lock_instance() -> Result<Option<fs::File>, DaemonError> {
-    match fs::create_dir(request::RUN_DIR) {
-        Ok(()) => fs::set_permissions(request::RUN_DIR, fs::Permissions::from_mode(0o755))
-            .map_err(setup(format!("chmod {}", request::RUN_DIR)))?,
+fn lock_instance(paths: &Paths) -> Result<Option<fs::File>, DaemonError> {
+    let run = paths.run_dir.display();
+    match fs::create_dir(&paths.run_dir) {
+        Ok(()) => fs::set_permissions(&paths.run_dir, fs::Permissions::from_mode(0o755))
+            .map_err(setup(format!("chmod {run}")))?,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(setup(format!("create {}", request::RUN_DIR))(e)),
+        Err(e) => return Err(setup(format!("create {run}"))(e)),
     }
+    let lock = lock_file(paths);
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(LOCK_FILE)
-        .map_err(setup(format!("open {LOCK_FILE}")))?;
+        .open(&lock)
+        .map_err(setup(format!("open {}", lock.display())))?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         return Ok(Some(file));
@@ -354,34 +367,33 @@ fn lock_instance() -> Result<Option<fs::File>, DaemonError> {
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
         return Ok(None);
     }
-    Err(setup(format!("lock {LOCK_FILE}"))(e))
+    Err(setup(format!("lock {}", lock.display()))(e))
 }
 
 /// Checks /run/agent-sandbox-exec, removes the request directory of 0.5.0
 /// if one is left, and listens on the request socket.
-fn prepare_socket() -> Result<OwnedFd, DaemonError> {
-    // RUN_DIR itself was created by lock_instance().
-    let run_md = fs::symlink_metadata(request::RUN_DIR)
-        .map_err(setup(format!("stat {}", request::RUN_DIR)))?;
+fn prepare_socket(paths: &Paths) -> Result<OwnedFd, DaemonError> {
+    // The runtime directory itself was created by lock_instance().
+    let run = paths.run_dir.display();
+    let run_md = fs::symlink_metadata(&paths.run_dir).map_err(setup(format!("stat {run}")))?;
     if !run_md.is_dir() || run_md.uid() != 0 || run_md.mode() & 0o022 != 0 {
         return Err(DaemonError::Setup {
-            what: format!(
-                "{} must be a root-owned directory not writable by others",
-                request::RUN_DIR
-            ),
+            what: format!("{run} must be a root-owned directory not writable by others"),
             cause: io::Error::from(io::ErrorKind::PermissionDenied),
         });
     }
     // std's remove_dir_all does not follow symlinks in the tree it removes.
-    match fs::symlink_metadata(request::OLD_REQ_DIR) {
-        Ok(md) if md.is_dir() => fs::remove_dir_all(request::OLD_REQ_DIR)
-            .map_err(setup(format!("remove the old {}", request::OLD_REQ_DIR)))?,
-        Ok(_) => fs::remove_file(request::OLD_REQ_DIR)
-            .map_err(setup(format!("remove {}", request::OLD_REQ_DIR)))?,
+    let old = paths.old_req_dir();
+    match fs::symlink_metadata(&old) {
+        Ok(md) if md.is_dir() => {
+            fs::remove_dir_all(&old).map_err(setup(format!("remove the old {}", old.display())))?
+        }
+        Ok(_) => fs::remove_file(&old).map_err(setup(format!("remove {}", old.display())))?,
         Err(_) => {}
     }
-    request::listen_at(request::SOCKET_PATH, LISTEN_BACKLOG).map_err(|e| DaemonError::Setup {
-        what: format!("listen on {}", request::SOCKET_PATH),
+    let socket = paths.socket();
+    request::listen_at(&socket, LISTEN_BACKLOG).map_err(|e| DaemonError::Setup {
+        what: format!("listen on {}", socket.display()),
         cause: io::Error::other(e.to_string()),
     })
 }
@@ -411,12 +423,17 @@ fn raise_nofile() {
     }
 }
 
-fn publish_ready() -> Result<(), DaemonError> {
-    let tmp = format!("{}.tmp", request::READY_FILE);
-    fs::write(&tmp, format!("{}\n", std::process::id())).map_err(setup(format!("write {tmp}")))?;
+/// Writes the ready file ([`Paths::ready`]: this process's pid; 0644,
+/// replaced atomically), which the launcher reads to find the daemon.
+fn publish_ready(paths: &Paths) -> Result<(), DaemonError> {
+    let ready = paths.ready();
+    let tmp = ready.with_extension("tmp");
+    let shown = tmp.display();
+    fs::write(&tmp, format!("{}\n", std::process::id()))
+        .map_err(setup(format!("write {shown}")))?;
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
-        .map_err(setup(format!("chmod {tmp}")))?;
-    fs::rename(&tmp, request::READY_FILE).map_err(setup(format!("rename {tmp}")))
+        .map_err(setup(format!("chmod {shown}")))?;
+    fs::rename(&tmp, &ready).map_err(setup(format!("rename {shown}")))
 }
 
 /// Sends a state string to systemd's notification socket, if there is one
@@ -472,6 +489,8 @@ struct Running {
 }
 
 struct Daemon {
+    /// Where the daemon's files are.
+    paths: Paths,
     tree: Tree,
     bpf: Bpf,
     /// The listening request socket (non-blocking).
@@ -929,7 +948,14 @@ impl Daemon {
             resolve::reap(pids);
             policy::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
-        Resolver::start(&mut self.pool, uid, retried, &mut self.killed).map_err(|e| e.to_string())
+        Resolver::start(
+            &mut self.pool,
+            &self.paths.base_list,
+            uid,
+            retried,
+            &mut self.killed,
+        )
+        .map_err(|e| e.to_string())
     }
 
     /// Reads from the resolvers whose pipes polled readable (`readable[i]`
@@ -1078,7 +1104,7 @@ impl Daemon {
             // their CO-RE relocations find its types (no gap: the new links
             // are attached before the old ones go).
             log::info!("uid {uid}: btrfs keys ahead; loading the programs again for btrfs");
-            match Bpf::load_and_attach() {
+            match Bpf::load_and_attach(&self.paths.pin_root) {
                 Ok(b) => self.bpf = b,
                 Err(e) => {
                     let why = format!(
@@ -1095,7 +1121,7 @@ impl Daemon {
         // restart drops sandboxes without processes, a reboot all of them):
         // what it denied until then is in its uid's record.
         let prior = (mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
-            .then(|| record::load(Path::new(record::STATE_DIR), uid));
+            .then(|| record::load(&self.paths.state_dir, uid));
         // New exceptions an add-only apply left out: the next apply must
         // not be skipped as a repeat of this one.
         let held_back;
@@ -1216,7 +1242,7 @@ impl Daemon {
             .map_err(|e| format!("getrandom: {e}"))
             .and_then(|key| {
                 let text = record::encode(held, &self.boot, key, &mount_labels());
-                record::store(Path::new(record::STATE_DIR), uid, &text).map_err(|e| e.to_string())
+                record::store(&self.paths.state_dir, uid, &text).map_err(|e| e.to_string())
             });
         match stored {
             Ok(()) => {
@@ -1497,4 +1523,64 @@ fn drain(fd: &OwnedFd) {
     let mut buf = [0u8; 64];
     // SAFETY: reads into a local buffer from a non-blocking pipe we own.
     while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory for one test's [`Paths`].
+    fn scratch(name: &str) -> (std::path::PathBuf, Paths) {
+        let root = std::env::temp_dir().join(format!("asx-daemon-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let paths = Paths::under(&root);
+        (root, paths)
+    }
+
+    #[test]
+    fn one_instance_at_a_time() {
+        let (root, paths) = scratch("lock");
+        let first = lock_instance(&paths).unwrap();
+        assert!(first.is_some(), "the first daemon takes the lock");
+        assert!(paths.run_dir.is_dir());
+        // Another open file description of the same lock file: refused.
+        assert!(lock_instance(&paths).unwrap().is_none());
+        drop(first);
+        assert!(lock_instance(&paths).unwrap().is_some(), "free again");
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn ready_and_failure_files_reach_the_launcher() {
+        let (root, paths) = scratch("ready");
+        fs::create_dir_all(&paths.run_dir).unwrap();
+        // No daemon yet, and one that failed: the launcher quotes its reason.
+        leave_reason(
+            &paths,
+            "enforcement unavailable: the kernel said EPERM\nsecond line",
+        );
+        let text = fs::read_to_string(paths.failure()).unwrap();
+        assert_eq!(text.lines().count(), 1, "one line: {text:?}");
+        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(e.contains("the kernel said EPERM"), "{e}");
+        assert!(e.contains("journalctl -u agent-sandbox-execd"), "{e}");
+        // Ready: the launcher finds this process.
+        publish_ready(&paths).unwrap();
+        let mode = fs::metadata(paths.ready()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+        assert_eq!(
+            crate::launcher::daemon_pid(&paths).unwrap(),
+            std::process::id() as i32
+        );
+        // A ready file naming a pid that is gone, or garbage.
+        fs::write(paths.ready(), "2147483646\n").unwrap();
+        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
+        assert!(e.contains("is gone"), "{e}");
+        fs::write(paths.ready(), "not a pid\n").unwrap();
+        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
+        assert!(e.contains("is malformed"), "{e}");
+        fs::remove_dir_all(root).unwrap();
+    }
 }

@@ -13,6 +13,7 @@ use crate::canary;
 use crate::cgroup::{self, Tree};
 use crate::failure::{self, ENOTSUPP};
 use crate::maps::{self, Bpf, BpfError};
+use crate::paths::Paths;
 
 /// Exit status of a healthy check.
 pub const EXIT_HEALTHY: u8 = 0;
@@ -255,7 +256,7 @@ impl Facts {
     /// Reads the facts of the running system; mounts securityfs and bpffs
     /// if they are missing, and runs the trial when the prerequisites are
     /// there.
-    pub fn gather() -> Facts {
+    pub fn gather(paths: &Paths) -> Facts {
         const LSM: &str = "/sys/kernel/security/lsm";
         let before = Path::new(LSM).exists();
         let lsm = maps::read_lsm_list().map(|l| l.trim().to_string());
@@ -279,7 +280,9 @@ impl Facts {
         let mut canary = None;
         let trial = (bpf_lsm && btf).then(|| match Bpf::load_unpinned() {
             Ok(mut bpf) => {
-                canary = cgroup2.as_deref().map(|root| run_canary(&mut bpf, root));
+                canary = cgroup2
+                    .as_deref()
+                    .map(|root| run_canary(&mut bpf, root, &paths.run_dir));
                 Ok(bpf.attached_count())
             }
             Err(e) => Err(match &e {
@@ -307,16 +310,16 @@ impl Facts {
 
 /// The canary below the cgroup2 hierarchy at `root`; the parent cgroup and
 /// the runtime directory are removed after if the doctor made them.
-fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
+fn run_canary(bpf: &mut Bpf, root: &str, run_dir: &Path) -> Result<String, (String, String)> {
     let existed = Path::new(root).join(cgroup::PARENT).exists();
-    let run_dir_existed = Path::new(crate::request::RUN_DIR).exists();
+    let run_dir_existed = run_dir.exists();
     let tree = Tree::open().map_err(|e| {
         (
             format!("canary: cannot open the sandbox cgroup tree: {e}"),
             "run as root on the host's cgroup2 hierarchy".to_string(),
         )
     })?;
-    let result = canary::run(bpf, tree.parent(), "doctor").map_err(|e| {
+    let result = canary::run(bpf, tree.parent(), run_dir, "doctor").map_err(|e| {
         let fix = e.fix().to_string();
         (crate::error_chain(&e), fix)
     });
@@ -324,19 +327,19 @@ fn run_canary(bpf: &mut Bpf, root: &str) -> Result<String, (String, String)> {
         tree.remove_if_unused();
     }
     if !run_dir_existed {
-        let _ = std::fs::remove_dir(crate::request::RUN_DIR);
+        let _ = std::fs::remove_dir(run_dir);
     }
     result
 }
 
 /// `agent-sandbox-execd --check`; returns the exit status.
-pub fn main() -> u8 {
+pub fn main(paths: &Paths) -> u8 {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("agent-sandbox-execd: --check must run as root");
         return 2;
     }
     maps::route_libbpf_log();
-    let (text, code) = report(&diagnose(&Facts::gather()));
+    let (text, code) = report(&diagnose(&Facts::gather(paths)));
     print!("{text}");
     code
 }

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::denylist::SocketSpec;
+use crate::paths::Paths;
 use crate::request::{self, AllowedSocket, Received, Reply, Request, RequestError};
 use crate::{cgroup, procfs};
 
@@ -135,6 +136,7 @@ fn parse_cli(args: &[OsString]) -> Cli<'_> {
 
 /// Entry point of the launcher mode; `args` excludes argv[0].
 pub fn main(args: &[OsString]) -> u8 {
+    let paths = Paths::system();
     let (program, rest) = match parse_cli(args) {
         Cli::Help => {
             println!(
@@ -153,8 +155,8 @@ pub fn main(args: &[OsString]) -> u8 {
                  \x20               enforced for you (-v: each line of your lists); exit 0 when the\n\
                  \x20               daemon serves, 1 when it does not, 2 for a usage error\n\
                  See agent-sandbox-exec(1).",
-                crate::resolve::BASE_LIST,
-                crate::resolve::HOME_LIST
+                paths.base_list.display(),
+                crate::paths::HOME_LIST
             );
             return 0;
         }
@@ -166,8 +168,8 @@ pub fn main(args: &[OsString]) -> u8 {
             eprintln!("agent-sandbox-exec: {why}");
             return EXIT_REFUSED;
         }
-        Cli::Check(list) => return crate::check::main(list.map(std::path::Path::new)),
-        Cli::Status { verbose } => return status(verbose),
+        Cli::Check(list) => return crate::check::main(&paths, list.map(std::path::Path::new)),
+        Cli::Status { verbose } => return status(&paths, verbose),
         Cli::Run(program, rest) => (program, rest),
     };
     // A mistyped PROGRAM is named as such, not as a daemon problem (the
@@ -179,7 +181,7 @@ pub fn main(args: &[OsString]) -> u8 {
         );
         return 127;
     }
-    if let Err(e) = enter_sandbox().and_then(|()| check_inherited_fds()) {
+    if let Err(e) = enter_sandbox(&paths).and_then(|()| check_inherited_fds()) {
         eprintln!("agent-sandbox-exec: {e}");
         return EXIT_REFUSED;
     }
@@ -203,11 +205,12 @@ pub fn main(args: &[OsString]) -> u8 {
 ///
 /// # Errors
 /// [`LaunchError`] for every way the sandbox is not in place.
-pub fn enter_sandbox() -> Result<(), LaunchError> {
-    let daemon = daemon_pid()?;
+pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
+    let daemon = daemon_pid(paths)?;
     let uid = nix::unistd::getuid().as_raw();
     let deadline = Instant::now() + REPLY_TIMEOUT;
-    let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT).map_err(|e| match &e {
+    let socket = paths.socket();
+    let conn = request::connect_to(&socket, REPLY_TIMEOUT).map_err(|e| match &e {
         RequestError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => {
             LaunchError::NoReply(format!(
                 "its socket's queue stayed full for {} s",
@@ -223,18 +226,18 @@ pub fn enter_sandbox() -> Result<(), LaunchError> {
     if server.uid != 0 {
         return Err(LaunchError::Request(format!(
             "{} is served by uid {}, not by root",
-            request::SOCKET_PATH,
+            socket.display(),
             server.uid
         )));
     }
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
-        sockets: allowed_sockets(uid),
+        sockets: allowed_sockets(paths, uid),
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
-    let reply = wait_reply(&conn, daemon, deadline);
+    let reply = wait_reply(paths, &conn, daemon, deadline);
     drop(conn);
     let reply = reply?;
     for w in &reply.warnings {
@@ -290,13 +293,13 @@ pub const EXIT_STATUS_NOT_SERVING: u8 = 1;
 /// `verbose` adds each line of the lists as they resolve now (the text only
 /// where [`crate::check::echo_allowed`] allows). Returns 0 when the daemon
 /// serves, [`EXIT_STATUS_NOT_SERVING`] when it does not.
-fn status(verbose: bool) -> u8 {
+fn status(paths: &Paths, verbose: bool) -> u8 {
     let uid = nix::unistd::getuid().as_raw();
     match crate::check::own_sandbox() {
         Some(path) => println!("sandbox: yes, this process is in {path}"),
         None => println!("sandbox: no, this process is not in a sandbox"),
     }
-    let code = match ask_status() {
+    let code = match ask_status(paths) {
         Ok((pid, s)) => {
             println!("daemon: serving (pid {pid})");
             if s.sandbox {
@@ -324,7 +327,7 @@ fn status(verbose: bool) -> u8 {
     };
     if verbose {
         println!("your lists as they resolve now (the next launch applies them):");
-        match crate::check::check_lists(None) {
+        match crate::check::check_lists(paths, None) {
             Ok(reports) => print!("{}", crate::check::render(&reports)),
             Err(e) => println!("cannot resolve the lists: {e}"),
         }
@@ -333,15 +336,16 @@ fn status(verbose: bool) -> u8 {
 }
 
 /// Asks the daemon for this uid's status; its pid and the answer.
-fn ask_status() -> Result<(i32, request::StatusReply), LaunchError> {
-    let daemon = daemon_pid()?;
-    let conn = request::connect_to(request::SOCKET_PATH, REPLY_TIMEOUT)
+fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError> {
+    let daemon = daemon_pid(paths)?;
+    let socket = paths.socket();
+    let conn = request::connect_to(&socket, REPLY_TIMEOUT)
         .map_err(|e| LaunchError::NoDaemon(e.to_string()))?;
     let server = request::peer_of(conn.as_fd()).map_err(|e| LaunchError::Request(e.to_string()))?;
     if server.uid != 0 {
         return Err(LaunchError::Request(format!(
             "{} is served by uid {}, not by root",
-            request::SOCKET_PATH,
+            socket.display(),
             server.uid
         )));
     }
@@ -395,14 +399,14 @@ pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
 /// most [`request::MAX_SOCKETS`]. A line that names no socket gets a warning
 /// on stderr (`agent-sandbox-exec: warning: <list>:<line>: ...`) and is
 /// skipped; an unreadable list is left to the daemon to report.
-fn allowed_sockets(uid: u32) -> Vec<AllowedSocket> {
+fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
     let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
         .map(|u| u.dir);
-    let mut lists = vec![std::path::PathBuf::from(crate::resolve::BASE_LIST)];
+    let mut lists = vec![paths.base_list.clone()];
     if let Some(h) = home {
-        lists.push(h.join(crate::resolve::HOME_LIST));
+        lists.push(Paths::home_list(&h));
     }
     let mut out: Vec<AllowedSocket> = Vec::new();
     for list in lists {
@@ -519,25 +523,32 @@ pub fn check_inherited_fds() -> Result<(), LaunchError> {
     Ok(())
 }
 
-/// The serving daemon's pid, from the ready file, if that process is alive.
-fn daemon_pid() -> Result<i32, LaunchError> {
-    let reason = || fs::read_to_string(request::FAILURE_FILE).ok();
-    let text = fs::read_to_string(request::READY_FILE).map_err(|e| {
+/// The serving daemon's pid, from the ready file ([`Paths::ready`]), if
+/// that process is alive.
+///
+/// # Errors
+/// [`LaunchError::NoDaemon`]: no ready file (quoting the daemon's reason
+/// from [`Paths::failure`] if it left one), a malformed one, or a pid that
+/// is gone.
+pub(crate) fn daemon_pid(paths: &Paths) -> Result<i32, LaunchError> {
+    let ready = paths.ready();
+    let reason = || fs::read_to_string(paths.failure()).ok();
+    let text = fs::read_to_string(&ready).map_err(|e| {
         let cause = if e.kind() == io::ErrorKind::NotFound {
-            format!("{} does not exist", request::READY_FILE)
+            format!("{} does not exist", ready.display())
         } else {
-            format!("{}: {e}", request::READY_FILE)
+            format!("{}: {e}", ready.display())
         };
         LaunchError::NoDaemon(not_serving(&cause, reason().as_deref()))
     })?;
     let pid: i32 = text
         .trim()
         .parse()
-        .map_err(|_| LaunchError::NoDaemon(format!("{} is malformed", request::READY_FILE)))?;
+        .map_err(|_| LaunchError::NoDaemon(format!("{} is malformed", ready.display())))?;
     if !alive(pid) {
         return Err(LaunchError::NoDaemon(format!(
             "pid {pid} from {} is gone",
-            request::READY_FILE
+            ready.display()
         )));
     }
     Ok(pid)
@@ -553,7 +564,12 @@ fn alive(pid: i32) -> bool {
 
 /// Waits until `deadline` for the reply on `conn`, checking every 250 ms
 /// that the daemon that was ready is still the one serving.
-fn wait_reply(conn: &OwnedFd, daemon: i32, deadline: Instant) -> Result<Reply, LaunchError> {
+fn wait_reply(
+    paths: &Paths,
+    conn: &OwnedFd,
+    daemon: i32,
+    deadline: Instant,
+) -> Result<Reply, LaunchError> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -591,7 +607,7 @@ fn wait_reply(conn: &OwnedFd, daemon: i32, deadline: Instant) -> Result<Reply, L
                 Err(e) => return Err(LaunchError::NoReply(e.to_string())),
             }
         }
-        let same = fs::read_to_string(request::READY_FILE)
+        let same = fs::read_to_string(paths.ready())
             .ok()
             .and_then(|t| t.trim().parse::<i32>().ok())
             == Some(daemon);

@@ -27,6 +27,7 @@ mod failure;
 mod keys;
 mod launcher;
 mod maps;
+mod paths;
 mod policy;
 mod process;
 mod procfs;

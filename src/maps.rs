@@ -41,8 +41,6 @@ mod skel {
 }
 use skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 
-/// Root of this program's pins on bpffs.
-pub const PIN_ROOT: &str = "/sys/fs/bpf/agent-sandbox-exec";
 /// Where bpffs is normally mounted.
 pub const BPFFS: &str = "/sys/fs/bpf";
 /// statfs f_type of bpffs (include/uapi/linux/magic.h: BPF_FS_MAGIC).
@@ -436,11 +434,14 @@ pub fn ensure_bpffs() -> Result<(), BpfError> {
     Ok(())
 }
 
-/// Removes `pin_dir` and then [`PIN_ROOT`] if they are empty (rmdir(2)
-/// refuses otherwise): what a start-up whose load failed leaves behind.
+/// Removes `pin_dir` (a layout's `v<n>`) and then the pin root above it if
+/// they are empty (rmdir(2) refuses otherwise): what a start-up whose load
+/// failed leaves behind.
 pub fn remove_empty_pin_dirs(pin_dir: &Path) {
-    if fs::remove_dir(pin_dir).is_ok() {
-        let _ = fs::remove_dir(PIN_ROOT);
+    if fs::remove_dir(pin_dir).is_ok()
+        && let Some(root) = pin_dir.parent()
+    {
+        let _ = fs::remove_dir(root);
     }
 }
 
@@ -551,20 +552,20 @@ impl Bpf {
     /// # Errors
     /// [`BpfError`]; the kernel's refusal to load or attach is
     /// [`BpfError::Kernel`] with its errno.
-    pub fn load_and_attach() -> Result<Bpf, BpfError> {
-        Bpf::load(true)
+    pub fn load_and_attach(pin_root: &Path) -> Result<Bpf, BpfError> {
+        Bpf::load(Some(pin_root))
     }
 
     /// The doctor's trial (`agent-sandbox-execd --check`): the object with
     /// fresh, unpinned maps, loaded and attached; dropping the result
-    /// detaches the programs and frees the maps. Nothing under [`PIN_ROOT`]
-    /// is read or written, so a running daemon is not disturbed; with empty
+    /// detaches the programs and frees the maps. Nothing pinned is read or
+    /// written, so a running daemon is not disturbed; with empty
     /// maps the programs deny nothing while attached.
     ///
     /// # Errors
     /// As [`Bpf::load_and_attach`].
     pub fn load_unpinned() -> Result<Bpf, BpfError> {
-        Bpf::load(false)
+        Bpf::load(None)
     }
 
     /// How many programs are attached.
@@ -572,7 +573,10 @@ impl Bpf {
         self.attached.len()
     }
 
-    fn load(pinned: bool) -> Result<Bpf, BpfError> {
+    /// [`Bpf::load_and_attach`] with the pins below `pin_root`, or
+    /// [`Bpf::load_unpinned`] without.
+    fn load(pin_root: Option<&Path>) -> Result<Bpf, BpfError> {
+        let pinned = pin_root.is_some();
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
         // (module or vmlinux) is then there for the CO-RE relocations.
         let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
@@ -586,7 +590,10 @@ impl Bpf {
             .as_ref()
             .map(|r| r.layout_version)
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
-        let pin_dir = Path::new(PIN_ROOT).join(format!("v{layout}"));
+        // Unpinned: no directory (an empty path, used for nothing).
+        let pin_dir = pin_root
+            .map(|r| r.join(format!("v{layout}")))
+            .unwrap_or_default();
         if pinned {
             fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
         }
@@ -1240,14 +1247,13 @@ pub fn retire_other_layouts(ours: &Path) {
     }
 }
 
-/// Unpins everything under [`PIN_ROOT`]: links first (detaching the
+/// Unpins everything under the pin root `root`: links first (detaching the
 /// programs), then maps, then the directories. Returns what was removed.
 ///
 /// # Errors
 /// The first unpin or rmdir error.
-pub fn unpin_all() -> io::Result<Vec<PathBuf>> {
+pub fn unpin_all(root: &Path) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
-    let root = Path::new(PIN_ROOT);
     let dirs = match fs::read_dir(root) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),

@@ -63,8 +63,6 @@ use std::path::{Path, PathBuf};
 use crate::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
 use crate::procfs;
 
-/// Where the records live: the unit's `StateDirectory=` (root, 0700).
-pub const STATE_DIR: &str = "/var/lib/agent-sandbox-exec";
 /// Largest record read or written, in bytes (a uid at the cap of 131,072
 /// file keys and as many names takes about 5.5 MB).
 pub const MAX_RECORD_BYTES: u64 = 16 << 20;

@@ -26,23 +26,13 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 
 use crate::keys::{FileKey, KIND_OPEN};
 
-/// The daemon's runtime directory.
-pub const RUN_DIR: &str = "/run/agent-sandbox-exec";
-/// The listening socket (mode 0666).
-pub const SOCKET_PATH: &str = "/run/agent-sandbox-exec/socket";
-/// Where 0.5.0 and earlier took requests as files; removed at start-up.
-pub const OLD_REQ_DIR: &str = "/run/agent-sandbox-exec/req";
-/// Exists, holding the daemon's pid, only while the daemon serves requests.
-pub const READY_FILE: &str = "/run/agent-sandbox-exec/ready";
-/// Why the daemon last failed to start or serve (one line); exists only
-/// after a failure and until a daemon serves again.
-pub const FAILURE_FILE: &str = "/run/agent-sandbox-exec/failure";
 /// Largest request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 1024;
 /// Largest reply sent, in bytes: one packet, well below the default socket
@@ -515,31 +505,32 @@ fn seqpacket(flags: SockFlag) -> Result<OwnedFd, RequestError> {
 ///
 /// # Errors
 /// The first failing call.
-pub fn listen_at(path: &str, backlog: i32) -> Result<OwnedFd, RequestError> {
+pub fn listen_at(path: &Path, backlog: i32) -> Result<OwnedFd, RequestError> {
+    let shown = path.display();
     let fd = seqpacket(SockFlag::SOCK_NONBLOCK)?;
     match std::fs::symlink_metadata(path) {
         Ok(_) => std::fs::remove_file(path).map_err(|cause| RequestError::Io {
-            what: format!("remove the old {path}"),
+            what: format!("remove the old {shown}"),
             cause,
         })?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(cause) => {
             return Err(RequestError::Io {
-                what: format!("stat {path}"),
+                what: format!("stat {shown}"),
                 cause,
             });
         }
     }
-    let addr = UnixAddr::new(path).map_err(io_err(format!("address {path}")))?;
-    socket::bind(fd.as_raw_fd(), &addr).map_err(io_err(format!("bind {path}")))?;
+    let addr = UnixAddr::new(path).map_err(io_err(format!("address {shown}")))?;
+    socket::bind(fd.as_raw_fd(), &addr).map_err(io_err(format!("bind {shown}")))?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).map_err(
         |cause| RequestError::Io {
-            what: format!("chmod {path}"),
+            what: format!("chmod {shown}"),
             cause,
         },
     )?;
     let backlog = socket::Backlog::new(backlog).map_err(io_err("listen backlog"))?;
-    socket::listen(&fd, backlog).map_err(io_err(format!("listen on {path}")))?;
+    socket::listen(&fd, backlog).map_err(io_err(format!("listen on {shown}")))?;
     Ok(fd)
 }
 
@@ -568,7 +559,8 @@ pub fn accept(listener: BorrowedFd<'_>) -> Result<Option<OwnedFd>, RequestError>
 /// # Errors
 /// The failing call (ENOENT/ECONNREFUSED: no daemon listens; EAGAIN: the
 /// queue stayed full for `timeout`).
-pub fn connect_to(path: &str, timeout: Duration) -> Result<OwnedFd, RequestError> {
+pub fn connect_to(path: &Path, timeout: Duration) -> Result<OwnedFd, RequestError> {
+    let shown = path.display();
     let fd = seqpacket(SockFlag::empty())?;
     let tv = nix::sys::time::TimeVal::new(
         timeout.as_secs() as libc::time_t,
@@ -576,12 +568,12 @@ pub fn connect_to(path: &str, timeout: Duration) -> Result<OwnedFd, RequestError
     );
     socket::setsockopt(&fd, socket::sockopt::SendTimeout, &tv)
         .map_err(io_err("setsockopt SO_SNDTIMEO"))?;
-    let addr = UnixAddr::new(path).map_err(io_err(format!("address {path}")))?;
+    let addr = UnixAddr::new(path).map_err(io_err(format!("address {shown}")))?;
     loop {
         match socket::connect(fd.as_fd().as_raw_fd(), &addr) {
             Ok(()) => return Ok(fd),
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(io_err(format!("connect to {path}"))(e)),
+            Err(e) => return Err(io_err(format!("connect to {shown}"))(e)),
         }
     }
 }
@@ -779,7 +771,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         let path = dir.join("socket");
-        let path = path.to_str().unwrap();
+        let path = path.as_path();
         // A file left at the path is replaced.
         std::fs::write(path, b"stale").unwrap();
         let l = listen_at(path, 4).unwrap();

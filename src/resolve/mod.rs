@@ -1,7 +1,8 @@
 //! Turning one uid's lists into deny keys, in long-lived resolver processes.
 //!
-//! Every launch re-reads the base list ([`BASE_LIST`]) and the user's home list
-//! (`~/`[`HOME_LIST`]); the daemon itself never resolves a listed path. Per
+//! Every launch re-reads the base list ([`crate::paths::Paths::base_list`]) and
+//! the user's home list (`~/`[`HOME_LIST`]); the daemon itself never resolves
+//! a listed path. Per
 //! uid, it keeps two resolver processes, exec'd from its own binary as
 //! [`WORKER_NAME`] (so they share none of its memory or descriptors) and kept
 //! for [`IDLE_LIMIT`] after their last request:
@@ -82,8 +83,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     /// The daemon cannot open the base list (as root).
-    #[error("cannot read the base list {BASE_LIST}: {0}")]
-    BaseList(String),
+    #[error("cannot read the base list {path}: {why}")]
+    BaseList {
+        /// The base list's path.
+        path: String,
+        /// The open's or read's error.
+        why: String,
+    },
     /// No resolver process could be started.
     #[error("cannot start the list resolver: {0}")]
     Start(String),
@@ -117,11 +123,7 @@ pub enum ResolveError {
     MountTable(String),
 }
 
-/// The administrator's base list, applied to every user.
-pub const BASE_LIST: &str = "/etc/agent-sandbox-exec/denylist";
-
-/// The user's list, relative to the home directory from the passwd entry.
-pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
+pub use crate::paths::HOME_LIST;
 
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;

@@ -304,7 +304,7 @@ pub enum Outcome {
 }
 
 impl Resolver {
-    /// Opens the base list (as root, without blocking on a FIFO: a regular
+    /// Opens the base list `base_list` (as root, without blocking on a FIFO: a regular
     /// file of at most [`MAX_LIST_BYTES`]) and sends its descriptor to the
     /// uid's two resolver processes, started if none are idle. A process that
     /// cannot take the request (it died while idle) is replaced once.
@@ -314,12 +314,15 @@ impl Resolver {
     /// process could be started or reached.
     pub fn start(
         pool: &mut Pool,
+        base_list: &Path,
         uid: u32,
         retried: bool,
         reap: &mut Vec<Pid>,
     ) -> Result<Resolver, ResolveError> {
-        let base =
-            open_list(Path::new(BASE_LIST)).map_err(|e| ResolveError::BaseList(e.to_string()))?;
+        let base = open_list(base_list).map_err(|e| ResolveError::BaseList {
+            path: base_list.display().to_string(),
+            why: e.to_string(),
+        })?;
         // Idle processes may have died since their last request: one fresh
         // pair is tried after them.
         let mut tries = 2;

@@ -331,6 +331,12 @@ pub(crate) fn home_list(home: &[u8]) -> PathBuf {
     )))
 }
 
+/// The base list's name in messages. The daemon opened the list and sent its
+/// descriptor; the installed daemon always opens this one.
+pub(crate) fn base_list_name() -> PathBuf {
+    crate::paths::Paths::system().base_list
+}
+
 /// Resolves the base list's absolute entries (as root, following a
 /// symlink in the last component), with its warnings for the log.
 pub(crate) fn resolve_base(
@@ -341,13 +347,19 @@ pub(crate) fn resolve_base(
     let Some(bytes) = base else {
         sink.record(
             b'A',
-            &format!("{BASE_LIST}: missing; only users' lists apply"),
+            &format!(
+                "{}: missing; only users' lists apply",
+                base_list_name().display()
+            ),
         );
         return Ok(());
     };
     let base = denylist::parse(bytes);
     for w in &base.warnings {
-        sink.record(b'A', &format!("{BASE_LIST}:{}: {}", w.line, w.kind));
+        sink.record(
+            b'A',
+            &format!("{}:{}: {}", base_list_name().display(), w.line, w.kind),
+        );
     }
     for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
         emit_base(sink, e.line, e.path, Shape::of(e), keys)?;
@@ -365,7 +377,8 @@ pub(crate) fn emit_base(
     keys: &mut Option<KeyContext>,
 ) -> Result<(), String> {
     let path = Path::new(OsStr::from_bytes(path));
-    let list = Path::new(BASE_LIST);
+    let list = base_list_name();
+    let list = list.as_path();
     emit(
         sink,
         Source::Base,
