@@ -121,6 +121,34 @@ pub enum ResolveError {
     /// The mount table cannot be read (it maps mount ids to devices).
     #[error("cannot read /proc/self/mountinfo: {0}")]
     MountTable(String),
+    /// The base list's descriptor cannot be read.
+    #[error("cannot read the base list: {0}")]
+    BaseListRead(String),
+    /// The user's own list cannot be read: the launch is refused, not the
+    /// list skipped.
+    #[error("cannot read your list {path}: {why} (fix or remove it)")]
+    OwnList {
+        /// The list's path.
+        path: String,
+        /// The open's or read's error.
+        why: String,
+    },
+    /// A listed path exists but cannot be checked (EACCES on a directory,
+    /// ELOOP, EIO): skipping it would let anyone who can chmod a directory
+    /// take a file off the list, so the launch is refused.
+    #[error("{at}: cannot check the path: {why}; fix the path's permissions or the list")]
+    Unchecked {
+        /// The list and line (and, for the base list, the path).
+        at: String,
+        /// The error.
+        why: String,
+    },
+    /// The daemon's request came without the base list's descriptor.
+    #[error("the base list's descriptor did not arrive (too many open files?)")]
+    NoDescriptor,
+    /// The daemon sent a request this resolver does not know.
+    #[error("bad request {0:?} from the daemon")]
+    BadRequest(char),
 }
 
 pub use crate::paths::HOME_LIST;
@@ -493,5 +521,36 @@ mod tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert!(open_list(&fifo).is_err(), "a FIFO must not block or pass");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn resolution_errors_say_what_to_fix() {
+        let own = ResolveError::OwnList {
+            path: "/home/u/.config/agent-sandbox-exec/denylist".into(),
+            why: "Permission denied (os error 13)".into(),
+        };
+        assert_eq!(
+            own.to_string(),
+            "cannot read your list /home/u/.config/agent-sandbox-exec/denylist: \
+             Permission denied (os error 13) (fix or remove it)"
+        );
+        let unchecked = ResolveError::Unchecked {
+            at: "/home/u/.config/agent-sandbox-exec/denylist:3".into(),
+            why: "Permission denied (os error 13)".into(),
+        };
+        assert!(
+            unchecked
+                .to_string()
+                .ends_with("fix the path's permissions or the list")
+        );
+        assert!(ResolveError::BadRequest('x').to_string().contains("'x'"));
+        let base = ResolveError::BaseList {
+            path: "/etc/agent-sandbox-exec/denylist".into(),
+            why: "is a FIFO".into(),
+        };
+        assert_eq!(
+            base.to_string(),
+            "cannot read the base list /etc/agent-sandbox-exec/denylist: is a FIFO"
+        );
     }
 }

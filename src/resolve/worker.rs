@@ -83,7 +83,7 @@ pub(crate) fn groups_current(user: &User) -> bool {
 }
 
 pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
-    let setup: Result<Option<User>, String> = match role {
+    let setup: Result<Option<User>, ResolveError> = match role {
         Role::Base => Ok(None),
         Role::User(uid) => User::from_uid(Uid::from_raw(uid))
             .map_err(|e| ResolveError::LookUp {
@@ -91,8 +91,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                 why: e.to_string(),
             })
             .and_then(|u| u.ok_or(ResolveError::NoPasswd(uid)))
-            .and_then(|u| drop_privileges(&u).map(|()| Some(u)))
-            .map_err(|e| e.to_string()),
+            .and_then(|u| drop_privileges(&u).map(|()| Some(u))),
     };
     if !die_with(daemon) {
         return 0;
@@ -194,7 +193,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                     .is_none_or(KeyContext::settled)
                     .then_some(inputs),
                 Err(fatal) => {
-                    Sink { out: &mut records }.record(b'F', &fatal);
+                    Sink { out: &mut records }.record(b'F', &fatal.to_string());
                     None
                 }
             };
@@ -223,7 +222,9 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
 /// the request says a descriptor was attached but none arrived (fatal: the
 /// base list would otherwise be skipped).
 #[allow(clippy::type_complexity)]
-pub(crate) fn receive(sock: &UnixStream) -> io::Result<Option<Result<Option<fs::File>, String>>> {
+pub(crate) fn receive(
+    sock: &UnixStream,
+) -> io::Result<Option<Result<Option<fs::File>, ResolveError>>> {
     let mut tag = [0u8; 1];
     let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
     loop {
@@ -260,10 +261,8 @@ pub(crate) fn receive(sock: &UnixStream) -> io::Result<Option<Result<Option<fs::
         return Ok(Some(match (tag[0], files.len(), truncated) {
             (b'N', 0, false) => Ok(None),
             (b'B', 1, false) => Ok(files.pop()),
-            (b'B', _, _) => {
-                Err("the base list's descriptor did not arrive (too many open files?)".to_string())
-            }
-            (t, ..) => Err(format!("bad request {:?} from the daemon", char::from(t))),
+            (b'B', _, _) => Err(ResolveError::NoDescriptor),
+            (t, ..) => Err(ResolveError::BadRequest(char::from(t))),
         }));
     }
 }
@@ -292,7 +291,10 @@ impl Inputs {
     /// Reads the base list from the daemon's descriptor and, for `user`, the
     /// home list. Errors are fatal to the launch: a list that cannot be read
     /// is not skipped.
-    pub(crate) fn read(user: Option<&User>, base: Option<&fs::File>) -> Result<Inputs, String> {
+    pub(crate) fn read(
+        user: Option<&User>,
+        base: Option<&fs::File>,
+    ) -> Result<Inputs, ResolveError> {
         let base = read_base(base)?;
         let Some(user) = user else {
             return Ok(Inputs {
@@ -305,11 +307,9 @@ impl Inputs {
         let list_path = home_list(&home);
         let own = open_list(&list_path)
             .and_then(|f| f.as_ref().map(read_all).transpose())
-            .map_err(|e| {
-                format!(
-                    "cannot read your list {}: {e} (fix or remove it)",
-                    list_path.display()
-                )
+            .map_err(|e| ResolveError::OwnList {
+                path: list_path.display().to_string(),
+                why: e.to_string(),
             })?;
         Ok(Inputs { base, home, own })
     }
@@ -343,7 +343,7 @@ pub(crate) fn resolve_base(
     base: Option<&[u8]>,
     keys: &mut Option<KeyContext>,
     sink: &mut Sink<'_>,
-) -> Result<(), String> {
+) -> Result<(), ResolveError> {
     let Some(bytes) = base else {
         sink.record(
             b'A',
@@ -375,7 +375,7 @@ pub(crate) fn emit_base(
     path: &[u8],
     shape: Shape,
     keys: &mut Option<KeyContext>,
-) -> Result<(), String> {
+) -> Result<(), ResolveError> {
     let path = Path::new(OsStr::from_bytes(path));
     let list = base_list_name();
     let list = list.as_path();
@@ -387,7 +387,7 @@ pub(crate) fn emit_base(
         path,
         shape,
         LastComponent::Follow,
-        context(keys).map_err(|e| e.to_string())?,
+        context(keys)?,
     )
 }
 
@@ -432,8 +432,8 @@ impl ListingSink for KindSink<'_, '_> {
 }
 
 /// The base list's bytes; None when there is none.
-pub(crate) fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, String> {
-    base.map(|f| read_all(f).map_err(|e| format!("cannot read the base list: {e}")))
+pub(crate) fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, ResolveError> {
+    base.map(|f| read_all(f).map_err(|e| ResolveError::BaseListRead(e.to_string())))
         .transpose()
 }
 
@@ -455,7 +455,7 @@ pub(crate) fn resolve_user(
     inputs: &Inputs,
     keys: &mut Option<KeyContext>,
     sink: &mut Sink<'_>,
-) -> Result<(), String> {
+) -> Result<(), ResolveError> {
     let home = user.dir.as_os_str().as_bytes();
     let mut joined = Vec::new();
     // The base list's `~/` entries are the administrator's: resolved as the
@@ -510,7 +510,7 @@ pub(crate) fn resolve_user(
             path,
             Shape::of(e),
             LastComponent::NoFollow,
-            context(keys).map_err(|e| e.to_string())?,
+            context(keys)?,
         )?;
     }
     Ok(())
@@ -528,7 +528,7 @@ pub(crate) fn emit(
     shape: Shape,
     last: LastComponent,
     keys: &mut KeyContext,
-) -> Result<(), String> {
+) -> Result<(), ResolveError> {
     let tag = if source == Source::Home { b'U' } else { b'A' };
     // The user's list names paths by line number only: it is read outside
     // the sandbox, and were it a link to a listed file, an echoed line would
@@ -606,10 +606,10 @@ pub(crate) fn emit(
             // Not "missing", not "not a file": the path exists but cannot be
             // checked (EACCES on a directory, ELOOP, EIO, ...). Skipping it would
             // let anyone who can chmod a directory take a file off the list.
-            return Err(format!(
-                "{}: cannot check the path: {e}; fix the path's permissions or the list",
-                at()
-            ));
+            return Err(ResolveError::Unchecked {
+                at: at(),
+                why: e.to_string(),
+            });
         }
         Err(KeyError::NotRegular(crate::keys::FileKind::Directory)) => {
             "the path is a directory, not a regular file; add a trailing / to deny the whole \
