@@ -6,7 +6,8 @@
  * that is the difference to it. Likewise empty lsm/unix_stream_connect,
  * lsm/task_kill and lsm/file_fcntl programs are the floors of the connect
  * loop (asx-bench connectloop) and of the signal and fcntl loops (asx-bench
- * sysloop). Built by the Makefile's bench target with
+ * sysloop); an empty lsm/inode_free_security, which ours also attaches and
+ * the connect loop's freed sockets run, belongs to the connect loop's floor. Built by the Makefile's bench target with
  * `clang -O2 -g -target bpf`; loaded by `asx-bench empty-prog`.
  */
 #define SEC(name) __attribute__((section(name), used))
@@ -33,6 +34,13 @@ int empty_file_fcntl(void *ctx)
 
 SEC("lsm/unix_stream_connect")
 int empty_unix_stream_connect(void *ctx)
+{
+	return 0;
+}
+
+/* Every freed inode (a socket of the connect loop) runs ours too: the floor has it. */
+SEC("lsm/inode_free_security")
+int empty_inode_free_security(void *ctx)
 {
 	return 0;
 }
