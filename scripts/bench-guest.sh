@@ -243,7 +243,8 @@ hook_suite() {
 		chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 		measure "hook.dirs$n" as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	done
-	set_list "$U" 0
+	# Back to the $BIG list, which the honesty check and the memory figures below expect.
+	set_list "$U" "$BIG"
 	# Honesty checks: the loop ran in the sandbox, and a listed file is denied there.
 	as_user "$U" agent-sandbox-exec grep -q '^0::/agent-sandbox-exec/uid-' /proc/self/cgroup \
 		|| die "a launched process is not in its sandbox cgroup"
