@@ -411,6 +411,11 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
     let mut out: Vec<AllowedSocket> = Vec::new();
     for list in lists {
         let Ok(bytes) = fs::read(&list) else { continue };
+        // Most lists have no socket line: skip their parse (every launch
+        // reads both lists here; a 10,000-line list took milliseconds).
+        if !may_hold_socket_lines(&bytes) {
+            continue;
+        }
         for line in crate::denylist::parse(&bytes).sockets {
             let at = format!("{}:{}", list.display(), line.line);
             match resolve_socket(&line.spec, |n| std::env::var_os(n)) {
@@ -426,6 +431,12 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
         }
     }
     out
+}
+
+/// Whether list text `bytes` may hold a `socket` line: false when the word
+/// does not occur at all, so the list need not be parsed for them.
+fn may_hold_socket_lines(bytes: &[u8]) -> bool {
+    bytes.windows(b"socket".len()).any(|w| w == b"socket")
 }
 
 /// The socket a `socket` line names, with `env` as the environment.
@@ -643,6 +654,20 @@ mod tests {
             libc::S_IFIFO | 0o600,
             Some(libc::EPERM)
         ));
+    }
+
+    #[test]
+    fn lists_without_the_word_are_not_parsed_for_sockets() {
+        assert!(!may_hold_socket_lines(b"~/.netrc\n/etc/shadow\n"));
+        assert!(!may_hold_socket_lines(b""));
+        assert!(may_hold_socket_lines(b"~/.netrc\nsocket $SSH_AUTH_SOCK\n"));
+        // A path that merely contains the word is parsed (and is no socket line).
+        assert!(may_hold_socket_lines(b"/run/user/1000/socket-dir/x\n"));
+        assert!(
+            crate::denylist::parse(b"/run/user/1000/socket-dir/x\n")
+                .sockets
+                .is_empty()
+        );
     }
 
     #[test]
