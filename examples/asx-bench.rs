@@ -265,32 +265,15 @@ fn connectloop(args: &[OsString]) -> Res<()> {
     let path = dir.join("asx-bench.sock");
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).map_err(|e| format!("bind {path:?}: {e}"))?;
-    let one_run = |n: u64| -> Res<f64> {
-        let start = Instant::now();
-        for _ in 0..n {
-            let c = UnixStream::connect(&path).map_err(|e| format!("connect {path:?}: {e}"))?;
-            let (a, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-            drop(a);
-            drop(c);
-        }
-        Ok(nanos(start.elapsed()) as f64 / n as f64)
-    };
-    std::thread::sleep(Duration::from_secs(1));
-    one_run(iters / 10 + 1)?;
-    let mut per_op = Vec::new();
-    for _ in 0..runs {
-        per_op.push(one_run(iters)?);
-    }
+    let timed = op_loop(iters, runs, || {
+        let c = UnixStream::connect(&path).map_err(|e| format!("connect {path:?}: {e}"))?;
+        let (a, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+        drop(a);
+        drop(c);
+        Ok(())
+    });
     let _ = std::fs::remove_file(&path);
-    per_op.sort_by(f64::total_cmp);
-    let n = per_op.len();
-    let med = if n % 2 == 1 {
-        per_op[n / 2]
-    } else {
-        (per_op[n / 2 - 1] + per_op[n / 2]) / 2.0
-    };
-    println!("{med:.1} {:.1} {:.1} {n}", per_op[0], per_op[n - 1]);
-    Ok(())
+    timed
 }
 
 /// Sum over CPUs of the time they ran tasks other than idle (rq_cpu_time,
