@@ -339,19 +339,12 @@ check_tools() {
 # ---------------------------------------------------------------- set-up
 
 preflight() {
-	local c missing=""
 	if [ "$(id -u)" -ne 0 ]; then
 		fail "running as root" "uid $(id -u)"
 		return 1
 	fi
-	for c in "$LAUNCHER" runuser timeout useradd userdel loginctl systemd-run busctl tmux \
-		python3 ssh-agent ssh-add ssh-keygen git logger journalctl; do
-		command -v "$c" >/dev/null || missing="$missing $c"
-	done
-	if [ -n "$missing" ]; then
-		fail "required commands present" "missing:$missing"
-		return 1
-	fi
+	require_commands "$LAUNCHER" runuser timeout useradd userdel loginctl systemd-run busctl tmux \
+		python3 ssh-agent ssh-add ssh-keygen git logger journalctl || return 1
 }
 
 setup() {

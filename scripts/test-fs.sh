@@ -1274,19 +1274,12 @@ check_answer_reuse() {
 # ================================================================ setup and cleanup
 
 preflight() {
-	local c missing=""
 	if [ "$(id -u)" -ne 0 ]; then
 		fail "running as root" "uid $(id -u)"
 		return 1
 	fi
-	for c in "$LAUNCHER" runuser timeout useradd userdel mount umount losetup mknod mkfs.ext4 \
-		findmnt truncate mkfifo python3; do
-		command -v "$c" >/dev/null || missing="$missing $c"
-	done
-	if [ -n "$missing" ]; then
-		fail "required commands present" "missing:$missing"
-		return 1
-	fi
+	require_commands "$LAUNCHER" runuser timeout useradd userdel mount umount losetup mknod mkfs.ext4 \
+		findmnt truncate mkfifo python3 || return 1
 }
 
 setup() {

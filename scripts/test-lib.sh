@@ -139,6 +139,18 @@ finish() {
 	exit 1
 }
 
+# require_commands CMD...: every CMD is in PATH, else one FAIL naming the missing
+# ones ("required commands present") and status 1
+require_commands() {
+	local c missing=""
+	for c in "$@"; do
+		command -v "$c" >/dev/null || missing="$missing $c"
+	done
+	[ -z "$missing" ] && return 0
+	fail "required commands present" "missing:$missing"
+	return 1
+}
+
 # listed WORD LIST: WORD is one of the space-separated LIST
 listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 

@@ -1038,19 +1038,12 @@ step_g_purge() {
 # ================================================================ setup and cleanup
 
 preflight() {
-	local c missing=""
 	if [ "$(id -u)" -ne 0 ]; then
 		fail "running as root" "uid $(id -u)"
 		return 1
 	fi
-	for c in "$LAUNCHER" systemctl runuser timeout nice useradd userdel getent pgrep \
-		dpkg-query dpkg-deb apt-get awk find; do
-		command -v "$c" >/dev/null || missing="$missing $c"
-	done
-	if [ -n "$missing" ]; then
-		fail "required commands present" "missing:$missing"
-		return 1
-	fi
+	require_commands "$LAUNCHER" systemctl runuser timeout nice useradd userdel getent pgrep \
+		dpkg-query dpkg-deb apt-get awk find || return 1
 	ok "bpftool is installed" "not in PATH" eval 'command -v bpftool >/dev/null'
 	if [ -z "$N_DEB" ] || [ ! -f "$N_DEB" ]; then
 		fail "the first .deb (version N) is given" "VM_DEBS='${VM_DEBS:-}'"

@@ -386,18 +386,11 @@ check_scheduled() {
 # ================================================================ setup and cleanup
 
 preflight() {
-	local c missing=""
 	if [ "$(id -u)" -ne 0 ]; then
 		fail "running as root" "uid $(id -u)"
 		return 1
 	fi
-	for c in "$LAUNCHER" runuser timeout useradd userdel python3 perl prlimit ps pgrep top; do
-		command -v "$c" >/dev/null || missing="$missing $c"
-	done
-	if [ -n "$missing" ]; then
-		fail "required commands present" "missing:$missing"
-		return 1
-	fi
+	require_commands "$LAUNCHER" runuser timeout useradd userdel python3 perl prlimit ps pgrep top || return 1
 }
 
 setup() {

@@ -1741,18 +1741,11 @@ EOF
 }
 
 preflight() {
-	local c missing=""
 	if [ "$(id -u)" -ne 0 ]; then
 		fail "running as root" "uid $(id -u)"
 		return 1
 	fi
-	for c in "$LAUNCHER" systemctl runuser timeout useradd userdel groupadd getent pgrep; do
-		command -v "$c" >/dev/null || missing="$missing $c"
-	done
-	if [ -n "$missing" ]; then
-		fail "required commands present" "missing:$missing"
-		return 1
-	fi
+	require_commands "$LAUNCHER" systemctl runuser timeout useradd userdel groupadd getent pgrep || return 1
 }
 
 setup() {
