@@ -394,6 +394,14 @@ pub fn join_home_into(out: &mut Vec<u8>, home: &[u8], rest: &[u8]) {
 mod tests {
     use super::*;
 
+    /// (line, problem) of each warning of `p`, in order.
+    fn warning_kinds(p: &Parsed<'_>) -> Vec<(usize, LineProblem)> {
+        p.warnings
+            .iter()
+            .map(|w| (w.line, w.kind.clone()))
+            .collect()
+    }
+
     fn paths(p: &Parsed) -> Vec<(usize, Anchor, Vec<u8>)> {
         p.entries
             .iter()
@@ -436,11 +444,7 @@ mod tests {
         input.extend_from_slice(&long);
         input.extend_from_slice(b"\n/fine\n");
         let p = parse(&input);
-        let kinds: Vec<_> = p
-            .warnings
-            .iter()
-            .map(|w| (w.line, w.kind.clone()))
-            .collect();
+        let kinds: Vec<_> = warning_kinds(&p);
         assert_eq!(
             kinds,
             vec![
@@ -501,11 +505,7 @@ mod tests {
     #[test]
     fn too_broad_directory_entries_are_refused() {
         let p = parse(b"/\n/etc/\n//home//\n~/\n/srv/a/../\n!relative\n!\n/srv/ok/\n");
-        let kinds: Vec<_> = p
-            .warnings
-            .iter()
-            .map(|w| (w.line, w.kind.clone()))
-            .collect();
+        let kinds: Vec<_> = warning_kinds(&p);
         assert_eq!(
             kinds,
             vec![
@@ -584,11 +584,7 @@ mod tests {
                 },
             ]
         );
-        let bad: Vec<_> = p
-            .warnings
-            .iter()
-            .map(|w| (w.line, w.kind.clone()))
-            .collect();
+        let bad: Vec<_> = warning_kinds(&p);
         assert_eq!(
             bad,
             vec![
