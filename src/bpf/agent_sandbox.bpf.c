@@ -146,6 +146,20 @@ static __always_inline bool in_sandbox(__u64 cgid)
 }
 
 /*
+ * The start of the hooks that judge the current task: an earlier verdict
+ * `ret` stands (pass_on()), and a task outside every sandbox is not judged
+ * (one cgroup-id lookup); otherwise `cgid` is the task's sandbox cgroup id.
+ */
+#define ONLY_SANDBOXED(ret, cgid)                     \
+	do {                                          \
+		if ((ret) != 0)                       \
+			return pass_on(ret);          \
+		(cgid) = bpf_get_current_cgroup_id(); \
+		if (!in_sandbox(cgid))                \
+			return 0;                     \
+	} while (0)
+
+/*
  * The btrfs subvolume (tree) id of a btrfs inode, 0 for other filesystems.
  * btrfs gives every subvolume and snapshot its own inode-number space under
  * one superblock, so (s_dev, i_ino) alone is ambiguous there: the key adds
@@ -680,11 +694,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
 	if (file_refused(cgid, file) || proc_write_refused(cgid, file))
 		return -EPERM;
@@ -705,11 +715,7 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
 	    name_refused(cgid, dir, new_dentry, true) ||
@@ -729,11 +735,7 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (inode_listed(cgid, old_dentry->d_inode) || name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
@@ -747,11 +749,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (name_refused(cgid, dir, dentry, true))
 		return -EPERM;
 	return 0;
@@ -800,11 +798,7 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
 	    on_path(cgid, dentry->d_inode))
 		return -EPERM;
@@ -816,11 +810,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (on_path(cgid, dentry->d_inode))
 		return -EPERM;
 	return 0;
@@ -1018,11 +1008,7 @@ static __always_inline int other_task_check(struct task_struct *t, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	return task_cgid(t) != cgid ? -EPERM : 0;
 }
 
@@ -1233,11 +1219,7 @@ int BPF_PROG(unix_stream_connect, struct sock *sock, struct sock *other, struct 
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	return sock_verdict(cgid, other);
 }
 
@@ -1246,11 +1228,7 @@ int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	return sock_verdict(cgid, BPF_CORE_READ(other, sk));
 }
 
@@ -1259,11 +1237,7 @@ int BPF_PROG(file_receive, struct file *file, int ret)
 {
 	__u64 cgid;
 
-	if (ret != 0)
-		return pass_on(ret);
-	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid))
-		return 0;
+	ONLY_SANDBOXED(ret, cgid);
 	if (file_refused(cgid, file))
 		return -EPERM;
 	return 0;
