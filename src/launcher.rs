@@ -209,8 +209,7 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
     let daemon = daemon_pid(paths)?;
     let uid = nix::unistd::getuid().as_raw();
     let deadline = Instant::now() + REPLY_TIMEOUT;
-    let socket = paths.socket();
-    let conn = request::connect_to(&socket, REPLY_TIMEOUT).map_err(|e| match &e {
+    let conn = connect_daemon(paths, |e| match &e {
         RequestError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => {
             LaunchError::NoReply(format!(
                 "its socket's queue stayed full for {} s",
@@ -219,17 +218,6 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
         }
         _ => LaunchError::NoDaemon(e.to_string()),
     })?;
-    // The listening end's credentials are those of the process that called
-    // listen(2): only root can bind in the daemon's 0755 root directory,
-    // checked anyway so that a misconfigured tree fails closed.
-    let server = request::peer_of(conn.as_fd()).map_err(|e| LaunchError::Request(e.to_string()))?;
-    if server.uid != 0 {
-        return Err(LaunchError::Request(format!(
-            "{} is served by uid {}, not by root",
-            socket.display(),
-            server.uid
-        )));
-    }
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
@@ -335,12 +323,22 @@ fn status(paths: &Paths, verbose: bool) -> u8 {
     code
 }
 
-/// Asks the daemon for this uid's status; its pid and the answer.
-fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError> {
-    let daemon = daemon_pid(paths)?;
+/// Connects to the daemon's request socket ([`Paths::socket`]), waiting at
+/// most [`REPLY_TIMEOUT`] for room in its queue, and checks that root
+/// listens there.
+///
+/// # Errors
+/// `on_connect`'s error for a failed connect; [`LaunchError::Request`] if
+/// the listener's credentials cannot be read or are not root's.
+fn connect_daemon(
+    paths: &Paths,
+    on_connect: impl FnOnce(RequestError) -> LaunchError,
+) -> Result<OwnedFd, LaunchError> {
     let socket = paths.socket();
-    let conn = request::connect_to(&socket, REPLY_TIMEOUT)
-        .map_err(|e| LaunchError::NoDaemon(e.to_string()))?;
+    let conn = request::connect_to(&socket, REPLY_TIMEOUT).map_err(on_connect)?;
+    // The listening end's credentials are those of the process that called
+    // listen(2): only root can bind in the daemon's 0755 root directory,
+    // checked anyway so that a misconfigured tree fails closed.
     let server = request::peer_of(conn.as_fd()).map_err(|e| LaunchError::Request(e.to_string()))?;
     if server.uid != 0 {
         return Err(LaunchError::Request(format!(
@@ -349,6 +347,13 @@ fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError>
             server.uid
         )));
     }
+    Ok(conn)
+}
+
+/// Asks the daemon for this uid's status; its pid and the answer.
+fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError> {
+    let daemon = daemon_pid(paths)?;
+    let conn = connect_daemon(paths, |e| LaunchError::NoDaemon(e.to_string()))?;
     let req = Request {
         pid: std::process::id() as i32,
         status: true,
