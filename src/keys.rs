@@ -32,7 +32,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::sys::{fs_type, open_at, statx_at};
-use crate::watch::Watches;
+use crate::watch::{ScanWatch, Watches};
 
 pub use crate::entries::{
     DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER,
@@ -143,7 +143,7 @@ pub trait ListingSink {
 }
 
 /// What [`KeyContext::resolve_dir`] found below a directory entry.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DirScan {
     /// Files with more than one link, whose inode keys were sent.
     pub marked: usize,
@@ -151,6 +151,10 @@ pub struct DirScan {
     /// or directories past [`MAX_SCAN_DEPTH`] / [`MAX_SCAN_ENTRIES`] (then
     /// at least 1).
     pub unmarked: usize,
+    /// Why the scan's directories and files could not all be watched
+    /// ([`crate::watch`]), if so: then the resolution is not reused and the
+    /// next launch scans again.
+    pub unwatched: Option<String>,
 }
 
 #[cfg(test)]
@@ -579,11 +583,10 @@ impl KeyContext {
         let Some(budget) = scan_budget else {
             return Ok(DirScan::default());
         };
-        // The scan reads directories that no watch covers: the answer must
-        // not be reused without resolving again.
-        if let Some(w) = self.watches.as_mut() {
-            w.give_up();
-        }
+        // Every directory the scan reads is watched before it is read, and
+        // every file with one link for a new link (crate::watch), so that
+        // the answer can be sent again while no event arrives. When that
+        // fails, the answer is not reused: the next launch scans again.
         let fd = open_at(
             libc::AT_FDCWD,
             bytes,
@@ -594,18 +597,51 @@ impl KeyContext {
         let mut seen = 0usize;
         let mut todo = vec![(fd, key, 0usize)];
         while let Some((fd, dkey, depth)) = todo.pop() {
+            if let Some(w) = self.watches.as_mut()
+                && let Err(e) = w.watch_scanned_dir(&fd)
+            {
+                w.give_up();
+                scan.unwatched = Some(e.to_string());
+            }
             let names = read_names(&fd).map_err(KeyError::Stat)?;
             for name in names {
                 seen += 1;
                 if seen > MAX_SCAN_ENTRIES {
                     scan.unmarked += 1;
+                    // The rest is unread and unwatched.
+                    if let Some(w) = self.watches.as_mut()
+                        && w.watching()
+                    {
+                        w.give_up();
+                        scan.unwatched =
+                            Some(format!("more than {MAX_SCAN_ENTRIES} names below it"));
+                    }
                     return Ok(scan);
                 }
-                let Ok(stx) = statx_at(fd.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW) else {
-                    continue;
+                let stx = match statx_at(fd.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW) {
+                    Ok(stx) => stx,
+                    Err(e) => {
+                        self.unwatchable_below(&mut scan, &e);
+                        continue;
+                    }
                 };
-                match u32::from(stx.stx_mode) & libc::S_IFMT {
-                    libc::S_IFREG if stx.stx_nlink > 1 => {
+                let mode = u32::from(stx.stx_mode);
+                let mut nlink = stx.stx_nlink;
+                if ScanWatch::of(mode, nlink) == ScanWatch::LinkCount
+                    && let Some(w) = self.watches.as_mut()
+                {
+                    match w.watch_scanned_file(&fd, &name, (stx.stx_dev_major, stx.stx_dev_minor)) {
+                        Ok(now) => nlink = now,
+                        // Gone meanwhile: its directory's watch saw that.
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                        Err(e) => {
+                            w.give_up();
+                            scan.unwatched = Some(e.to_string());
+                        }
+                    }
+                }
+                match mode & libc::S_IFMT {
+                    libc::S_IFREG if nlink > 1 => {
                         if scan.marked >= budget {
                             scan.unmarked += 1;
                             continue;
@@ -627,18 +663,23 @@ impl KeyContext {
                     }
                     libc::S_IFDIR => {
                         if depth + 1 >= MAX_SCAN_DEPTH {
+                            // Not read: what is below it changes nothing.
                             scan.unmarked += 1;
                             continue;
                         }
-                        let Ok(sub) = open_at(
+                        let sub = match open_at(
                             fd.as_raw_fd(),
                             &name,
                             libc::O_RDONLY
                                 | libc::O_DIRECTORY
                                 | libc::O_NOFOLLOW
                                 | libc::O_NONBLOCK,
-                        ) else {
-                            continue;
+                        ) {
+                            Ok(sub) => sub,
+                            Err(e) => {
+                                self.unwatchable_below(&mut scan, &e);
+                                continue;
+                            }
                         };
                         let ft = fs_type(&sub).map_err(KeyError::Stat)?;
                         let subvol = if ft == BTRFS_SUPER_MAGIC {
@@ -660,6 +701,23 @@ impl KeyContext {
             }
         }
         Ok(scan)
+    }
+
+    /// A name below a directory entry that the scan cannot examine or read
+    /// (EACCES, say): skipped, as are its contents. A permission change that
+    /// would let a later scan read it raises no event on the watched
+    /// directory holding it, so the answer is not reused. A name gone
+    /// meanwhile (ENOENT) raised an event there already.
+    fn unwatchable_below(&mut self, scan: &mut DirScan, e: &io::Error) {
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return;
+        }
+        if let Some(w) = self.watches.as_mut()
+            && w.watching()
+        {
+            w.give_up();
+            scan.unwatched = Some(format!("a name below it cannot be examined: {e}"));
+        }
     }
 
     /// Opens and examines directory `path` (cached); returns its index in
@@ -1024,6 +1082,81 @@ mod tests {
             e.contains("exFAT") && e.contains("cannot be denied reliably"),
             "{e}"
         );
+    }
+
+    /// Resolves directory entry `e` anew (as a resolver's full resolution
+    /// does) until no event arrived meanwhile; its scan.
+    fn scan_quietly(k: &mut KeyContext, e: &Path) -> DirScan {
+        for _ in 0..200 {
+            k.renew().unwrap();
+            k.watch_anew();
+            let mut l = Listing::default();
+            let scan = k.resolve_dir(e, KIND_DIR_USER, Some(100), &mut l).unwrap();
+            k.take_marks();
+            k.forget_dirs();
+            if k.settled() {
+                return scan;
+            }
+        }
+        panic!("an event after every one of 200 scans");
+    }
+
+    #[test]
+    fn a_scan_is_reused_until_what_it_marks_may_change() {
+        let root = std::env::temp_dir().join(format!("asx-scan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (e, out) = (root.join("e"), root.join("out"));
+        std::fs::create_dir_all(e.join("sub")).unwrap();
+        std::fs::create_dir_all(out.join("d")).unwrap();
+        let probe = OwnedFd::from(std::fs::File::open(&root).unwrap());
+        if !crate::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            std::fs::remove_dir_all(&root).unwrap();
+            return;
+        }
+        std::fs::write(e.join("f"), b"").unwrap();
+        std::fs::write(e.join("sub/g"), b"").unwrap();
+        std::fs::write(e.join("m"), b"").unwrap();
+        std::fs::hard_link(e.join("m"), out.join("m")).unwrap();
+        let mut k = KeyContext::new().unwrap();
+        let scan = scan_quietly(&mut k, &e);
+        assert_eq!((scan.marked, scan.unwatched), (1, None));
+        // Reading and listing change nothing.
+        std::fs::read(e.join("sub/g")).unwrap();
+        std::fs::read_dir(e.join("sub")).unwrap().for_each(drop);
+        assert!(k.settled());
+        // The outside name of a marked file removed: no event, and the last
+        // answer, which still marks it, is the stricter one.
+        std::fs::remove_file(out.join("m")).unwrap();
+        assert!(k.settled());
+        // A single-link file deep below linked from outside.
+        std::fs::hard_link(e.join("sub/g"), out.join("g")).unwrap();
+        assert!(!k.settled());
+        assert_eq!(
+            scan_quietly(&mut k, &e).marked,
+            1,
+            "sub/g, not m (one link now)"
+        );
+        // A new directory with a file linked from outside.
+        std::fs::create_dir(e.join("new")).unwrap();
+        std::fs::write(e.join("new/h"), b"").unwrap();
+        std::fs::hard_link(e.join("new/h"), out.join("h")).unwrap();
+        assert!(!k.settled());
+        assert_eq!(scan_quietly(&mut k, &e).marked, 2);
+        // A directory holding such a file moved in.
+        std::fs::write(out.join("d/x"), b"").unwrap();
+        std::fs::hard_link(out.join("d/x"), out.join("x")).unwrap();
+        let _ = scan_quietly(&mut k, &e);
+        std::fs::rename(out.join("d"), e.join("sub/d")).unwrap();
+        assert!(!k.settled());
+        assert_eq!(scan_quietly(&mut k, &e).marked, 3);
+        // A directory moved out, and the entry itself renamed.
+        std::fs::rename(e.join("sub/d"), out.join("d")).unwrap();
+        assert!(!k.settled());
+        assert_eq!(scan_quietly(&mut k, &e).marked, 2);
+        std::fs::rename(&e, root.join("e2")).unwrap();
+        assert!(!k.settled());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

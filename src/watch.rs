@@ -49,6 +49,24 @@
 //! resolver): from then on the next resolution is a full one anyway, and
 //! further changes in the watched directories (the home among them) should
 //! not queue events for the rest of the resolver's idle time.
+//!
+//! A directory entry's scan (`KeyContext::resolve_dir`) reads every
+//! directory below the entry and marks by inode each regular file with more
+//! than one link. What its answer depends on is those directories' entries
+//! (watched as above, [`Watches::watch_scanned_dir`], before each is read)
+//! and the link count of every file with one link, which an `ln` elsewhere
+//! raises. That change raises `IN_ATTRIB` on the file's own inode only: the
+//! kernel's `fsnotify_link_count` (include/linux/fsnotify.h, called by
+//! `vfs_link`) reports it with `fsnotify_inode`, not to the parent's
+//! watches, so a directory watch never sees it. Each file with one link is
+//! therefore watched itself, for `IN_ATTRIB` ([`Watches::watch_scanned_file`];
+//! no parent gets a child-event mask, so opens elsewhere keep their fast
+//! path). A file with more links is marked by inode already: more names
+//! change nothing. The scan's watches are capped per resolution at
+//! [`scan_watch_cap`] (a quarter of the user's `max_user_watches`); past
+//! the cap, on `ENOSPC`, or on a directory that cannot be trusted, the
+//! resolution is not reusable and every launch scans again, as it did
+//! before, and the resolver says why in a warning about the list line.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -72,6 +90,55 @@ pub const LOCAL_FILESYSTEMS: [i64; 5] =
 /// resolver's user's `fs.inotify.max_user_watches` (8,192 before Linux 5.11,
 /// inotify(7)); a base-list resolver is root's, one per uid with launches.
 pub const MAX_WATCHES: usize = 1024;
+
+/// Scan watches ([`Watches::watch_scanned_dir`], [`Watches::watch_scanned_file`])
+/// in one resolution at most, whatever the user's limit.
+pub const MAX_SCAN_WATCHES: usize = 65_536;
+
+/// Where the kernel publishes the per-user watch limit (inotify(7)).
+const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
+
+/// The cap on scan watches in one resolution, for a user whose
+/// `fs.inotify.max_user_watches` is `limit` (None: unreadable, then the
+/// pre-5.11 default 8,192 is assumed): a quarter of it, so that the user's
+/// editors and file watchers keep the rest, and at most
+/// [`MAX_SCAN_WATCHES`]. The limit counts the watches of every inotify
+/// instance whose creator has that uid (fs/notify/inotify/inotify_user.c,
+/// `inotify_new_watch`: `inc_inotify_watches(group->inotify_data.ucounts)`);
+/// a resolver creates its instance after dropping privileges, so they are
+/// the user's.
+pub fn scan_watch_cap(limit: Option<u64>) -> usize {
+    let limit = usize::try_from(limit.unwrap_or(8192)).unwrap_or(usize::MAX);
+    (limit / 4).min(MAX_SCAN_WATCHES)
+}
+
+/// What a directory entry's scan watches of one name it found, from its
+/// statx mode and link count: a directory is read, so its entries are
+/// watched; a regular file with one link is watched for a new link (which
+/// would give it a name the hook's walk does not cover); anything else
+/// needs no watch (a file with more links is marked by inode, and the
+/// hook does not judge what is not a regular file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanWatch {
+    /// A directory, to read: watch its entries.
+    Entries,
+    /// A regular file with one link: watch its link count (`IN_ATTRIB`).
+    LinkCount,
+    /// Nothing to watch.
+    Nothing,
+}
+
+impl ScanWatch {
+    /// The watch for a name of mode `mode` (`S_IFMT` bits and others) with
+    /// `nlink` links.
+    pub fn of(mode: u32, nlink: u32) -> ScanWatch {
+        match mode & libc::S_IFMT {
+            libc::S_IFDIR => ScanWatch::Entries,
+            libc::S_IFREG if nlink <= 1 => ScanWatch::LinkCount,
+            _ => ScanWatch::Nothing,
+        }
+    }
+}
 
 /// Symlinks followed in one walk before it gives up, as the kernel's
 /// `MAXSYMLINKS` (include/linux/namei.h).
@@ -99,6 +166,10 @@ pub struct Watches {
     prefix: Vec<(Vec<u8>, Rc<OwnedFd>, WalkEnd)>,
     /// False once a directory could not be watched since then.
     complete: bool,
+    /// How many of `set` a directory entry's scan added.
+    scan_watches: usize,
+    /// [`scan_watch_cap`] for this resolution, read at its first scan watch.
+    scan_cap: Option<usize>,
 }
 
 impl AsFd for Watches {
@@ -124,6 +195,8 @@ impl Watches {
             walked: HashMap::new(),
             prefix: Vec::new(),
             complete: true,
+            scan_watches: 0,
+            scan_cap: None,
         })
     }
 
@@ -155,6 +228,7 @@ impl Watches {
         self.local_devs.clear();
         self.walked.clear();
         self.complete = true;
+        self.scan_cap = None;
         Ok(())
     }
 
@@ -176,6 +250,94 @@ impl Watches {
         }
         self.watched.clear();
         self.prefix.clear();
+        self.scan_watches = 0;
+    }
+
+    /// Whether no directory failed to be watched since [`Watches::restart`]
+    /// (events are not looked at): watching more can still make the
+    /// resolution reusable.
+    pub fn watching(&self) -> bool {
+        self.complete
+    }
+
+    /// Watches directory `fd` (any open mode), found by a directory entry's
+    /// scan, before the scan reads it: its entries and itself, as a walked
+    /// directory ([`ScanWatch::Entries`]). Nothing when the resolution is
+    /// not reusable already.
+    ///
+    /// # Errors
+    /// Why it cannot be watched: not on [`LOCAL_FILESYSTEMS`], encrypted,
+    /// past [`scan_watch_cap`], or inotify_add_watch(2)'s (`ENOSPC`: the
+    /// user's `max_user_watches` reached). The caller gives up
+    /// ([`Watches::give_up`]).
+    pub fn watch_scanned_dir(&mut self, fd: &OwnedFd) -> io::Result<()> {
+        if !self.complete {
+            return Ok(());
+        }
+        let stx = statx_fd(fd.as_raw_fd())?;
+        self.watch_examined(fd, &stx, Some(DIR_MASK)).map(drop)
+    }
+
+    /// Watches the regular file `name` in scanned directory `dir`, found
+    /// with one link ([`ScanWatch::LinkCount`]), for `IN_ATTRIB` (a link
+    /// count change, among metadata changes; see the module docs), and
+    /// returns its link count looked up again after the watch is set (a
+    /// link made before that is seen there, one made after raises an
+    /// event): the caller marks the file if it is more than one now.
+    /// `dev` is the (major, minor) statx found for it: a file on another
+    /// device than a filesystem already checked (a file bind-mounted there)
+    /// is not trusted. Nothing, and Ok(1), when the resolution is not
+    /// reusable already.
+    ///
+    /// # Errors
+    /// As [`Watches::watch_scanned_dir`]; the caller gives up.
+    pub fn watch_scanned_file(
+        &mut self,
+        dir: &OwnedFd,
+        name: &[u8],
+        dev: (u32, u32),
+    ) -> io::Result<u32> {
+        if !self.complete {
+            return Ok(1);
+        }
+        if !self.local_devs.contains(&dev) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a file mounted on another filesystem",
+            ));
+        }
+        self.take_scan_slot()?;
+        let mut path = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
+        path.extend_from_slice(name);
+        let wd = self.inotify.add_watch(
+            std::ffi::OsStr::from_bytes(&path),
+            AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_DONT_FOLLOW,
+        )?;
+        self.set.push(wd);
+        self.scan_watches += 1;
+        let stx = crate::sys::statx_at(dir.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
+        Ok(stx.stx_nlink)
+    }
+
+    /// Counts one more scan watch against [`scan_watch_cap`].
+    fn take_scan_slot(&mut self) -> io::Result<()> {
+        let cap = *self.scan_cap.get_or_insert_with(|| {
+            scan_watch_cap(
+                std::fs::read_to_string(MAX_USER_WATCHES)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok()),
+            )
+        });
+        if self.scan_watches >= cap {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "more than {cap} directories and single-link files below directory entries \
+                     (a quarter of fs.inotify.max_user_watches, at most {MAX_SCAN_WATCHES})"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Gives up the current resolution ([`Watches::give_up`]) and discards
@@ -306,7 +468,7 @@ impl Watches {
     fn examine(&mut self, fd: &OwnedFd) -> io::Result<Found> {
         let stx = statx_fd(fd.as_raw_fd())?;
         Ok(match u32::from(stx.stx_mode) & libc::S_IFMT {
-            libc::S_IFDIR => Found::Directory(self.watch_examined(fd, &stx)?),
+            libc::S_IFDIR => Found::Directory(self.watch_examined(fd, &stx, None)?),
             libc::S_IFLNK => Found::Symlink,
             _ => Found::Other,
         })
@@ -314,12 +476,19 @@ impl Watches {
 
     fn watch(&mut self, fd: &OwnedFd) -> io::Result<WalkEnd> {
         let stx = statx_fd(fd.as_raw_fd())?;
-        self.watch_examined(fd, &stx)
+        self.watch_examined(fd, &stx, None)
     }
 
     /// Watches directory `fd` (once per resolution), after checking its
-    /// filesystem is one where inotify sees every change.
-    fn watch_examined(&mut self, fd: &OwnedFd, stx: &libc::statx) -> io::Result<WalkEnd> {
+    /// filesystem is one where inotify sees every change. `scan`: the mask
+    /// of a scan's watch (counted against [`scan_watch_cap`]); None for a
+    /// walk's (against [`MAX_WATCHES`]).
+    fn watch_examined(
+        &mut self,
+        fd: &OwnedFd,
+        stx: &libc::statx,
+        scan: Option<AddWatchFlags>,
+    ) -> io::Result<WalkEnd> {
         let id = (stx.stx_dev_major, stx.stx_dev_minor, stx.stx_ino);
         let end = (stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor);
         if self.watched.contains(&id) {
@@ -331,7 +500,9 @@ impl Watches {
                 "an encrypted directory: its names change with its key, without events",
             ));
         }
-        if self.set.len() >= MAX_WATCHES {
+        if scan.is_some() {
+            self.take_scan_slot()?;
+        } else if self.set.len() - self.scan_watches >= MAX_WATCHES {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!("more than {MAX_WATCHES} directories"),
@@ -349,21 +520,27 @@ impl Watches {
             }
             self.local_devs.push(dev);
         }
-        let mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE_SELF
-            | AddWatchFlags::IN_MOVE_SELF
-            | AddWatchFlags::IN_ONLYDIR;
-        let wd = self
-            .inotify
-            .add_watch(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mask)?;
+        let wd = self.inotify.add_watch(
+            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+            scan.unwrap_or(DIR_MASK),
+        )?;
         self.set.push(wd);
+        if scan.is_some() {
+            self.scan_watches += 1;
+        }
         self.watched.insert(id);
         Ok(end)
     }
 }
+
+/// A directory's watch: every change of its entries and of itself.
+const DIR_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
 
 /// What a name turned out to be, in a walk.
 enum Found {
@@ -497,6 +674,53 @@ mod tests {
         });
         std::fs::remove_file(root.join("m/lf")).unwrap();
         assert!(!w.intact());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn what_a_scan_watches_and_how_many() {
+        let (dir, reg, lnk) = (libc::S_IFDIR | 0o755, libc::S_IFREG | 0o600, libc::S_IFLNK);
+        assert_eq!(ScanWatch::of(dir, 2), ScanWatch::Entries);
+        // One link: a new one elsewhere must be seen (the file's own
+        // IN_ATTRIB; its directory's watch never gets it).
+        assert_eq!(ScanWatch::of(reg, 1), ScanWatch::LinkCount);
+        // More links: marked by inode already, whatever its names.
+        assert_eq!(ScanWatch::of(reg, 2), ScanWatch::Nothing);
+        assert_eq!(ScanWatch::of(lnk, 1), ScanWatch::Nothing);
+        assert_eq!(ScanWatch::of(libc::S_IFIFO, 1), ScanWatch::Nothing);
+        // A quarter of the user's limit, the pre-5.11 default when unknown.
+        assert_eq!(scan_watch_cap(Some(8192)), 2048);
+        assert_eq!(scan_watch_cap(None), 2048);
+        assert_eq!(scan_watch_cap(Some(3)), 0);
+        assert_eq!(scan_watch_cap(Some(1 << 40)), MAX_SCAN_WATCHES);
+    }
+
+    #[test]
+    fn a_new_link_to_a_watched_file_is_seen_and_its_directory_alone_would_not() {
+        let Some(root) = tree("link") else {
+            return;
+        };
+        std::fs::write(root.join("a/b/f"), b"").unwrap();
+        let dir = OwnedFd::from(std::fs::File::open(root.join("a/b")).unwrap());
+        let dev = end_of(&root.join("a/b"));
+        let mut w = Watches::new().unwrap();
+        quiet(&mut w, |w| {
+            w.watch_scanned_dir(&dir).unwrap();
+        });
+        // The kernel's fsnotify_link_count reports to the inode only.
+        std::fs::hard_link(root.join("a/b/f"), root.join("g")).unwrap();
+        assert!(w.intact(), "a directory watch got the link count change");
+        std::fs::remove_file(root.join("g")).unwrap();
+        quiet(&mut w, |w| {
+            w.watch_scanned_dir(&dir).unwrap();
+            assert_eq!(w.watch_scanned_file(&dir, b"f", (dev.1, dev.2)).unwrap(), 1);
+        });
+        assert_eq!(w.scan_watches, 2);
+        std::fs::hard_link(root.join("a/b/f"), root.join("g")).unwrap();
+        assert!(!w.intact());
+        // A file on a device not checked is not trusted.
+        w.restart().unwrap();
+        assert!(w.watch_scanned_file(&dir, b"f", (u32::MAX, 0)).is_err());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

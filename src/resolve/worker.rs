@@ -560,17 +560,29 @@ pub(crate) fn emit(
                 (exc_kind, None)
             };
             match keys.resolve_dir(path, kind, budget, sink) {
-                Ok(scan) => Ok((scan.unmarked > 0).then(|| {
-                    format!(
-                        "{} files below it with other names, or directories deeper than {} \
-                         levels, were not marked by inode (past {} per launch): they are \
-                         denied by path; a name made for one outside the directory before \
-                         launch is not",
-                        scan.unmarked,
-                        crate::keys::MAX_SCAN_DEPTH,
-                        MAX_SCAN_KEYS
-                    )
-                })),
+                Ok(scan) => {
+                    let unmarked = (scan.unmarked > 0).then(|| {
+                        format!(
+                            "{} files below it with other names, or directories deeper than {} \
+                             levels, were not marked by inode (past {} per launch): they are \
+                             denied by path; a name made for one outside the directory before \
+                             launch is not",
+                            scan.unmarked,
+                            crate::keys::MAX_SCAN_DEPTH,
+                            MAX_SCAN_KEYS
+                        )
+                    });
+                    let unwatched = scan.unwatched.map(|why| {
+                        format!(
+                            "what is below it cannot all be watched ({why}), so every launch \
+                             reads the whole tree again instead of reusing the last answer"
+                        )
+                    });
+                    Ok(match (unmarked, unwatched) {
+                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                        (a, b) => a.or(b),
+                    })
+                }
                 Err(KeyError::NotRegular(kind)) => {
                     sink.out.truncate(mark);
                     sink.record(
