@@ -4,7 +4,9 @@
 # scripts/test-reboot.sh (it installs the package again; the Makefile's
 # vm-test boots the guest a second time for the other half). The suites: the
 # operator harness test.sh, file systems test-fs.sh, directory entries
-# test-dirs.sh, the reuse of a directory entry's scan test-dirscan.sh, the user's daemons and passed descriptors test-doors.sh, the
+# test-dirs.sh, the reuse of a directory entry's scan test-dirscan.sh, mounts
+# below directory entries cloned in a user namespace test-mounts.sh, the user's
+# daemons and passed descriptors test-doors.sh, the
 # user's other processes and terminal test-procs.sh, --status/--check/the
 # doctor test-status.sh, and last the package lifecycle test-lifecycle.sh,
 # which ends by purging the package. A suite that is not on the share is a
@@ -12,7 +14,7 @@
 # record first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-doors.sh test-procs.sh test-status.sh test-lifecycle.sh)
+SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh test-procs.sh test-status.sh test-lifecycle.sh)
 
 echo "== systemd-analyze security agent-sandbox-execd.service"
 systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 60 || true

@@ -48,11 +48,15 @@ pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
 /// walk bound, AGENT_SANDBOX_WALK_DEPTH).
 pub const MAX_SCAN_DEPTH: usize = 64;
 
-/// Mount id → device (major, minor) of the mounted superblock, from
-/// /proc/self/mountinfo (Documentation/filesystems/proc.rst, "3.5 mountinfo").
+/// Mount id → device (major, minor) of the mounted superblock, and the
+/// mount points, from /proc/self/mountinfo (Documentation/filesystems/proc.rst,
+/// "3.5 mountinfo").
 #[derive(Debug, Default, Clone)]
 pub struct MountTable {
     by_id: HashMap<u64, (u32, u32)>,
+    /// Every mount point (field 5), unescaped ([`crate::procfs::unescape`]),
+    /// in table order; one path may appear more than once (stacked mounts).
+    points: Vec<Vec<u8>>,
 }
 
 impl MountTable {
@@ -69,10 +73,18 @@ impl MountTable {
 
     /// Parses mountinfo text; lines that do not parse are ignored.
     pub fn parse(text: &[u8]) -> MountTable {
-        let by_id = crate::procfs::mountinfo(text)
-            .map(|m| (m.mount_id, (m.major, m.minor)))
-            .collect();
-        MountTable { by_id }
+        let mut by_id = HashMap::new();
+        let mut points = Vec::new();
+        for m in crate::procfs::mountinfo(text) {
+            by_id.insert(m.mount_id, (m.major, m.minor));
+            points.push(crate::procfs::unescape(m.mount_point));
+        }
+        MountTable { by_id, points }
+    }
+
+    /// The mount points, unescaped, in table order (a path may repeat).
+    pub fn points(&self) -> impl Iterator<Item = &[u8]> {
+        self.points.iter().map(Vec::as_slice)
     }
 
     /// The (major, minor) of mount `mnt_id`, if known.
@@ -253,6 +265,9 @@ pub struct KeyContext {
     /// name their files directory by directory, so most names need no
     /// insert into `marks`.
     last_listed: Option<FileKey>,
+    /// The canonical directories of the `DIR/` and `!DIR/` lines resolved
+    /// since the last [`KeyContext::mark_mounts_below`], with their kinds.
+    dir_lines: Vec<(Vec<u8>, u32)>,
 }
 
 /// How many directories [`KeyContext`] keeps open at most.
@@ -277,6 +292,7 @@ impl KeyContext {
             marks: HashSet::new(),
             marked_paths: HashSet::new(),
             last_listed: None,
+            dir_lines: Vec::new(),
         })
     }
 
@@ -580,6 +596,11 @@ impl KeyContext {
                 }
             }
         }
+        // For mark_mounts_below: mountinfo names mount points canonically.
+        if let Ok(canon) = fs::canonicalize(path) {
+            self.dir_lines
+                .push((canon.as_os_str().as_bytes().to_vec(), kind));
+        }
         let Some(budget) = scan_budget else {
             return Ok(DirScan::default());
         };
@@ -718,6 +739,52 @@ impl KeyContext {
             w.give_up();
             scan.unwatched = Some(format!("a name below it cannot be examined: {e}"));
         }
+    }
+
+    /// Marks, for every `DIR/` line resolved since the last call, the root
+    /// inode of each filesystem mounted at or below its directory (in this
+    /// process's mount namespace) with the line's kind, unless an `!DIR/`
+    /// of the same list is nearer ([`mounts_to_mark`]); forgets the lines.
+    ///
+    /// The hook's walk climbs a filesystem's dentries to its superblock root
+    /// and only then follows the opened path's mount to its mount point, so
+    /// a clone of such a mount made elsewhere (`unshare -Urm; mount --bind
+    /// ~/.ssh/keys /tmp/x`, or open_tree(OPEN_TREE_CLONE) + move_mount)
+    /// never passes the entry; the mark on the mounted root is passed by
+    /// every path into that tree. For a bind mount of a subdirectory
+    /// (`/srv/keys` at `~/.ssh/keys`) that root is `/srv/keys`, which is
+    /// then denied by its own path too. The key is the one [`KeyContext`]
+    /// gives any directory (the mount's device from the mount table, the
+    /// btrfs subvolume); statx of the mount point reaches the top mount
+    /// there, the only one a path (or a clone of one) can reach.
+    ///
+    /// Returns the mount points that could not be examined, with why (a
+    /// mount point the caller cannot reach, EACCES; a FAT filesystem), for
+    /// warnings; each is `(kind, point, reason)`. A mount point gone since
+    /// the table was read is skipped (the mount change makes the next
+    /// request resolve again, [`KeyContext::renew`]).
+    ///
+    /// # Errors
+    /// The read error of /proc/self/mountinfo.
+    pub fn mark_mounts_below(
+        &mut self,
+        sink: &mut impl ListingSink,
+    ) -> io::Result<Vec<(u32, Vec<u8>, String)>> {
+        let lines = std::mem::take(&mut self.dir_lines);
+        if lines.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.mounts = MountTable::read_from(&mut self.mountinfo)?;
+        let todo = mounts_to_mark(self.mounts.points(), &lines);
+        let mut problems = Vec::new();
+        for (point, kind) in todo {
+            match self.dir(&point) {
+                Ok(at) => sink.file(self.dirs[at].1.key.with_kind(kind)),
+                Err(KeyError::Missing) => {}
+                Err(e) => problems.push((kind, point, e.to_string())),
+            }
+        }
+        Ok(problems)
     }
 
     /// Opens and examines directory `path` (cached); returns its index in
@@ -1040,6 +1107,60 @@ fn device_of_mount(mnt_id: u64, mounts: &mut MountTable, mountinfo: &mut fs::Fil
     mounts.device(mnt_id).map(|(ma, mi)| kernel_dev(ma, mi))
 }
 
+/// Whether absolute `path` is `dir` or lies below it, comparing whole path
+/// components: `/home/u/.sshX` is not below `/home/u/.ssh`. Both are
+/// canonical (no `.`, `..`, `//` or trailing `/`, except `/` itself).
+pub fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
+    if dir == b"/" {
+        return path.first() == Some(&b'/');
+    }
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest.first() == Some(&b'/'))
+}
+
+/// The list kinds of a directory entry and of an exception of the same list.
+const LIST_KINDS: [(u32, u32); 2] = [
+    (KIND_DIR_BASE, KIND_EXC_BASE),
+    (KIND_DIR_USER, KIND_EXC_USER),
+];
+
+/// Which mount points get a directory-entry mark on the root inode of the
+/// mount there, and of which kind ([`KIND_DIR_BASE`], [`KIND_DIR_USER`]).
+///
+/// `points` are mount points (unescaped mountinfo field 5, any order,
+/// repeats allowed); `lines` are the canonical directories of one
+/// resolution's `DIR/` lines (kind `KIND_DIR_*`) and `!DIR/` lines (kind
+/// `KIND_EXC_*`). Per list, the nearest line at or above a mount point
+/// decides, as the hook's walk does (src/denylist.rs: decide(); at one
+/// level a directory entry before an exception of the same directory): a
+/// directory entry marks the mount's root, an exception leaves it unmarked
+/// (its files stay allowed by any path). A mount point that is itself a
+/// line's directory is left out: that line's key is the mount's root
+/// already. Sorted by point, then kind; no repeats.
+pub fn mounts_to_mark<'p>(
+    points: impl IntoIterator<Item = &'p [u8]>,
+    lines: &[(Vec<u8>, u32)],
+) -> Vec<(Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    for point in points {
+        for (dir_kind, exc_kind) in LIST_KINDS {
+            let nearest = lines
+                .iter()
+                .filter(|(d, k)| (*k == dir_kind || *k == exc_kind) && at_or_below(point, d))
+                .max_by_key(|(d, k)| (d.len(), *k == dir_kind));
+            if let Some((d, k)) = nearest
+                && *k == dir_kind
+                && d.as_slice() != point
+            {
+                out.push((point.to_vec(), dir_kind));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 fn kind_of(mode: u32) -> FileKind {
     match mode {
         libc::S_IFDIR => FileKind::Directory,
@@ -1067,6 +1188,74 @@ mod tests {
         assert_eq!(t.device(35), Some((0, 31)));
         assert_eq!(t.device(99), Some((7, 300)));
         assert_eq!(t.device(1), None);
+    }
+
+    #[test]
+    fn mounts_below_a_directory_entry() {
+        // Field 5 as the kernel escapes it (fs/proc_namespace.c: mangle()).
+        let text = b"22 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
+            30 22 0:40 / /home/u/.ssh/keys rw - tmpfs tmpfs rw\n\
+            31 22 254:1 /srv/keys /home/u/.ssh/my\\040keys rw - ext4 /dev/vda1 rw\n\
+            32 30 0:41 / /home/u/.ssh/keys/deeper rw - tmpfs tmpfs rw\n\
+            33 22 0:42 / /home/u/.sshX rw - tmpfs tmpfs rw\n\
+            34 22 0:43 / /home/u/.ssh rw - tmpfs tmpfs rw\n\
+            35 22 0:44 / /home/u/.ssh/pub/m rw - tmpfs tmpfs rw\n\
+            36 22 0:45 / /home/u/.ssh/pub/priv/m rw - tmpfs tmpfs rw\n\
+            37 22 0:46 / /home/u/.ssh/keys rw - tmpfs tmpfs rw\n\
+            38 22 0:47 / /home/u/.s rw - tmpfs tmpfs rw\n";
+        let t = MountTable::parse(text);
+        let ssh = b"/home/u/.ssh".to_vec();
+        let lines = vec![
+            (ssh.clone(), KIND_DIR_USER),
+            (b"/home/u/.ssh/pub".to_vec(), KIND_EXC_USER),
+            (b"/home/u/.ssh/pub/priv".to_vec(), KIND_DIR_USER),
+        ];
+        let got = mounts_to_mark(t.points(), &lines);
+        let want: Vec<(Vec<u8>, u32)> = [
+            &b"/home/u/.ssh/keys"[..],
+            b"/home/u/.ssh/keys/deeper",
+            b"/home/u/.ssh/my keys",
+            b"/home/u/.ssh/pub/priv/m",
+        ]
+        .iter()
+        .map(|p| (p.to_vec(), KIND_DIR_USER))
+        .collect();
+        // Not: /home/u/.sshX and /home/u/.s (other names), /home/u/.ssh
+        // itself (the entry's own key), /home/u/.ssh/pub/m (an exception is
+        // nearer); the stacked /home/u/.ssh/keys once.
+        assert_eq!(got, want);
+
+        // The other list's exception does not re-allow; each list decides
+        // for its own kind.
+        let lines = vec![
+            (ssh.clone(), KIND_DIR_BASE),
+            (ssh.clone(), KIND_DIR_USER),
+            (b"/home/u/.ssh/keys".to_vec(), KIND_EXC_USER),
+        ];
+        let got = mounts_to_mark([&b"/home/u/.ssh/keys/deeper"[..]], &lines);
+        assert_eq!(
+            got,
+            vec![(b"/home/u/.ssh/keys/deeper".to_vec(), KIND_DIR_BASE)]
+        );
+
+        // A directory entry and an exception on one directory: the entry
+        // wins, as in the hook (it checks the entry's kind first).
+        let lines = vec![(ssh.clone(), KIND_EXC_USER), (ssh.clone(), KIND_DIR_USER)];
+        let got = mounts_to_mark([&b"/home/u/.ssh/k"[..]], &lines);
+        assert_eq!(got, vec![(b"/home/u/.ssh/k".to_vec(), KIND_DIR_USER)]);
+
+        // Exceptions alone mark nothing.
+        assert!(mounts_to_mark(t.points(), &[(ssh, KIND_EXC_BASE)]).is_empty());
+    }
+
+    #[test]
+    fn paths_below_by_whole_components() {
+        assert!(at_or_below(b"/a/b", b"/a/b"));
+        assert!(at_or_below(b"/a/b/c", b"/a/b"));
+        assert!(!at_or_below(b"/a/bc", b"/a/b"));
+        assert!(!at_or_below(b"/a", b"/a/b"));
+        assert!(at_or_below(b"/x", b"/"));
+        assert!(at_or_below(b"/", b"/"));
     }
 
     #[test]

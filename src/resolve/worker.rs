@@ -176,6 +176,9 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                 .map(|()| inputs)
             });
             if let Some(k) = keys.as_mut() {
+                if result.is_ok() {
+                    mark_mounts(k, &mut Sink { out: &mut records });
+                }
                 let marks = k.take_marks();
                 if result.is_ok() {
                     let mut sink = Sink { out: &mut records };
@@ -632,6 +635,40 @@ pub(crate) fn emit(
     };
     sink.record(tag, &format!("{}: {problem}; skipped", at()));
     Ok(())
+}
+
+/// Marks the roots of the filesystems mounted below this resolution's
+/// directory entries ([`KeyContext::mark_mounts_below`]) into `sink`, with a
+/// warning naming each mount point that could not be examined (for the user
+/// for the user's list, for the log for the base list). A mount table that
+/// cannot be read is a warning too: the entries themselves still apply.
+pub(crate) fn mark_mounts(keys: &mut KeyContext, sink: &mut Sink<'_>) {
+    let problems = match keys.mark_mounts_below(sink) {
+        Ok(p) => p,
+        Err(e) => {
+            sink.record(
+                b'A',
+                &format!(
+                    "cannot read /proc/self/mountinfo to mark the filesystems mounted below \
+                     directory entries: {e}; their files are denied only through the mounts \
+                     below the entries, not through another mount of them"
+                ),
+            );
+            return;
+        }
+    };
+    for (kind, point, why) in problems {
+        let tag = if kind == KIND_DIR_USER { b'U' } else { b'A' };
+        sink.record(
+            tag,
+            &format!(
+                "{}: a filesystem mounted here, below a directory entry, {why}; its files are \
+                 denied through this path, but not through another mount of it (such as a bind \
+                 mount made in a user namespace)",
+                Path::new(OsStr::from_bytes(&point)).display()
+            ),
+        );
+    }
 }
 
 /// Opens a list file: Ok(None) when it does not exist. Opened without
