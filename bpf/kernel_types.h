@@ -40,8 +40,10 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_INODE_STORAGE = 28,
 };
 #define BPF_F_NO_PREALLOC (1U << 0)
+#define BPF_LOCAL_STORAGE_GET_F_CREATE (1ULL << 0)
 #define BPF_F_MMAPABLE (1U << 10)
 
 /* include/uapi/asm-generic/errno-base.h */
@@ -63,6 +65,9 @@ enum bpf_map_type {
 #define EXT4_SUPER_MAGIC 0xEF53
 #define F2FS_SUPER_MAGIC 0xF2F52010
 #define XFS_SUPER_MAGIC 0x58465342
+#define TMPFS_MAGIC 0x01021994
+/* include/uapi/linux/fs.h: renameat2() flags */
+#define RENAME_EXCHANGE (1 << 1)
 /* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of a casefolded directory */
 #define S_CASEFOLD (1 << 15)
 /* include/uapi/linux/stat.h */
@@ -105,11 +110,19 @@ struct qstr {
 struct dentry {
 	unsigned int d_flags;
 	struct dentry *d_parent;
+	struct super_block *d_sb;
 	struct qstr d_name;
 	struct inode *d_inode;
 	union {
 		struct hlist_node d_alias; /* node in d_inode->i_dentry */
 	} d_u;
+};
+
+/* include/linux/fs.h: vfs_rename()'s argument */
+struct renamedata {
+	struct dentry *old_dentry;
+	struct dentry *new_dentry;
+	unsigned int flags;
 };
 
 /* include/linux/mount.h */

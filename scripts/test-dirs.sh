@@ -36,6 +36,11 @@
 #   base_vs_user    a user's exception never re-allows a base-list directory entry
 #   inside_exc      an exception added from inside changes nothing for the running
 #                   sandbox or a nested launch; the next outside launch applies it
+#   memos           the walk memos of a running sandbox (README, "Directory entries"):
+#                   a file read there again after its directory's ancestor was moved
+#                   into an entry outside, after an outside launch made its directory
+#                   an entry, and after its filesystem's mount was moved below an
+#                   entry (mount --move): denied each time
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>", notes ("# ...");
 # then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -59,7 +64,7 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc
+	dir_replaced filesystems base_vs_user inside_exc memos
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -409,6 +414,58 @@ setup() {
 	useradd -m -c "$GECOS" -s /bin/sh "$USR" || return 1
 	UH=$(home_of "$USR")
 	chmod 0755 "$UH"
+}
+
+# memo_read WHAT PATH SECRET: the running sandbox reads PATH twice (the second read uses a memo)
+memo_read() {
+	local want=$3
+	job "cat $2; cat $2"
+	okl "memos: $1: read twice before" 'job=$(snip "$T/job.out")' \
+		eval '[ "$(grep -c "$want" "$T/job.out")" -eq 2 ]'
+}
+
+# memo_denied WHAT PATH SECRET: the running sandbox is now denied PATH
+memo_denied() {
+	local want=$3
+	job "cat $2"
+	okl "memos: $1" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$want" "$T/job.out"'
+}
+
+check_memos() {
+	rm -rf "$UH/.ssh/moved" "$UH/mw"
+	put "$UH/mw/a/b/file" 0600 "$(sec moved)"
+	put "$UH/mw2/c/file" 0600 "$(sec marked)"
+	udir "$UH/.ssh" "$UH/mp"
+	set_list "~/.ssh/"
+	start_server
+	# 1. A directory above the memo's moves into the entry (fexit/vfs_rename).
+	memo_read "ancestor moved" "$UH/mw/a/b/file" "$(sec moved)"
+	mv "$UH/mw/a" "$UH/.ssh/moved"
+	memo_denied "a file read before, after an ancestor of its directory moved into ~/.ssh/ outside" \
+		"$UH/.ssh/moved/b/file" "$(sec moved)"
+	# 2. An outside launch adds a directory entry above it (WALK_GEN_MARKS).
+	memo_read "entry added" "$UH/mw2/c/file" "$(sec marked)"
+	set_list "~/.ssh/" "~/mw2/"
+	run_in "$USR" true
+	memo_denied "a file read before, after an outside launch listed ~/mw2/" "$UH/mw2/c/file" "$(sec marked)"
+	# 3. Its mount moves below the entry: same vfsmount, new place (mount_lock).
+	if mount --bind "$UH/mp" "$UH/mp" && MOUNTS+=("$UH/mp") && mount --make-private "$UH/mp" &&
+		mnt "$UH/mp/t" -t tmpfs -o size=4m,mode=0755 asx-dirs-memo; then
+		put "$UH/mp/t/file" 0600 "$(sec mounted)"
+		memo_read "mount moved" "$UH/mp/t/file" "$(sec mounted)"
+		udir "$UH/.ssh/t"
+		if mount --move "$UH/mp/t" "$UH/.ssh/t" 2>"$T/move.err"; then
+			MOUNTS+=("$UH/.ssh/t")
+			memo_denied "a file read before, after its mount was moved below ~/.ssh/ (mount --move)" \
+				"$UH/.ssh/t/file" "$(sec mounted)"
+		else
+			fail "memos: mount --move" "$(snip "$T/move.err")"
+		fi
+	else
+		fail "memos: setup of the private bind mount and tmpfs" "see stderr"
+	fi
+	stop_server
 }
 
 cleanup() {

@@ -52,9 +52,14 @@ const PRESENT: [u8; 1] = [1];
 /// the 6.1 and 6.6 stable series); found by its BPF LSM attach point in the
 /// kernel's BTF (`bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c).
 const COMPAT_IOCTL_HOOK: &str = "bpf_lsm_file_ioctl_compat";
-/// AGENT_SANDBOX_SLOTS and AGENT_SANDBOX_SLOT_SHARED (agent_sandbox.h).
+/// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED and
+/// AGENT_SANDBOX_SLOT_DIRS (agent_sandbox.h).
 const SLOTS: usize = 4096;
 const SLOT_SHARED: u64 = u64::MAX;
+const SLOT_DIRS: u64 = 1 << 63;
+/// AGENT_SANDBOX_WALK_GENS and AGENT_SANDBOX_WALK_GEN_MARKS (agent_sandbox.h).
+const WALK_GENS: usize = 2;
+const WALK_GEN_MARKS: usize = 0;
 /// AGENT_SANDBOX_FILTER_BITS_LOG2 (agent_sandbox.h).
 const FILTER_BITS_LOG2: u32 = 23;
 const FILTER_WORDS: usize = 1 << (FILTER_BITS_LOG2 - 6);
@@ -522,8 +527,8 @@ pub struct Bpf {
     /// Sandbox cgroup ids currently in agent_cgid_set.
     sandboxes: HashSet<u64>,
     slots: WordArray,
-    /// dir_slots: sandbox_slots for the sandboxes that have directory entries.
-    dir_slots: WordArray,
+    /// walk_gens (agent_sandbox.h): word WALK_GEN_MARKS is bumped here.
+    walk_gens: WordArray,
     filter: Filter,
     /// Per sandbox: dropped_keys as of its last apply that wrote every
     /// desired file key. Per sandbox, not one value: a drop may have taken a
@@ -604,7 +609,8 @@ impl Bpf {
             ("sandbox_slots", &mut open.maps.sandbox_slots),
             ("key_filter", &mut open.maps.key_filter),
             ("sock_allow", &mut open.maps.sock_allow),
-            ("dir_slots", &mut open.maps.dir_slots),
+            ("walk_gens", &mut open.maps.walk_gens),
+            ("walk_memos", &mut open.maps.walk_memos),
         ] {
             if !pinned {
                 continue;
@@ -642,7 +648,7 @@ impl Bpf {
             }
         };
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
-        let dir_slots = WordArray::map(&skel.maps.dir_slots, SLOTS, "dir_slots")?;
+        let walk_gens = WordArray::map(&skel.maps.walk_gens, WALK_GENS, "walk_gens")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -653,13 +659,14 @@ impl Bpf {
         let mut links = Vec::new();
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
-            let mut link = prog.attach_lsm().map_err(|cause| BpfError::Kernel {
-                what: format!("attach the lsm/{name} program"),
+            // By its section: lsm/ hooks and the one fexit/ program.
+            let mut link = prog.attach().map_err(|cause| BpfError::Kernel {
+                what: format!("attach the {name} program"),
                 cause,
             })?;
             if pinned {
                 link.pin(pin_dir.join(format!("{generation}{name}")))
-                    .map_err(lb(format!("pin the lsm/{name} link")))?;
+                    .map_err(lb(format!("pin the {name} link")))?;
                 // Pinned: the program now stays attached after we exit.
                 link.disconnect();
             } else {
@@ -679,7 +686,7 @@ impl Bpf {
             versions: HashMap::new(),
             sandboxes: HashSet::new(),
             slots,
-            dir_slots,
+            walk_gens,
             filter: Filter {
                 words,
                 counts: HashMap::new(),
@@ -785,7 +792,9 @@ impl Bpf {
         }
     }
 
-    /// Recomputes slot `slot` of sandbox_slots from the sandbox set.
+    /// Recomputes slot `slot` of sandbox_slots from the sandbox set: 0, the
+    /// one sandbox's cgroup id (with [`SLOT_DIRS`] when its mirror holds
+    /// directory entries) or [`SLOT_SHARED`].
     fn write_slot(&self, slot: usize) {
         let mut holders = self
             .sandboxes
@@ -793,26 +802,19 @@ impl Bpf {
             .filter(|&&c| (c as usize) & (SLOTS - 1) == slot);
         let value = match (holders.next(), holders.next()) {
             (None, _) => 0,
+            (Some(&c), None) if self.mirror.get(&c).is_some_and(has_dirs) => c | SLOT_DIRS,
             (Some(&c), None) => c,
             (Some(_), Some(_)) => SLOT_SHARED,
         };
         self.slots.word(slot).store(value, Ordering::SeqCst);
-        self.write_dir_slot(slot);
     }
 
-    /// Recomputes slot `slot` of dir_slots: the sandboxes in that slot
-    /// whose mirror holds directory entries.
-    fn write_dir_slot(&self, slot: usize) {
-        let mut holders = self
-            .mirror
-            .iter()
-            .filter(|(c, set)| (**c as usize) & (SLOTS - 1) == slot && has_dirs(set));
-        let value = match (holders.next(), holders.next()) {
-            (None, _) => 0,
-            (Some((&c, _)), None) => c,
-            (Some(_), Some(_)) => SLOT_SHARED,
-        };
-        self.dir_slots.word(slot).store(value, Ordering::SeqCst);
+    /// Makes every walk memo of the programs stale (WALK_GEN_MARKS): called
+    /// after deny_map or name_map changed, before the change is reported.
+    fn stale_walk_memos(&self) {
+        self.walk_gens
+            .word(WALK_GEN_MARKS)
+            .fetch_add(1, Ordering::SeqCst);
     }
 
     /// Whether this daemon's program links are still pinned (an
@@ -943,13 +945,17 @@ impl Bpf {
             new.files()
         };
         let file_keys = deny_key_bytes(cgid, files);
-        if let Err(e) = insert(
+        let inserted = insert(
             &self.skel.maps.deny_map,
             "deny_map",
             &file_keys,
             DENY_KEY_LEN,
             total,
-        ) {
+        );
+        if !file_keys.is_empty() || !new.names().is_empty() {
+            self.stale_walk_memos();
+        }
+        if let Err(e) = inserted {
             self.mirror.insert(cgid, current);
             return Err(e);
         }
@@ -963,6 +969,9 @@ impl Bpf {
             NAME_KEY_LEN,
             total,
         );
+        if !new.names().is_empty() {
+            self.stale_walk_memos();
+        }
         if let Err(e) = inserted {
             let with_files = DenySet::new(new.files().to_vec(), Vec::new());
             self.mirror.insert(cgid, current.union(&with_files));
@@ -978,7 +987,7 @@ impl Bpf {
             current.union(&new)
         };
         self.mirror.insert(cgid, held);
-        self.write_dir_slot((cgid as usize) & (SLOTS - 1));
+        self.write_slot((cgid as usize) & (SLOTS - 1));
         self.add_sandbox(cgid)?;
         if crate::policy::may_loosen(mode) {
             self.remove(cgid, stale.files(), stale.names());
@@ -1052,7 +1061,8 @@ impl Bpf {
         }
         let held = self.mirror.entry(cgid).or_default();
         *held = held.minus(&DenySet::new(gone_files, gone_names));
-        self.write_dir_slot((cgid as usize) & (SLOTS - 1));
+        self.stale_walk_memos();
+        self.write_slot((cgid as usize) & (SLOTS - 1));
     }
 
     /// Forgets a sandbox that no longer exists: removes `cgid` from
@@ -1491,6 +1501,7 @@ mod tests {
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }
+        assert!(has(b"fexit/vfs_rename"), "vfs_rename");
         for m in [
             "deny_map",
             "name_map",
@@ -1498,7 +1509,8 @@ mod tests {
             "sandbox_slots",
             "key_filter",
             "sock_allow",
-            "dir_slots",
+            "walk_gens",
+            "walk_memos",
         ] {
             assert!(has(m.as_bytes()), "{m}");
         }

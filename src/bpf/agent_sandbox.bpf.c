@@ -138,11 +138,43 @@ static __always_inline bool in_sandbox(__u64 cgid)
 
 	if (!slot || *slot == 0)
 		return false;
-	if (*slot == cgid)
-		return true;
-	if (*slot != AGENT_SANDBOX_SLOT_SHARED)
-		return false;
-	return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
+	if (*slot == AGENT_SANDBOX_SLOT_SHARED)
+		return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
+	return (*slot & ~AGENT_SANDBOX_SLOT_DIRS) == cgid;
+}
+
+/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries. */
+#define SBX_IN 1U
+#define SBX_DIRS 2U
+
+/*
+ * 0 for a cgroup outside every sandbox; else SBX_IN, with SBX_DIRS when the
+ * sandbox has directory entries (AGENT_SANDBOX_SLOT_DIRS in its slot, or,
+ * for a shared slot, the KIND_HAS_DIRS key): sandboxes without directory
+ * entries learn it from the slot's one load.
+ */
+static __always_inline __u32 sandbox_of(__u64 cgid)
+{
+	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
+	__u64 *slot = bpf_map_lookup_elem(&sandbox_slots, &idx);
+	struct deny_key dk = {};
+	__u64 v;
+
+	if (!slot)
+		return 0;
+	v = *slot;
+	if (v == 0)
+		return 0;
+	if (v == AGENT_SANDBOX_SLOT_SHARED) {
+		if (!bpf_map_lookup_elem(&agent_cgid_set, &cgid))
+			return 0;
+		dk.cgid = cgid;
+		dk.file.kind = AGENT_SANDBOX_KIND_HAS_DIRS;
+		return bpf_map_lookup_elem(&deny_map, &dk) ? SBX_IN | SBX_DIRS : SBX_IN;
+	}
+	if ((v & ~AGENT_SANDBOX_SLOT_DIRS) != cgid)
+		return 0;
+	return (v & AGENT_SANDBOX_SLOT_DIRS) ? SBX_IN | SBX_DIRS : SBX_IN;
 }
 
 /*
@@ -156,6 +188,17 @@ static __always_inline bool in_sandbox(__u64 cgid)
 			return pass_on(ret);          \
 		(cgid) = bpf_get_current_cgroup_id(); \
 		if (!in_sandbox(cgid))                \
+			return 0;                     \
+	} while (0)
+
+/* The same, also setting `sbx` to sandbox_of(cgid), for the hooks that look at directory entries. */
+#define ONLY_SANDBOXED_AS(ret, cgid, sbx)             \
+	do {                                          \
+		if ((ret) != 0)                       \
+			return pass_on(ret);          \
+		(cgid) = bpf_get_current_cgroup_id(); \
+		(sbx) = sandbox_of(cgid);             \
+		if (!(sbx))                           \
 			return 0;                     \
 	} while (0)
 
@@ -414,7 +457,7 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
  * A list line `DIR/` denies every non-directory below DIR, at any depth and
  * by any name; `!PATH` and `!DIR/` re-allow what the same list's directory
  * entries deny (agent_sandbox.h: KIND_DIR_*, KIND_EXC_*). For a sandboxed
- * task whose sandbox has directory entries (has_dirs()), file_open walks the
+ * task whose sandbox has directory entries (SBX_DIRS), file_open walks the
  * opened dentry's d_parent chain: the dentry tree of the superblock, which no
  * bind mount, mount namespace or user namespace can fake (a bind mount of a
  * subdirectory shares its dentries, so the walk goes on above the bind
@@ -431,6 +474,25 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
  * (fs/dcache.c: d_move() and d_exchange() take write_seqlock(&rename_lock))
  * is read before and after each attempt.
  *
+ * Walk memos. The walk from a directory up depends only on the sandbox, the
+ * marks, the dentry tree above the directory and, past its superblock's
+ * root, the mounts above the file's mount. file_open keeps the walk's result
+ * from an opened file's parent directory in that directory's inode storage
+ * (walk_memos, struct walk_memo), and the next open of a file there by the
+ * same sandbox judges the file's own level, then takes the rest from the
+ * memo: an inode-storage lookup instead of a walk. A memo is used only
+ * while the marks (WALK_GEN_MARKS, bumped by the daemon after each apply),
+ * the directories (WALK_GEN_MOVES, bumped after each directory rename by
+ * fexit/vfs_rename) and, for the part past the superblock's root, the
+ * mounts (mount_lock's sequence count, fs/namespace.c: every change of the
+ * mount tree takes write_seqlock(&mount_lock)) are as when it was made; the
+ * counts are read before the walk that makes it, so a change during that
+ * walk leaves a memo that is never used. Memos are made only on
+ * filesystems whose directories move only through vfs_rename()
+ * (memo_fs()): on a network or FUSE filesystem d_splice_alias() may move a
+ * directory's dentry on a lookup, without a rename here. A memo lives as
+ * long as the directory's inode is in the inode cache.
+ *
  * inode_link, inode_rename and inode_symlink refuse a sandboxed task a name
  * that would carry a file or directory out of, or an inode of its own into,
  * a directory entry (the walk's answer differs between the old and the new
@@ -438,38 +500,27 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
  * would write the secret where the agent reads).
  */
 
-/*
- * Low bits of a cgroup id -> 0, the one sandbox with those bits that has
- * directory entries, or SLOT_SHARED (ask deny_map's KIND_HAS_DIRS key), as
- * sandbox_slots: sandboxes without directory entries pay one array load.
- */
+/* See agent_sandbox.h: WALK_GEN_MARKS, WALK_GEN_MOVES. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, AGENT_SANDBOX_SLOTS);
+	__uint(max_entries, AGENT_SANDBOX_WALK_GENS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, __u64);
-} dir_slots SEC(".maps");
+} walk_gens SEC(".maps");
+
+/* Directory inode -> its walk memo (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct walk_memo);
+} walk_memos SEC(".maps");
 
 /* fs/dcache.c: seqlock_t rename_lock; its sequence count is the first word. */
 extern const void rename_lock __ksym __weak;
-
-static __always_inline bool has_dirs(__u64 cgid)
-{
-	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
-	__u64 *slot = bpf_map_lookup_elem(&dir_slots, &idx);
-	struct deny_key dk = {};
-
-	if (!slot || *slot == 0)
-		return false;
-	if (*slot == cgid)
-		return true;
-	if (*slot != AGENT_SANDBOX_SLOT_SHARED)
-		return false;
-	dk.cgid = cgid;
-	dk.file.kind = AGENT_SANDBOX_KIND_HAS_DIRS;
-	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
-}
+/* fs/namespace.c: seqlock_t mount_lock, the same shape. */
+extern const void mount_lock __ksym __weak;
 
 #define WALK_OPEN 0
 #define WALK_DENY 1
@@ -483,6 +534,10 @@ struct walk_ctx {
 	__u32 base;   /* WALK_* for the base list */
 	__u32 user;   /* WALK_* for the user's list */
 	__u32 done;   /* the root was reached or both lists decided */
+	__u32 sb_base; /* base and user as the first superblock root was reached */
+	__u32 sb_user;
+	__u32 at_sb;   /* 1 once the walk has passed the first superblock root */
+	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
 	__u32 pad;
 };
 
@@ -516,12 +571,31 @@ static __always_inline void walk_note(__u32 *state, void *map, void *key, __u32 
 		*state = WALK_ALLOW;
 }
 
-static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field)
+/* Both lists' states after the marks of one key. */
+static __always_inline void note_marks(__u32 *base, __u32 *user, void *map, void *key,
+				       __u32 *kind_field)
 {
-	walk_note(&c->base, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_BASE,
+	walk_note(base, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_BASE,
 		  AGENT_SANDBOX_KIND_EXC_BASE);
-	walk_note(&c->user, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_USER,
+	walk_note(user, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_USER,
 		  AGENT_SANDBOX_KIND_EXC_USER);
+}
+
+/* Is the walk decided: a list denies, or both have decided? */
+static __always_inline bool walk_decided(__u32 base, __u32 user)
+{
+	return base == WALK_DENY || user == WALK_DENY || (base != WALK_OPEN && user != WALK_OPEN);
+}
+
+/*
+ * May a walk memo be made for a directory of a filesystem with magic
+ * `magic`: one whose directory dentries move only in d_move() and
+ * d_exchange() from vfs_rename() (ext2/3/4, XFS, btrfs, tmpfs, F2FS)?
+ */
+static __always_inline bool memo_fs(unsigned long magic)
+{
+	return magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC ||
+	       magic == BTRFS_SUPER_MAGIC || magic == TMPFS_MAGIC || magic == F2FS_SUPER_MAGIC;
 }
 
 /* One level of the walk (a bpf_loop() callback): 1 stops the loop. */
@@ -543,7 +617,7 @@ static long walk_step(__u64 index, void *ctx)
 		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
 			read_key(&dk.file, inode, ino);
 			dk.cgid = c->cgid;
-			walk_marks(c, &deny_map, &dk, &dk.file.kind);
+			note_marks(&c->base, &c->user, &deny_map, &dk, &dk.file.kind);
 		}
 	}
 	parent = BPF_CORE_READ(d, d_parent);
@@ -551,13 +625,21 @@ static long walk_step(__u64 index, void *ctx)
 		struct mount *m = (struct mount *)c->mnt;
 		struct mount *up;
 
+		if (!c->at_sb) {
+			c->at_sb = 1;
+			c->sb_base = c->base;
+			c->sb_user = c->user;
+		}
 		if (!m)
 			goto root;
 		up = BPF_CORE_READ(m, mnt_parent);
 		if (!up || up == m)
 			goto root;
-		c->dentry = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
+		d = BPF_CORE_READ(m, mnt_mountpoint);
+		c->dentry = (__u64)d;
 		c->mnt = (__u64)up;
+		if (!memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
+			c->cross_memo = 0;
 		goto next;
 	}
 	inode = BPF_CORE_READ(parent, d_inode);
@@ -580,15 +662,20 @@ static long walk_step(__u64 index, void *ctx)
 				if (bpf_probe_read_kernel(nk->name, size, name))
 					c->base = WALK_DENY; /* unreadable name: fail closed */
 				else
-					walk_marks(c, &name_map, nk, &nk->dir.kind);
+					note_marks(&c->base, &c->user, &name_map, nk,
+						   &nk->dir.kind);
 			}
 		}
 	}
 	c->dentry = (__u64)parent;
 next:
-	if (c->base == WALK_DENY || c->user == WALK_DENY ||
-	    (c->base != WALK_OPEN && c->user != WALK_OPEN)) {
+	if (walk_decided(c->base, c->user)) {
 		c->done = 1;
+		if (!c->at_sb) {
+			c->at_sb = 1;
+			c->sb_base = c->base;
+			c->sb_user = c->user;
+		}
 		return 1;
 	}
 	return 0;
@@ -597,46 +684,178 @@ root:
 	return 1;
 }
 
-/* The sequence count of rename_lock, or 0 if the kernel symbol is unknown. */
-static __always_inline __u32 rename_seq(void)
+/* The first word of a seqlock_t at `lock` (its sequence count), or 0 if the kernel symbol is unknown. */
+static __always_inline __u32 seq_of(const void *lock)
 {
 	__u32 seq = 0;
 
-	if (&rename_lock)
-		bpf_probe_read_kernel(&seq, sizeof(seq), &rename_lock);
+	if (lock)
+		bpf_probe_read_kernel(&seq, sizeof(seq), lock);
 	return seq;
 }
 
 /*
- * Does a directory entry of sandbox `cgid` deny the (possibly negative)
- * dentry at address `dentry`, on mount `mnt` (struct mount address, 0 to not
- * cross mounts)? Denied past the depth bound or when renames overlap both
- * attempts.
+ * The walk of sandbox `cgid` from the (possibly negative) dentry at address
+ * `dentry`, on mount `mnt` (struct mount address, 0 to not cross mounts),
+ * at most `depth` levels, into `c`. False when renames overlapped both
+ * attempts (then nothing in `c` may be used).
  */
-static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
+				      __u32 depth)
 {
-	struct walk_ctx c = {};
 	__u32 seq;
 	int attempt;
 
 	for (attempt = 0; attempt < 2; attempt++) {
-		seq = rename_seq();
-		c.cgid = cgid;
-		c.dentry = dentry;
-		c.mnt = mnt;
-		c.base = WALK_OPEN;
-		c.user = WALK_OPEN;
-		c.done = 0;
-		bpf_loop(AGENT_SANDBOX_WALK_DEPTH, walk_step, &c, 0);
-		if (!(seq & 1) && rename_seq() == seq)
-			return !c.done || c.base == WALK_DENY || c.user == WALK_DENY;
+		seq = seq_of(&rename_lock);
+		__builtin_memset(c, 0, sizeof(*c));
+		c->cgid = cgid;
+		c->dentry = dentry;
+		c->mnt = mnt;
+		c->cross_memo = 1;
+		bpf_loop(depth, walk_step, c, 0);
+		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
+			if (!c->done) {
+				/* Out of levels: fail closed. */
+				c->base = WALK_DENY;
+				if (!c->at_sb)
+					c->sb_base = WALK_DENY;
+			}
+			return true;
+		}
 	}
-	return true;
+	return false;
 }
 
 /*
- * The walk for an opened file: from its dentry on its mount, or, for a
- * backing file that overlayfs opened with the overlay's path (6.1:
+ * Does a directory entry of sandbox `cgid` deny the (possibly negative)
+ * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
+ * the depth bound or when renames overlap both attempts.
+ */
+static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c;
+
+	if (!walk_from(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH))
+		return true;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/*
+ * The marks of one level reached through BTF pointers: inode `inode`, named
+ * `dentry` in directory `dir`; the states of both lists in `base`, `user`.
+ */
+static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct dentry *dentry,
+					struct inode *dir, __u32 *base, __u32 *user)
+{
+	struct deny_key dk = {};
+	struct name_key *nk;
+	__u32 zero = 0, len;
+	__u64 size;
+
+	if (filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+		fill_key(&dk.file, inode);
+		dk.cgid = cgid;
+		note_marks(base, user, &deny_map, &dk, &dk.file.kind);
+	}
+	if (!filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return;
+	nk = bpf_map_lookup_elem(&name_scratch, &zero);
+	if (!nk) {
+		*base = WALK_DENY; /* cannot happen; fail closed */
+		return;
+	}
+	__builtin_memset(nk, 0, sizeof(*nk));
+	nk->cgid = cgid;
+	fill_key(&nk->dir, dir);
+	len = dentry->d_name.len;
+	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
+		return;
+	size = len;
+	asm volatile("%[size] &= 255" : [size] "+r"(size));
+	if (bpf_probe_read_kernel(nk->name, size, dentry->d_name.name))
+		*base = WALK_DENY; /* unreadable name: fail closed */
+	else
+		note_marks(base, user, &name_map, nk, &nk->dir.kind);
+}
+
+/*
+ * The walk for a file opened on its own path (`dentry` is the file's, on
+ * vfsmount `vmnt`): the file's level here, the rest from the memo of its
+ * parent directory `parent`, or walked and then kept there.
+ */
+static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry)
+{
+	struct dentry *parent = dentry->d_parent;
+	struct inode *dir = parent->d_inode;
+	struct walk_memo *memo, fresh = {};
+	struct walk_ctx c;
+	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0, one = 1;
+	__u32 mseq, rest_base, rest_user;
+	__u64 *marks, *moves, mnt = 0, vmnt = 0, p = 0;
+
+	level_marks(cgid, file->f_inode, dentry, dir, &base, &user);
+	if (walk_decided(base, user))
+		return base == WALK_DENY || user == WALK_DENY;
+	marks = bpf_map_lookup_elem(&walk_gens, &zero);
+	moves = bpf_map_lookup_elem(&walk_gens, &one);
+	if (!marks || !moves)
+		return true; /* cannot happen; fail closed */
+	BPF_CORE_READ_INTO(&vmnt, file, f_path.mnt);
+	memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
+	if (memo && memo->cgid == cgid && memo->marks_gen == *marks &&
+	    memo->moves_gen == *moves) {
+		rest_base = memo->sb_base;
+		rest_user = memo->sb_user;
+		if (walk_decided(rest_base, rest_user))
+			goto combine;
+		if (memo->mnt == vmnt && vmnt && &mount_lock) {
+			mseq = seq_of(&mount_lock);
+			if (!(mseq & 1) && mseq == memo->mount_seq) {
+				rest_base = memo->full_base;
+				rest_user = memo->full_user;
+				goto combine;
+			}
+		}
+	}
+	/* No memo to use: walk from the parent, then keep the result there. */
+	fresh.cgid = cgid;
+	fresh.marks_gen = *marks;
+	fresh.moves_gen = *moves;
+	mseq = seq_of(&mount_lock);
+	if (vmnt)
+		mnt = vmnt - bpf_core_field_offset(struct mount, mnt);
+	bpf_probe_read_kernel(&p, sizeof(p), &parent);
+	if (p == (__u64)dentry)
+		return true; /* a file at a superblock's root: cannot happen; fail closed */
+	if (!walk_from(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1))
+		return true;
+	rest_base = c.base;
+	rest_user = c.user;
+	if (memo_fs(dir->i_sb->s_magic)) {
+		fresh.sb_base = c.sb_base;
+		fresh.sb_user = c.sb_user;
+		fresh.full_base = c.base;
+		fresh.full_user = c.user;
+		if (c.cross_memo && &mount_lock && !(mseq & 1) && vmnt) {
+			fresh.mnt = vmnt;
+			fresh.mount_seq = mseq;
+		}
+		bpf_inode_storage_delete(&walk_memos, dir);
+		bpf_inode_storage_get(&walk_memos, dir, &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+combine:
+	/* The file's own level is nearer than anything above it. */
+	if (base == WALK_OPEN)
+		base = rest_base;
+	if (user == WALK_OPEN)
+		user = rest_user;
+	return base == WALK_DENY || user == WALK_DENY;
+}
+
+/*
+ * The walk for an opened file: from its dentry on its mount (with memos),
+ * or, for a backing file that overlayfs opened with the overlay's path (6.1:
  * open_with_fake_path()), from the real inode's first alias without
  * crossing mounts.
  */
@@ -645,31 +864,55 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file)
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct hlist_node *first;
-	__u64 mnt = 0, d = 0;
 
-	if (dentry->d_inode == inode) {
-		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-		if (mnt)
-			mnt -= bpf_core_field_offset(struct mount, mnt);
-		BPF_CORE_READ_INTO(&d, file, f_path.dentry);
-		return walk_denied(cgid, d, mnt);
-	}
+	if (dentry->d_inode == inode)
+		return path_walk_denied(cgid, file, dentry);
 	first = inode->i_dentry.first;
 	if (!first)
 		return false;
 	return walk_denied(cgid, (__u64)first - bpf_core_field_offset(struct dentry, d_u.d_alias), 0);
 }
 
-/* May `old` not get the name `new` (link, rename) in sandbox `cgid`? */
-static __always_inline bool moves_across_entry(__u64 cgid, struct dentry *old, struct dentry *new)
+/* May `old` not get the name `new` (link, rename) in sandbox `cgid`, of sandbox_of() `sbx`? */
+static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct dentry *old,
+					       struct dentry *new)
 {
 	__u64 o = 0, n = 0;
 
-	if (!has_dirs(cgid))
+	if (!(sbx & SBX_DIRS))
 		return false;
 	bpf_probe_read_kernel(&o, sizeof(o), &old);
 	bpf_probe_read_kernel(&n, sizeof(n), &new);
 	return walk_denied(cgid, o, 0) != walk_denied(cgid, n, 0);
+}
+
+/*
+ * After a rename (vfs_rename() in fs/namei.c, the one caller of d_move()
+ * and d_exchange() for a rename on a local filesystem) that moved a
+ * directory: every walk memo is stale (WALK_GEN_MOVES). Runs for every
+ * task; a rename of a non-directory changes no memo.
+ */
+SEC("fexit/vfs_rename")
+int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
+{
+	struct inode *moved = NULL, *other = NULL;
+	__u32 one = AGENT_SANDBOX_WALK_GEN_MOVES;
+	unsigned int flags = 0;
+	__u64 *moves;
+
+	if (ret != 0)
+		return 0;
+	BPF_CORE_READ_INTO(&moved, rd, old_dentry, d_inode);
+	BPF_CORE_READ_INTO(&other, rd, new_dentry, d_inode);
+	BPF_CORE_READ_INTO(&flags, rd, flags);
+	if (!((moved && (BPF_CORE_READ(moved, i_mode) & S_IFMT) == S_IFDIR) ||
+	      ((flags & RENAME_EXCHANGE) && other &&
+	       (BPF_CORE_READ(other, i_mode) & S_IFMT) == S_IFDIR)))
+		return 0;
+	moves = bpf_map_lookup_elem(&walk_gens, &one);
+	if (moves)
+		__sync_fetch_and_add(moves, 1);
+	return 0;
 }
 
 /* ---- end of directory entries and exceptions ---------------------------- */
@@ -681,11 +924,11 @@ static __always_inline bool moves_across_entry(__u64 cgid, struct dentry *old, s
  * a directory entry). Shared by file_open and file_receive, so a descriptor
  * passed in is judged as an open of the same file would be.
  */
-static __always_inline bool file_refused(__u64 cgid, struct file *file)
+static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
 	if (open_denied(cgid, file))
 		return true;
-	return (file->f_inode->i_mode & S_IFMT) != S_IFDIR && has_dirs(cgid) &&
+	return (sbx & SBX_DIRS) && (file->f_inode->i_mode & S_IFMT) != S_IFDIR &&
 	       open_walk_denied(cgid, file);
 }
 
@@ -693,10 +936,11 @@ SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (file_refused(cgid, file) || proc_write_refused(cgid, file))
+	if (file_refused(cgid, sbx, file) || proc_write_refused(cgid, file))
 		return -EPERM;
 	return 0;
 }
@@ -714,12 +958,13 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	     int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
 	    name_refused(cgid, dir, new_dentry, true) ||
-	    moves_across_entry(cgid, old_dentry, new_dentry))
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -734,12 +979,13 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	     struct dentry *new_dentry, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (inode_listed(cgid, old_dentry->d_inode) || name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
-	    moves_across_entry(cgid, old_dentry, new_dentry))
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry))
 		return -EPERM;
 	return 0;
 }
@@ -777,7 +1023,7 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 	if (ret != 0)
 		return ret;
 	cgid = bpf_get_current_cgroup_id();
-	if (!in_sandbox(cgid) || !has_dirs(cgid))
+	if (!(sandbox_of(cgid) & SBX_DIRS))
 		return 0;
 	/* A symlink below a directory entry: see the directory-entry section. */
 	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
@@ -1236,9 +1482,10 @@ SEC("lsm/file_receive")
 int BPF_PROG(file_receive, struct file *file, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
-	if (file_refused(cgid, file))
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	if (file_refused(cgid, sbx, file))
 		return -EPERM;
 	return 0;
 }

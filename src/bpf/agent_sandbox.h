@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 6
+#define AGENT_SANDBOX_LAYOUT_VERSION 7
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -34,6 +34,14 @@
  */
 #define AGENT_SANDBOX_SLOTS 4096
 #define AGENT_SANDBOX_SLOT_SHARED 0xffffffffffffffffULL
+/*
+ * Or-ed into a slot that holds one sandbox's cgroup id when that sandbox has
+ * directory entries, so the hooks learn it from the same load. Cgroup ids
+ * are kernfs node ids (the inode number, plus a generation in the high 32
+ * bits: kernfs_node.id in include/linux/kernfs.h), far below bit 63. A
+ * shared slot says nothing: the KIND_HAS_DIRS key does.
+ */
+#define AGENT_SANDBOX_SLOT_DIRS 0x8000000000000000ULL
 
 /*
  * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
@@ -86,7 +94,8 @@
  * above it), and as the kind of name_map's directory key for the same marks
  * by name ({parent, name}: a directory replaced at the listed path, a file
  * replaced at an excepted name). KIND_HAS_DIRS, on the all-zero file key,
- * says the sandbox has directory entries (see dir_slots). These kinds have
+ * says the sandbox has directory entries where its slot is shared (else
+ * AGENT_SANDBOX_SLOT_DIRS in the slot says it). These kinds have
  * key_filter bits (FILTER_TAG_FILE by inode, FILTER_TAG_DIR by the parent of
  * a name), except KIND_HAS_DIRS.
  */
@@ -103,6 +112,41 @@
  * directory entries (fail closed).
  */
 #define AGENT_SANDBOX_WALK_DEPTH 64
+
+/*
+ * walk_gens, an array of two counters: a walk memo (below) is valid only
+ * while both are what they were when it was made.
+ * - WALK_GEN_MARKS: bumped by agent-sandbox-execd after every apply that
+ *   changed deny_map or name_map;
+ * - WALK_GEN_MOVES: bumped by the fexit/vfs_rename program after every
+ *   rename of a directory (a d_move() of a directory changes the ancestors of
+ *   everything below it).
+ */
+#define AGENT_SANDBOX_WALK_GEN_MARKS 0
+#define AGENT_SANDBOX_WALK_GEN_MOVES 1
+#define AGENT_SANDBOX_WALK_GENS 2
+
+/*
+ * A walk memo: the directory-entry walk's result from one directory up,
+ * kept in inode storage on that directory's inode (walk_memos) for the next
+ * open of a file in it by the same sandbox. `sb_*`: the state of each list
+ * after the levels up to the root of the directory's superblock; `full_*`:
+ * after the whole walk, across the mounts above the vfsmount `mnt` (0 when
+ * not kept), valid while mount_lock's sequence count is `mount_seq`.
+ * States are WALK_OPEN/WALK_DENY/WALK_ALLOW of the BPF program; a walk that
+ * ran out of levels is kept as a deny. 40 bytes.
+ */
+struct walk_memo {
+	__u64 cgid;
+	__u64 marks_gen;
+	__u64 moves_gen;
+	__u64 mnt;
+	__u32 mount_seq;
+	__u8 sb_base;
+	__u8 sb_user;
+	__u8 full_base;
+	__u8 full_user;
+};
 
 /*
  * Identity of an inode as the hook sees it: 24 bytes, no implicit padding.
