@@ -27,7 +27,11 @@ test_exists() {
 	*.sh)
 		grep -qE "^${name}\(\) *\{" "$file" || { echo "$file defines no function $name"; return 1; }
 		if [[ $name == check_* ]] && grep -q '^CHECKS=(' "$file"; then
-			sed -n '/^CHECKS=(/,/^)/p' "$file" | tr -s ' \t()' '\n' | grep -qx "${name#check_}" ||
+			# From CHECKS=( to the first line holding ")"; grep reads all of it
+			# (with -q it could exit first, and pipefail would take sed's SIGPIPE
+			# for a failure).
+			awk '/^CHECKS=\(/ { on = 1 } on { print } on && /\)/ { exit }' "$file" |
+				tr -s ' \t()' '\n' | grep -x "${name#check_}" >/dev/null ||
 				{ echo "$name is not in the CHECKS list of $file, so it never runs"; return 1; }
 		fi
 		;;
