@@ -590,12 +590,15 @@ static __always_inline bool walk_decided(__u32 base, __u32 user)
 /*
  * May a walk memo be made for a directory of a filesystem with magic
  * `magic`: one whose directory dentries move only in d_move() and
- * d_exchange() from vfs_rename() (ext2/3/4, XFS, btrfs, tmpfs, F2FS)?
+ * d_exchange() from vfs_rename() (ext2/3/4, XFS, btrfs, tmpfs, F2FS, and
+ * ramfs: the initramfs's rootfs, below the real root after switch_root, so
+ * every walk that leaves the root filesystem crosses into it)?
  */
 static __always_inline bool memo_fs(unsigned long magic)
 {
 	return magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC ||
-	       magic == BTRFS_SUPER_MAGIC || magic == TMPFS_MAGIC || magic == F2FS_SUPER_MAGIC;
+	       magic == BTRFS_SUPER_MAGIC || magic == TMPFS_MAGIC || magic == F2FS_SUPER_MAGIC ||
+	       magic == RAMFS_MAGIC;
 }
 
 /* One level of the walk (a bpf_loop() callback): 1 stops the loop. */
