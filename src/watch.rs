@@ -95,6 +95,13 @@ pub const MAX_WATCHES: usize = 1024;
 /// in one resolution at most, whatever the user's limit.
 pub const MAX_SCAN_WATCHES: usize = 65_536;
 
+/// Scan watches in one resolution at most for a resolver running as root
+/// (the base list's): root's `max_user_watches` is shared by the base-list
+/// resolvers of every user with launches and by root's own tools, and a
+/// user who can write below a base-list directory entry must not be able to
+/// make root hold more than the walk's own [`MAX_WATCHES`] for it.
+pub const MAX_ROOT_SCAN_WATCHES: usize = MAX_WATCHES;
+
 /// Where the kernel publishes the per-user watch limit (inotify(7)).
 const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
 
@@ -106,10 +113,16 @@ const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
 /// instance whose creator has that uid (fs/notify/inotify/inotify_user.c,
 /// `inotify_new_watch`: `inc_inotify_watches(group->inotify_data.ucounts)`);
 /// a resolver creates its instance after dropping privileges, so they are
-/// the user's.
-pub fn scan_watch_cap(limit: Option<u64>) -> usize {
+/// the user's. For a resolver running as root (`root`), at most
+/// [`MAX_ROOT_SCAN_WATCHES`].
+pub fn scan_watch_cap(limit: Option<u64>, root: bool) -> usize {
     let limit = usize::try_from(limit.unwrap_or(8192)).unwrap_or(usize::MAX);
-    (limit / 4).min(MAX_SCAN_WATCHES)
+    let cap = (limit / 4).min(MAX_SCAN_WATCHES);
+    if root {
+        cap.min(MAX_ROOT_SCAN_WATCHES)
+    } else {
+        cap
+    }
 }
 
 /// What a directory entry's scan watches of one name it found, from its
@@ -326,6 +339,7 @@ impl Watches {
                 std::fs::read_to_string(MAX_USER_WATCHES)
                     .ok()
                     .and_then(|s| s.trim().parse().ok()),
+                nix::unistd::geteuid().is_root(),
             )
         });
         if self.scan_watches >= cap {
@@ -333,7 +347,8 @@ impl Watches {
                 io::ErrorKind::Unsupported,
                 format!(
                     "more than {cap} directories and single-link files below directory entries \
-                     (a quarter of fs.inotify.max_user_watches, at most {MAX_SCAN_WATCHES})"
+                     (a quarter of fs.inotify.max_user_watches, at most {MAX_SCAN_WATCHES}; \
+                     {MAX_ROOT_SCAN_WATCHES} for the base list, resolved as root)"
                 ),
             ));
         }
@@ -689,10 +704,14 @@ mod tests {
         assert_eq!(ScanWatch::of(lnk, 1), ScanWatch::Nothing);
         assert_eq!(ScanWatch::of(libc::S_IFIFO, 1), ScanWatch::Nothing);
         // A quarter of the user's limit, the pre-5.11 default when unknown.
-        assert_eq!(scan_watch_cap(Some(8192)), 2048);
-        assert_eq!(scan_watch_cap(None), 2048);
-        assert_eq!(scan_watch_cap(Some(3)), 0);
-        assert_eq!(scan_watch_cap(Some(1 << 40)), MAX_SCAN_WATCHES);
+        assert_eq!(scan_watch_cap(Some(8192), false), 2048);
+        assert_eq!(scan_watch_cap(None, false), 2048);
+        assert_eq!(scan_watch_cap(Some(3), false), 0);
+        // Root's watches are everyone's base lists': never past the walk's own cap.
+        assert_eq!(scan_watch_cap(Some(1 << 20), true), MAX_ROOT_SCAN_WATCHES);
+        assert_eq!(scan_watch_cap(Some(8192), true), MAX_ROOT_SCAN_WATCHES);
+        assert_eq!(scan_watch_cap(Some(400), true), 100);
+        assert_eq!(scan_watch_cap(Some(1 << 40), false), MAX_SCAN_WATCHES);
     }
 
     #[test]
