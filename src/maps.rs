@@ -460,6 +460,49 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
+/// The kernel variables the programs read through untyped ksyms, which
+/// libbpf resolves from /proc/kallsyms at load: rename_lock (the walk's
+/// rename guard) and mount_lock (walk memos past the root filesystem).
+pub const WALK_KSYMS: [&str; 2] = ["rename_lock", "mount_lock"];
+
+/// Which of `names` kallsyms text `text` (the format of /proc/kallsyms:
+/// `ADDRESS TYPE NAME [MODULE]` a line) shows without an address: missing,
+/// or listed at 0, as the kernel shows every address to a reader without
+/// CAP_SYSLOG (kernel/kallsyms.c: kallsyms_show_value()). Pure.
+pub fn hidden_ksyms<'a>(text: &str, names: &[&'a str]) -> Vec<&'a str> {
+    names
+        .iter()
+        .copied()
+        .filter(|name| {
+            !text.lines().any(|l| {
+                let mut f = l.split_whitespace();
+                let addr = f.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+                f.next();
+                f.next() == Some(*name) && addr.is_some_and(|a| a != 0)
+            })
+        })
+        .collect()
+}
+
+/// Warns when libbpf could not resolve the walk's kernel symbols for this
+/// process ([`hidden_ksyms`] of /proc/kallsyms as this process reads it).
+fn warn_hidden_ksyms() {
+    let Ok(text) = fs::read_to_string("/proc/kallsyms") else {
+        log::warn!("cannot read /proc/kallsyms: the walk's kernel symbols are not checked");
+        return;
+    };
+    let hidden = hidden_ksyms(&text, &WALK_KSYMS);
+    if !hidden.is_empty() {
+        log::warn!(
+            "/proc/kallsyms shows this process no address for {} (it lacks CAP_SYSLOG, or \
+             kernel.kptr_restrict is 2): the directory-entry walk cannot see a rename that \
+             overlaps it, and keeps no walk memo past the root filesystem (slower); the \
+             package's unit grants CAP_SYSLOG for this",
+            hidden.join(" and ")
+        );
+    }
+}
+
 pub use crate::policy::ApplyMode;
 
 /// Counts of one diff-apply (file keys and names together).
@@ -647,6 +690,7 @@ impl Bpf {
                 });
             }
         };
+        warn_hidden_ksyms();
         let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
         let walk_gens = WordArray::map(&skel.maps.walk_gens, WALK_GENS, "walk_gens")?;
         let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
@@ -1472,6 +1516,19 @@ mod tests {
                 .to_string()
                 .contains("BTF")
         );
+    }
+
+    #[test]
+    fn kernel_symbols_hidden_or_missing() {
+        let shown = "ffffffff82a09600 D rename_lock\nffffffff82a09680 D mount_lock\n\
+                     ffffffffc0a00000 t foo\t[btrfs]\n";
+        assert!(hidden_ksyms(shown, &WALK_KSYMS).is_empty());
+        // Without CAP_SYSLOG every address reads 0.
+        let zeros = "0000000000000000 D rename_lock\n0000000000000000 D mount_lock\n";
+        assert_eq!(hidden_ksyms(zeros, &WALK_KSYMS), WALK_KSYMS);
+        // A name must match whole: mount_lock_key is not mount_lock.
+        let other = "ffffffff82a09600 D rename_lock\nffffffff82a09680 d mount_lock_key\n";
+        assert_eq!(hidden_ksyms(other, &WALK_KSYMS), ["mount_lock"]);
     }
 
     #[test]
