@@ -168,7 +168,7 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
             "trial load and attach not run (a prerequisite above is missing)".into(),
         )),
         Some(Ok(n)) => out.push(Finding::Ok(format!(
-            "trial load and attach: {n} LSM programs attached and detached"
+            "trial load and attach: {n} programs (the LSM hooks and fexit/vfs_rename) attached and detached"
         ))),
         Some(Err((what, errno))) => {
             let name = errno
@@ -378,7 +378,7 @@ mod tests {
         let (text, code) = report(&diagnose(&healthy()));
         assert_eq!(code, EXIT_HEALTHY, "{text}");
         assert!(text.contains("verdict: enforcement can work"), "{text}");
-        assert!(text.contains("9 LSM programs attached"), "{text}");
+        assert!(text.contains("9 programs (the LSM hooks"), "{text}");
         assert!(text.contains("ok: canary: a child was refused"), "{text}");
     }
 
