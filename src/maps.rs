@@ -465,33 +465,42 @@ pub fn route_libbpf_log() {
 /// rename guard) and mount_lock (walk memos past the root filesystem).
 pub const WALK_KSYMS: [&str; 2] = ["rename_lock", "mount_lock"];
 
-/// Which of `names` kallsyms text `text` (the format of /proc/kallsyms:
-/// `ADDRESS TYPE NAME [MODULE]` a line) shows without an address: missing,
-/// or listed at 0, as the kernel shows every address to a reader without
-/// CAP_SYSLOG (kernel/kallsyms.c: kallsyms_show_value()). Pure.
-pub fn hidden_ksyms<'a>(text: &str, names: &[&'a str]) -> Vec<&'a str> {
+/// Which of `names` the kallsyms lines of `text` (the format of
+/// /proc/kallsyms: `ADDRESS TYPE NAME [MODULE]` a line) show without an
+/// address: missing, or listed at 0, as the kernel shows every address to a
+/// reader without CAP_SYSLOG (kernel/kallsyms.c: kallsyms_show_value()).
+/// Reads line by line and stops once every name was seen, so the 10 MB
+/// file is never held in memory.
+pub fn hidden_ksyms<'a>(text: impl io::BufRead, names: &[&'a str]) -> Vec<&'a str> {
+    let mut shown = vec![false; names.len()];
+    for line in text.lines() {
+        let Ok(line) = line else { break };
+        let mut f = line.split_whitespace();
+        let addr = f.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+        f.next();
+        if let Some(i) = f.next().and_then(|n| names.iter().position(|&x| x == n)) {
+            shown[i] |= addr.is_some_and(|a| a != 0);
+        }
+        if shown.iter().all(|&s| s) {
+            break;
+        }
+    }
     names
         .iter()
-        .copied()
-        .filter(|name| {
-            !text.lines().any(|l| {
-                let mut f = l.split_whitespace();
-                let addr = f.next().and_then(|a| u64::from_str_radix(a, 16).ok());
-                f.next();
-                f.next() == Some(*name) && addr.is_some_and(|a| a != 0)
-            })
-        })
+        .zip(shown)
+        .filter(|(_, s)| !s)
+        .map(|(n, _)| *n)
         .collect()
 }
 
 /// Warns when libbpf could not resolve the walk's kernel symbols for this
 /// process ([`hidden_ksyms`] of /proc/kallsyms as this process reads it).
 fn warn_hidden_ksyms() {
-    let Ok(text) = fs::read_to_string("/proc/kallsyms") else {
+    let Ok(file) = fs::File::open("/proc/kallsyms") else {
         log::warn!("cannot read /proc/kallsyms: the walk's kernel symbols are not checked");
         return;
     };
-    let hidden = hidden_ksyms(&text, &WALK_KSYMS);
+    let hidden = hidden_ksyms(io::BufReader::new(file), &WALK_KSYMS);
     if !hidden.is_empty() {
         log::warn!(
             "/proc/kallsyms shows this process no address for {} (it lacks CAP_SYSLOG, or \
@@ -1522,13 +1531,13 @@ mod tests {
     fn kernel_symbols_hidden_or_missing() {
         let shown = "ffffffff82a09600 D rename_lock\nffffffff82a09680 D mount_lock\n\
                      ffffffffc0a00000 t foo\t[btrfs]\n";
-        assert!(hidden_ksyms(shown, &WALK_KSYMS).is_empty());
+        assert!(hidden_ksyms(shown.as_bytes(), &WALK_KSYMS).is_empty());
         // Without CAP_SYSLOG every address reads 0.
         let zeros = "0000000000000000 D rename_lock\n0000000000000000 D mount_lock\n";
-        assert_eq!(hidden_ksyms(zeros, &WALK_KSYMS), WALK_KSYMS);
+        assert_eq!(hidden_ksyms(zeros.as_bytes(), &WALK_KSYMS), WALK_KSYMS);
         // A name must match whole: mount_lock_key is not mount_lock.
         let other = "ffffffff82a09600 D rename_lock\nffffffff82a09680 d mount_lock_key\n";
-        assert_eq!(hidden_ksyms(other, &WALK_KSYMS), ["mount_lock"]);
+        assert_eq!(hidden_ksyms(other.as_bytes(), &WALK_KSYMS), ["mount_lock"]);
     }
 
     #[test]
