@@ -57,7 +57,8 @@ const COMPAT_IOCTL_HOOK: &str = "bpf_lsm_file_ioctl_compat";
 const SLOTS: usize = 4096;
 const SLOT_SHARED: u64 = u64::MAX;
 const SLOT_DIRS: u64 = 1 << 63;
-/// AGENT_SANDBOX_WALK_GENS and AGENT_SANDBOX_WALK_GEN_MARKS (agent_sandbox.h).
+/// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
+/// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
 const WALK_GENS: usize = 2;
 const WALK_GEN_MARKS: usize = 0;
 /// AGENT_SANDBOX_FILTER_BITS_LOG2 (agent_sandbox.h).
@@ -579,7 +580,7 @@ pub struct Bpf {
     /// Sandbox cgroup ids currently in agent_cgid_set.
     sandboxes: HashSet<u64>,
     slots: WordArray,
-    /// walk_gens (agent_sandbox.h): word WALK_GEN_MARKS is bumped here.
+    /// walk_gens (agent_sandbox.h): its `marks` count is bumped here.
     walk_gens: WordArray,
     filter: Filter,
     /// Per sandbox: dropped_keys as of its last apply that wrote every
@@ -862,7 +863,7 @@ impl Bpf {
         self.slots.word(slot).store(value, Ordering::SeqCst);
     }
 
-    /// Makes every walk memo of the programs stale (WALK_GEN_MARKS): called
+    /// Makes every walk memo of the programs stale (walk_gens.marks): called
     /// after deny_map or name_map changed, before the change is reported.
     fn stale_walk_memos(&self) {
         self.walk_gens

@@ -252,15 +252,20 @@ static __always_inline bool filter_has(__u64 ino, __u64 tag)
 }
 
 /* Is inode `inode` listed (deny_map) for sandbox `cgid`? */
-static __always_inline bool inode_listed(__u64 cgid, struct inode *inode)
+static __always_inline bool inode_key_listed(__u64 cgid, struct inode *inode)
 {
 	struct deny_key dk = {};
 
-	if (!inode || !filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
-		return false;
 	fill_key(&dk.file, inode);
 	dk.cgid = cgid;
 	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+static __always_inline bool inode_listed(__u64 cgid, struct inode *inode)
+{
+	if (!inode || !filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+		return false;
+	return inode_key_listed(cgid, inode);
 }
 
 /*
@@ -403,13 +408,23 @@ static __always_inline bool case_insensitive(struct inode *dir, struct dentry *d
  * lookup answers "no" for every directory that holds no listed name, the
  * common case, before any key is built.
  */
+static __always_inline bool name_refused_in(__u64 cgid, struct inode *dir, struct dentry *dentry,
+					    bool folding);
+
 static __always_inline bool name_refused(__u64 cgid, struct inode *dir, struct dentry *dentry,
 					 bool folding)
 {
-	struct file_key dk = {};
-
 	if (!dir || !dentry || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		return false;
+	return name_refused_in(cgid, dir, dentry, folding);
+}
+
+/* name_refused() once `dir`'s key_filter bit was found set. */
+static __always_inline bool name_refused_in(__u64 cgid, struct inode *dir, struct dentry *dentry,
+					    bool folding)
+{
+	struct file_key dk = {};
+
 	fill_key(&dk, dir);
 	if (name_in_map(cgid, &dk, dentry->d_name.name, dentry->d_name.len))
 		return true;
@@ -428,19 +443,34 @@ static __always_inline bool name_refused(__u64 cgid, struct inode *dir, struct d
  * the real inode's first alias, so an overlay mounted in a user namespace
  * over a listed directory cannot hide a replaced file's name.
  */
-static __always_inline bool open_denied(__u64 cgid, struct file *file)
+/* open_denied()'s `bits`: key_filter had the file's inode (FILTER_TAG_FILE), its parent (FILTER_TAG_DIR). */
+#define BIT_FILE 1U
+#define BIT_DIR 2U
+
+static __always_inline bool open_denied(__u64 cgid, struct file *file, __u32 *bits)
 {
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct hlist_node *first;
 	struct inode *dir;
 
-	if (inode_listed(cgid, inode))
-		return true;
+	*bits = BIT_FILE | BIT_DIR; /* unknown: the walk checks both */
+	if (!inode)
+		return false;
+	if (filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+		if (inode_key_listed(cgid, inode))
+			return true;
+	} else {
+		*bits &= ~BIT_FILE;
+	}
 	if (dentry->d_inode == inode) {
 		dir = dentry->d_parent->d_inode;
+		if (!dir || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
+			*bits &= ~BIT_DIR;
+			return false;
+		}
 		/* Subdirectories of a case-insensitive directory stay listable. */
-		return name_refused(cgid, dir, dentry, (inode->i_mode & S_IFMT) != S_IFDIR);
+		return name_refused_in(cgid, dir, dentry, (inode->i_mode & S_IFMT) != S_IFDIR);
 	}
 	first = inode->i_dentry.first;
 	if (!first)
@@ -481,8 +511,8 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
  * (walk_memos, struct walk_memo), and the next open of a file there by the
  * same sandbox judges the file's own level, then takes the rest from the
  * memo: an inode-storage lookup instead of a walk. A memo is used only
- * while the marks (WALK_GEN_MARKS, bumped by the daemon after each apply),
- * the directories (WALK_GEN_MOVES, bumped after each directory rename by
+ * while the marks (walk_gens.marks, bumped by the daemon after each apply),
+ * the directories (walk_gens.moves, bumped after each directory rename by
  * fexit/vfs_rename) and, for the part past the superblock's root, the
  * mounts (mount_lock's sequence count, fs/namespace.c: every change of the
  * mount tree takes write_seqlock(&mount_lock)) are as when it was made; the
@@ -500,13 +530,13 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file);
  * would write the secret where the agent reads).
  */
 
-/* See agent_sandbox.h: WALK_GEN_MARKS, WALK_GEN_MOVES. */
+/* One struct walk_gens (agent_sandbox.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, AGENT_SANDBOX_WALK_GENS);
+	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct walk_gens);
 } walk_gens SEC(".maps");
 
 /* Directory inode -> its walk memo (agent_sandbox.h). */
@@ -746,22 +776,23 @@ static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
 
 /*
  * The marks of one level reached through BTF pointers: inode `inode`, named
- * `dentry` in directory `dir`; the states of both lists in `base`, `user`.
+ * `dentry` in directory `dir`, whose key_filter bits open_denied() found
+ * (`bits`: BIT_FILE, BIT_DIR); the states of both lists in `base`, `user`.
  */
 static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct dentry *dentry,
-					struct inode *dir, __u32 *base, __u32 *user)
+					struct inode *dir, __u32 bits, __u32 *base, __u32 *user)
 {
 	struct deny_key dk = {};
 	struct name_key *nk;
 	__u32 zero = 0, len;
 	__u64 size;
 
-	if (filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+	if (bits & BIT_FILE) {
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
 		note_marks(base, user, &deny_map, &dk, &dk.file.kind);
 	}
-	if (!filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+	if (!(bits & BIT_DIR))
 		return;
 	nk = bpf_map_lookup_elem(&name_scratch, &zero);
 	if (!nk) {
@@ -787,27 +818,29 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
  * vfsmount `vmnt`): the file's level here, the rest from the memo of its
  * parent directory `parent`, or walked and then kept there.
  */
-static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry)
+static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
+					     __u32 bits)
 {
 	struct dentry *parent = dentry->d_parent;
 	struct inode *dir = parent->d_inode;
 	struct walk_memo *memo, fresh = {};
 	struct walk_ctx c;
-	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0, one = 1;
+	struct walk_gens *gens;
+	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
 	__u32 mseq, rest_base, rest_user;
-	__u64 *marks, *moves, mnt = 0, vmnt = 0, p = 0;
+	__u64 mnt = 0, vmnt, p = 0;
 
-	level_marks(cgid, file->f_inode, dentry, dir, &base, &user);
+	level_marks(cgid, file->f_inode, dentry, dir, bits, &base, &user);
 	if (walk_decided(base, user))
 		return base == WALK_DENY || user == WALK_DENY;
-	marks = bpf_map_lookup_elem(&walk_gens, &zero);
-	moves = bpf_map_lookup_elem(&walk_gens, &one);
-	if (!marks || !moves)
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!gens)
 		return true; /* cannot happen; fail closed */
-	BPF_CORE_READ_INTO(&vmnt, file, f_path.mnt);
+	/* The vfsmount's address, compared and kept as a number. */
+	vmnt = (__u64)file->f_path.mnt;
 	memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
-	if (memo && memo->cgid == cgid && memo->marks_gen == *marks &&
-	    memo->moves_gen == *moves) {
+	if (memo && memo->cgid == cgid && memo->marks_gen == gens->marks &&
+	    memo->moves_gen == gens->moves) {
 		rest_base = memo->sb_base;
 		rest_user = memo->sb_user;
 		if (walk_decided(rest_base, rest_user))
@@ -823,11 +856,13 @@ static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, stru
 	}
 	/* No memo to use: walk from the parent, then keep the result there. */
 	fresh.cgid = cgid;
-	fresh.marks_gen = *marks;
-	fresh.moves_gen = *moves;
+	fresh.marks_gen = gens->marks;
+	fresh.moves_gen = gens->moves;
 	mseq = seq_of(&mount_lock);
-	if (vmnt)
-		mnt = vmnt - bpf_core_field_offset(struct mount, mnt);
+	/* Through a probe read, so that the walk's arithmetic is on a number. */
+	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+	if (mnt)
+		mnt -= bpf_core_field_offset(struct mount, mnt);
 	bpf_probe_read_kernel(&p, sizeof(p), &parent);
 	if (p == (__u64)dentry)
 		return true; /* a file at a superblock's root: cannot happen; fail closed */
@@ -862,14 +897,14 @@ combine:
  * open_with_fake_path()), from the real inode's first alias without
  * crossing mounts.
  */
-static __always_inline bool open_walk_denied(__u64 cgid, struct file *file)
+static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits)
 {
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct hlist_node *first;
 
 	if (dentry->d_inode == inode)
-		return path_walk_denied(cgid, file, dentry);
+		return path_walk_denied(cgid, file, dentry, bits);
 	first = inode->i_dentry.first;
 	if (!first)
 		return false;
@@ -892,16 +927,16 @@ static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct den
 /*
  * After a rename (vfs_rename() in fs/namei.c, the one caller of d_move()
  * and d_exchange() for a rename on a local filesystem) that moved a
- * directory: every walk memo is stale (WALK_GEN_MOVES). Runs for every
+ * directory: every walk memo is stale (walk_gens.moves). Runs for every
  * task; a rename of a non-directory changes no memo.
  */
 SEC("fexit/vfs_rename")
 int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
 {
 	struct inode *moved = NULL, *other = NULL;
-	__u32 one = AGENT_SANDBOX_WALK_GEN_MOVES;
+	struct walk_gens *gens;
 	unsigned int flags = 0;
-	__u64 *moves;
+	__u32 zero = 0;
 
 	if (ret != 0)
 		return 0;
@@ -912,9 +947,9 @@ int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
 	      ((flags & RENAME_EXCHANGE) && other &&
 	       (BPF_CORE_READ(other, i_mode) & S_IFMT) == S_IFDIR)))
 		return 0;
-	moves = bpf_map_lookup_elem(&walk_gens, &one);
-	if (moves)
-		__sync_fetch_and_add(moves, 1);
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (gens)
+		__sync_fetch_and_add(&gens->moves, 1);
 	return 0;
 }
 
@@ -929,10 +964,12 @@ int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
  */
 static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
-	if (open_denied(cgid, file))
+	__u32 bits;
+
+	if (open_denied(cgid, file, &bits))
 		return true;
 	return (sbx & SBX_DIRS) && (file->f_inode->i_mode & S_IFMT) != S_IFDIR &&
-	       open_walk_denied(cgid, file);
+	       open_walk_denied(cgid, file, bits);
 }
 
 SEC("lsm/file_open")

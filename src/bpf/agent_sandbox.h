@@ -114,17 +114,13 @@
 #define AGENT_SANDBOX_WALK_DEPTH 64
 
 /*
- * walk_gens, an array of two counters: a walk memo (below) is valid only
- * while both are what they were when it was made.
- * - WALK_GEN_MARKS: bumped by agent-sandbox-execd after every apply that
- *   changed deny_map or name_map;
- * - WALK_GEN_MOVES: bumped by the fexit/vfs_rename program after every
- *   rename of a directory (a d_move() of a directory changes the ancestors of
- *   everything below it).
+ * walk_gens, a one-element array of this struct: a walk memo (below) is
+ * valid only while both counts are what they were when it was made.
  */
-#define AGENT_SANDBOX_WALK_GEN_MARKS 0
-#define AGENT_SANDBOX_WALK_GEN_MOVES 1
-#define AGENT_SANDBOX_WALK_GENS 2
+struct walk_gens {
+	__u64 marks; /* bumped by agent-sandbox-execd after every apply that changed deny_map or name_map */
+	__u64 moves; /* bumped by fexit/vfs_rename after every rename that moved a directory */
+};
 
 /*
  * A walk memo: the directory-entry walk's result from one directory up,
