@@ -71,6 +71,8 @@ enum bpf_map_type {
 #define RENAME_EXCHANGE (1 << 1)
 /* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of a casefolded directory */
 #define S_CASEFOLD (1 << 15)
+/* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of an encrypted (fscrypt) inode */
+#define S_ENCRYPTED (1 << 14)
 /* include/uapi/linux/stat.h */
 #define S_IFMT 00170000
 #define S_IFDIR 0040000

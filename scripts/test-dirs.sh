@@ -36,6 +36,11 @@
 #   base_vs_user    a user's exception never re-allows a base-list directory entry
 #   inside_exc      an exception added from inside changes nothing for the running
 #                   sandbox or a nested launch; the next outside launch applies it
+#   walk_levels     the file's own mark and the walk above it: a base entry above a user's
+#                   entry with a user's exception on the file still denies; a hard link
+#                   made from inside past the depth bound to a file the base list
+#                   excepts and the user's list denies stays denied; a pipe reopened
+#                   through /dev/stdin stays readable
 #   memos           the walk memos of a running sandbox (README, "Directory entries"):
 #                   a file read there again after its directory's ancestor was moved
 #                   into an entry outside, after an outside launch made its directory
@@ -64,7 +69,7 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc memos
+	dir_replaced filesystems base_vs_user inside_exc walk_levels memos
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -376,6 +381,31 @@ check_base_vs_user() {
 	set_list "!~/.gnupg/private-keys-v1.d/k.key" "!~/.gnupg/"
 	denied "base_vs_user: a user's exception never re-allows a base-list directory entry" \
 		"$UH/.gnupg/private-keys-v1.d/k.key" "$(sec gpg)"
+	cat "$BASE_SAVED" >"$BASE_LIST"
+}
+
+check_walk_levels() {
+	local p
+	put "$UH/.gnupg/private-keys-v1.d/k2.key" 0600 "$(sec gpg2)"
+	put "$UH/.ssh/config" 0644 "$(sec cfg)"
+	if [ -z "$BASE_SAVED" ]; then
+		BASE_SAVED=$T/base.saved
+		cp -a "$BASE_LIST" "$BASE_SAVED" 2>/dev/null || : >"$BASE_SAVED"
+	fi
+	printf '%s\n' "~/.gnupg/" "~/.ssh/" "!~/.ssh/config" >>"$BASE_LIST"
+	set_list "~/.gnupg/private-keys-v1.d/" "!~/.gnupg/private-keys-v1.d/k2.key" "~/.ssh/"
+	denied "walk_levels: a base entry above a user's entry still denies a file the user's list excepts" \
+		"$UH/.gnupg/private-keys-v1.d/k2.key" "$(sec gpg2)"
+	p=$(mkdeep "$UH/asx-deep" 70) || { fail "walk_levels: setup" "mkdir"; return; }
+	chown -R "$USR:$USR" "$UH/asx-deep"
+	run_in "$USR" sh -c 'ln "$1" "$2"; cat "$2"' sh "$UH/.ssh/config" "$p/c"
+	okl "walk_levels: a link made inside past the depth bound to a file both lists judge stays denied" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec cfg)" "$OUT"'
+	rm -rf "$UH/asx-deep"
+	run_in "$USR" sh -c 'echo "pipe-$1" | sh -c "cat /dev/stdin"' sh "$TOK"
+	okl "walk_levels: a pipe reopened through /dev/stdin stays readable" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' eval '[ "$RC" -eq 0 ] && has "pipe-$TOK" "$OUT"'
 	cat "$BASE_SAVED" >"$BASE_LIST"
 }
 

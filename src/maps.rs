@@ -1006,10 +1006,9 @@ impl Bpf {
             DENY_KEY_LEN,
             total,
         );
-        if !file_keys.is_empty() || !new.names().is_empty() {
-            self.stale_walk_memos();
-        }
         if let Err(e) = inserted {
+            // Keys inserted before the error stay: memos made without them go stale.
+            self.stale_walk_memos();
             self.mirror.insert(cgid, current);
             return Err(e);
         }
@@ -1023,16 +1022,20 @@ impl Bpf {
             NAME_KEY_LEN,
             total,
         );
-        if !new.names().is_empty() {
-            self.stale_walk_memos();
-        }
         if let Err(e) = inserted {
+            self.stale_walk_memos();
             let with_files = DenySet::new(new.files().to_vec(), Vec::new());
             self.mirror.insert(cgid, current.union(&with_files));
             return Err(e);
         }
         for n in new.names() {
             self.filter.add(filter_bit(n.dir.ino, TAG_DIR));
+        }
+        // After the keys and their key_filter bits: a walk that read the
+        // old count may have missed either, and its memo must not be used
+        // (a walk that reads the new count sees both).
+        if !file_keys.is_empty() || !new.names().is_empty() {
+            self.stale_walk_memos();
         }
         // A no-change apply keeps the set it had: no copy of 100,000 keys.
         let held = if new.is_empty() {

@@ -681,7 +681,7 @@ static long walk_step(__u64 index, void *ctx)
 		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
 			nk = bpf_map_lookup_elem(&name_scratch, &zero);
 			if (!nk) {
-				c->base = WALK_DENY; /* cannot happen; fail closed */
+				c->base = c->user = WALK_DENY; /* cannot happen; fail closed */
 				goto next;
 			}
 			__builtin_memset(nk, 0, sizeof(*nk));
@@ -693,7 +693,7 @@ static long walk_step(__u64 index, void *ctx)
 				size = len;
 				asm volatile("%[size] &= 255" : [size] "+r"(size));
 				if (bpf_probe_read_kernel(nk->name, size, name))
-					c->base = WALK_DENY; /* unreadable name: fail closed */
+					c->base = c->user = WALK_DENY; /* unreadable name: fail closed */
 				else
 					note_marks(&c->base, &c->user, &name_map, nk,
 						   &nk->dir.kind);
@@ -749,10 +749,13 @@ static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dent
 		bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
 			if (!c->done) {
-				/* Out of levels: fail closed. */
-				c->base = WALK_DENY;
+				/*
+				 * Out of levels: fail closed, for both lists, so that
+				 * no nearer exception can re-allow.
+				 */
+				c->base = c->user = WALK_DENY;
 				if (!c->at_sb)
-					c->sb_base = WALK_DENY;
+					c->sb_base = c->sb_user = WALK_DENY;
 			}
 			return true;
 		}
@@ -796,7 +799,7 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 		return;
 	nk = bpf_map_lookup_elem(&name_scratch, &zero);
 	if (!nk) {
-		*base = WALK_DENY; /* cannot happen; fail closed */
+		*base = *user = WALK_DENY; /* cannot happen; fail closed */
 		return;
 	}
 	__builtin_memset(nk, 0, sizeof(*nk));
@@ -808,7 +811,7 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 	size = len;
 	asm volatile("%[size] &= 255" : [size] "+r"(size));
 	if (bpf_probe_read_kernel(nk->name, size, dentry->d_name.name))
-		*base = WALK_DENY; /* unreadable name: fail closed */
+		*base = *user = WALK_DENY; /* unreadable name: fail closed */
 	else
 		note_marks(base, user, &name_map, nk, &nk->dir.kind);
 }
@@ -831,8 +834,16 @@ static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, stru
 	__u64 mnt = 0, vmnt, p = 0;
 
 	level_marks(cgid, file->f_inode, dentry, dir, bits, &base, &user);
-	if (walk_decided(base, user))
-		return base == WALK_DENY || user == WALK_DENY;
+	if (base == WALK_DENY || user == WALK_DENY)
+		return true;
+	/*
+	 * A mark on the file's own level (an exception, or a walk that failed
+	 * closed there): one walk from the file itself, as without memos. A
+	 * walk from the parent stops at the first deny and leaves the other
+	 * list unwalked, which the file's exception must not then override.
+	 */
+	if (base != WALK_OPEN || user != WALK_OPEN)
+		goto whole;
 	gens = bpf_map_lookup_elem(&walk_gens, &zero);
 	if (!gens)
 		return true; /* cannot happen; fail closed */
@@ -864,13 +875,19 @@ static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, stru
 	if (mnt)
 		mnt -= bpf_core_field_offset(struct mount, mnt);
 	bpf_probe_read_kernel(&p, sizeof(p), &parent);
+	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
 	if (p == (__u64)dentry)
-		return true; /* a file at a superblock's root: cannot happen; fail closed */
+		goto whole;
 	if (!walk_from(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1))
 		return true;
 	rest_base = c.base;
 	rest_user = c.user;
-	if (memo_fs(dir->i_sb->s_magic)) {
+	/*
+	 * Not on an encrypted directory (fscrypt): a locked one's names are
+	 * no-key names until the key is added, which changes them without a
+	 * rename (and its subdirectories are all encrypted too).
+	 */
+	if (memo_fs(dir->i_sb->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
 		fresh.sb_base = c.sb_base;
 		fresh.sb_user = c.sb_user;
 		fresh.full_base = c.base;
@@ -883,12 +900,16 @@ static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, stru
 		bpf_inode_storage_get(&walk_memos, dir, &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 combine:
-	/* The file's own level is nearer than anything above it. */
-	if (base == WALK_OPEN)
-		base = rest_base;
-	if (user == WALK_OPEN)
-		user = rest_user;
-	return base == WALK_DENY || user == WALK_DENY;
+	/* Both lists were OPEN at the file's own level: the rest decides. */
+	return rest_base == WALK_DENY || rest_user == WALK_DENY;
+whole:
+	if (!mnt) {
+		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+		if (mnt)
+			mnt -= bpf_core_field_offset(struct mount, mnt);
+	}
+	bpf_probe_read_kernel(&p, sizeof(p), &dentry);
+	return walk_denied(cgid, p, mnt);
 }
 
 /*
@@ -1370,26 +1391,23 @@ SEC("lsm/file_fcntl")
 int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
 	__u64 cgid;
-	__u32 in;
 
 	if (ret != 0)
 		return pass_on(ret);
 	if (cmd != F_SETOWN && cmd != F_SETSIG && cmd != F_SETOWN_EX)
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
-	in = in_sandbox(cgid);
-	/*
-	 * Opaque to the compiler: else it may fold the verdict below into
-	 * -in, whose range the 6.12 verifier does not track (the program is
-	 * then refused: R0 not in [-4095, 0]; seen in a trixie guest).
-	 */
-	barrier_var(in);
-	if (!in)
+	if (!in_sandbox(cgid))
 		return 0;
-	/* F_SETOWN_EX's argument is a pointer: a value read here could change before do_fcntl(). */
-	if (cmd != F_SETOWN || !owner_is_self((int)arg))
-		return -EPERM;
-	return 0;
+	/*
+	 * F_SETOWN_EX's argument is a pointer: a value read here could change
+	 * before do_fcntl(). Written as two returns of constants: a form the
+	 * compiler folded into -in_sandbox() was refused by the 6.12 verifier
+	 * (R0 not in [-4095, 0]; it does not bound a negation).
+	 */
+	if (cmd == F_SETOWN && owner_is_self((int)arg))
+		return 0;
+	return -EPERM;
 }
 
 /*
