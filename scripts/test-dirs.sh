@@ -85,24 +85,6 @@ put() { mkdir -p "$(dirname "$1")" && printf '%s\n' "$3" >"$1" && chown -R "$USR
 udir() { install -d -o "$USR" -g "$USR" -m 0755 "$@"; }
 sec() { printf 'asx-secret-%s-%s' "$1" "$TOK"; }
 
-set_list() {
-	udir "$UH/.config" "$UH/.config/agent-sandbox-exec"
-	printf '%s\n' "# $SUITE" "$@" >"$T/list"
-	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
-}
-
-mnt() {
-	local target=$1
-	shift
-	mkdir -p "$target" || return 1
-	if mount "$@" "$target" 2>"$T/mount.err"; then
-		MOUNTS+=("$target")
-		return 0
-	fi
-	echo "mount $* $target: $(snip "$T/mount.err")" >&2
-	return 1
-}
-
 # denied WHAT PATH SECRET: cat PATH from inside fails with EPERM and shows nothing
 denied() {
 	local want=$3

@@ -63,12 +63,6 @@ T="" OUT="" ERR="" RC=0 UH="" TOK="" USR_UID="" WATCHES_SAVED="" SCANS=""
 put() { mkdir -p "$(dirname "$1")" && printf '%s\n' "$3" >"$1" && chown -R "$USR:$USR" "$UH" && chmod "$2" "$1"; }
 sec() { printf 'asx-secret-%s-%s' "$1" "$TOK"; }
 
-set_list() {
-	install -d -o "$USR" -g "$USR" -m 0755 "$UH/.config" "$UH/.config/agent-sandbox-exec"
-	printf '%s\n' "# $SUITE" "$@" >"$T/list"
-	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
-}
-
 # denied WHAT PATH SECRET: cat PATH from inside fails with EPERM and shows nothing
 denied() {
 	local want=$3

@@ -142,19 +142,6 @@ set_list() {
 	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
 }
 
-# mnt TARGET MOUNT-ARGS...: mount (MOUNT-ARGS without the target) on TARGET, remembered for cleanup
-mnt() {
-	local target=$1
-	shift
-	mkdir -p "$target" || return 1
-	if mount "$@" "$target" 2>"$T/mount.err"; then
-		MOUNTS+=("$target")
-		return 0
-	fi
-	echo "mount $* $target: $(snip "$T/mount.err")" >&2
-	return 1
-}
-
 # image NAME SIZE: a sparse image file; prints its path
 image() {
 	local f=$W/img/$1.img

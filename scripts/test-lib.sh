@@ -151,6 +151,28 @@ require_commands() {
 	return 1
 }
 
+# set_list LINE...: the test user's list ($UH/$HOME_LIST_REL, made by $USR's
+# rules) holds "# $SUITE" and the LINEs; $T/list is its copy.
+set_list() {
+	install -d -o "$USR" -g "$USR" -m 0755 "$UH/.config" "$UH/.config/agent-sandbox-exec"
+	printf '%s\n' "# $SUITE" "$@" >"$T/list"
+	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
+}
+
+# mnt TARGET MOUNT-ARGS...: mount (MOUNT-ARGS without the target) on TARGET as
+# root, remembered in MOUNTS for the suite's cleanup
+mnt() {
+	local target=$1
+	shift
+	mkdir -p "$target" || return 1
+	if mount "$@" "$target" 2>"$T/mount.err"; then
+		MOUNTS+=("$target")
+		return 0
+	fi
+	echo "mount $* $target: $(snip "$T/mount.err")" >&2
+	return 1
+}
+
 # listed WORD LIST: WORD is one of the space-separated LIST
 listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 

@@ -67,25 +67,6 @@ put() {
 		chown "$USR:$USR" "$1" && chmod "$2" "$1"
 }
 
-set_list() {
-	install -d -o "$USR" -g "$USR" -m 0755 "$UH/.config" "$UH/.config/agent-sandbox-exec"
-	printf '%s\n' "# $SUITE" "$@" >"$T/list"
-	install -o "$USR" -g "$USR" -m 0644 "$T/list" "$UH/$HOME_LIST_REL"
-}
-
-# mnt TARGET MOUNT-ARGS...: mount as root, remembered for cleanup
-mnt() {
-	local target=$1
-	shift
-	mkdir -p "$target" || return 1
-	if mount "$@" "$target" 2>"$T/mount.err"; then
-		MOUNTS+=("$target")
-		return 0
-	fi
-	echo "mount $* $target: $(snip "$T/mount.err")" >&2
-	return 1
-}
-
 # clone SRC: inside the sandbox, in a new user + mount namespace, bind-mount
 # SRC at a fresh directory of the user's and cat its file `secret`
 clone() {
