@@ -816,13 +816,19 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 		note_marks(base, user, &name_map, nk, &nk->dir.kind);
 }
 
+/* path_walk_denied(): no memo can be used; walk from the file itself. */
+#define PATH_WALK_WHOLE 2
+
 /*
- * The walk for a file opened on its own path (`dentry` is the file's, on
- * vfsmount `vmnt`): the file's level here, the rest from the memo of its
- * parent directory `parent`, or walked and then kept there.
+ * The walk for a file opened on its own path (`dentry` is the file's): the
+ * file's level here, the rest from the memo of its parent directory, or
+ * walked from there and then kept in its memo. 1: denied, 0: allowed,
+ * PATH_WALK_WHOLE: the caller walks from the file (a mark on the file's
+ * own level, or a file that is its own parent).
  */
-static __always_inline bool path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
-					     __u32 bits)
+
+static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
+					    __u32 bits)
 {
 	struct dentry *parent = dentry->d_parent;
 	struct inode *dir = parent->d_inode;
@@ -903,13 +909,7 @@ combine:
 	/* Both lists were OPEN at the file's own level: the rest decides. */
 	return rest_base == WALK_DENY || rest_user == WALK_DENY;
 whole:
-	if (!mnt) {
-		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-		if (mnt)
-			mnt -= bpf_core_field_offset(struct mount, mnt);
-	}
-	bpf_probe_read_kernel(&p, sizeof(p), &dentry);
-	return walk_denied(cgid, p, mnt);
+	return PATH_WALK_WHOLE;
 }
 
 /*
@@ -923,13 +923,25 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct hlist_node *first;
+	__u64 d = 0, mnt = 0;
+	int verdict;
 
-	if (dentry->d_inode == inode)
-		return path_walk_denied(cgid, file, dentry, bits);
-	first = inode->i_dentry.first;
-	if (!first)
-		return false;
-	return walk_denied(cgid, (__u64)first - bpf_core_field_offset(struct dentry, d_u.d_alias), 0);
+	if (dentry->d_inode == inode) {
+		verdict = path_walk_denied(cgid, file, dentry, bits);
+		if (verdict != PATH_WALK_WHOLE)
+			return verdict;
+		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+		if (mnt)
+			mnt -= bpf_core_field_offset(struct mount, mnt);
+		bpf_probe_read_kernel(&d, sizeof(d), &dentry);
+	} else {
+		first = inode->i_dentry.first;
+		if (!first)
+			return false;
+		d = (__u64)first - bpf_core_field_offset(struct dentry, d_u.d_alias);
+	}
+	/* One walk for both (each call of bpf_loop() is verified on its own). */
+	return walk_denied(cgid, d, mnt);
 }
 
 /* May `old` not get the name `new` (link, rename) in sandbox `cgid`, of sandbox_of() `sbx`? */
