@@ -25,7 +25,12 @@ DEPS_APT := binutils ca-certificates clang dpkg-dev gcc gzip xz-utils zstd \
 	libc6-dev libelf-dev lintian llvm make man-db pkg-config shellcheck zlib1g-dev
 # Debian packages the guest suites of `make vm-test` need besides (qemu,
 # qemu-img, mmdebstrap, mkfs.ext4, gcc-multilib for the 32-bit guest tool).
-TEST_DEPS_APT := e2fsprogs gcc-multilib mmdebstrap qemu-system-x86 qemu-utils
+# qemu-system-x86 and qemu-utils are installed at one version, the archive's
+# candidate of qemu-system-x86: a qemu-utils installed from elsewhere (a
+# backports build) breaks qemu-system-common of another version, and apt then
+# refuses the whole install.
+TEST_DEPS_APT := e2fsprogs gcc-multilib mmdebstrap
+TEST_DEPS_QEMU := qemu-system-x86 qemu-utils
 
 # Rust: edition 2024 needs Rust 1.85 or later.
 RUST_MIN := 1.85
@@ -67,7 +72,11 @@ help:
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 test-deps: deps
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(TEST_DEPS_APT)
+	@v=$$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ { print $$2 }'); \
+	if [ -z "$$v" ] || [ "$$v" = "(none)" ]; then echo "apt offers no qemu-system-x86" >&2; exit 1; fi; \
+	echo "apt-get install $(TEST_DEPS_APT) $(addsuffix =$$v,$(TEST_DEPS_QEMU))"; \
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --allow-downgrades \
+	  $(TEST_DEPS_APT) $(addsuffix =$$v,$(TEST_DEPS_QEMU))
 
 deps:
 	$(SUDO) apt-get update

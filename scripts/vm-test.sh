@@ -9,6 +9,10 @@
 # Usage: scripts/vm-test.sh [OPTIONS] [DEB...] -- GUEST_SCRIPT [ARGS...]
 #
 #   --suite SUITE      Debian suite of the guest: bookworm (default) or trixie
+#   --kernel-suite KSUITE
+#                      install the guest's kernel (linux-image-amd64) from the apt suite KSUITE
+#                      instead of SUITE, e.g. trixie-backports (the 7.x line on Debian 13) or
+#                      unstable; its archive is added to the image's sources for that package only
 #   --timeout SECONDS  bound on the whole VM run: boot, install, script, power-off (default 900)
 #   --keep-share DIR   use DIR (new or empty) as the share and keep it afterwards: the script's
 #                      results plus serial.log (the guest console) are left there
@@ -55,6 +59,7 @@ readonly BUILD_TIMEOUT=1800         # bound on building an image (not part of --
 readonly EXIT_TIMEOUT=124 EXIT_FAILURE=125 EXIT_USAGE=2
 
 suite=bookworm
+kernel_suite=
 timeout_s=900
 keep_share=
 icount=
@@ -108,6 +113,7 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
         --suite) [ $# -ge 2 ] || die "--suite needs a value" "$EXIT_USAGE"; suite=$2; shift 2 ;;
+        --kernel-suite) [ $# -ge 2 ] || die "--kernel-suite needs a value" "$EXIT_USAGE"; kernel_suite=$2; shift 2 ;;
         --timeout) [ $# -ge 2 ] || die "--timeout needs a value" "$EXIT_USAGE"; timeout_s=$2; shift 2 ;;
         --keep-share) [ $# -ge 2 ] || die "--keep-share needs a value" "$EXIT_USAGE"; keep_share=$2; shift 2 ;;
         --add) [ $# -ge 2 ] || die "--add needs a value" "$EXIT_USAGE"; adds+=("$2"); shift 2 ;;
@@ -131,6 +137,9 @@ parse_args() {
     bookworm | trixie) ;;
     *) die "unsupported suite: $suite (bookworm or trixie)" "$EXIT_USAGE" ;;
     esac
+    [ -z "$kernel_suite" ] || [[ $kernel_suite =~ ^[a-z][a-z0-9-]*$ ]] \
+        || die "--kernel-suite: not an apt suite name: $kernel_suite" "$EXIT_USAGE"
+    [ "$kernel_suite" != "$suite" ] || kernel_suite=
     [ -f "$guest_script" ] || die "guest script not found: $guest_script" "$EXIT_USAGE"
     [ -z "$second_boot" ] || [ -f "$second_boot" ] \
         || die "--second-boot: script not found: $second_boot" "$EXIT_USAGE"
@@ -148,9 +157,10 @@ parse_args() {
 # in vm-guest/; recipe_text() feeds them to the cache key, so editing any of them rebuilds.
 
 guest_packages() {
-    local libelf=libelf1
+    local libelf=libelf1 kernel=linux-image-amd64
     [ "$suite" = bookworm ] || libelf=libelf1t64    # renamed in the 64-bit time_t transition
-    echo systemd systemd-sysv udev dbus sudo kmod linux-image-amd64 initramfs-tools \
+    [ -z "$kernel_suite" ] || kernel=linux-image-amd64/$kernel_suite
+    echo systemd systemd-sysv udev dbus sudo kmod "$kernel" initramfs-tools \
         util-linux procps coreutils openssh-client curl python3-minimal strace bubblewrap \
         btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool \
         tmux socat git cron at dbus-user-session libpam-systemd \
@@ -201,7 +211,17 @@ build_image() {
     local dir=$1 mirror=http://deb.debian.org/debian
     local security=http://deb.debian.org/debian-security
     local packages kernel initrd rc
+    local -a kernel_source=()
     packages=$(guest_packages | tr ' ' ',')
+    # Backports and unstable have no -updates or -security suites of their own. The kernel's
+    # suite is pinned below the guest's (as backports is by its NotAutomatic flag; unstable has
+    # none), so that only the kernel packages come from it.
+    if [ -n "$kernel_suite" ]; then
+        kernel_source=("--setup-hook=mkdir -p \"\$1/etc/apt/preferences.d\" && printf '%s\\n' \
+'Package: *' 'Pin: release a=$kernel_suite' 'Pin-Priority: 100' '' \
+'Package: *' 'Pin: release n=$kernel_suite' 'Pin-Priority: 100' \
+>\"\$1/etc/apt/preferences.d/kernel-suite\"" "deb $mirror $kernel_suite main")
+    fi
 
     log "building the $suite guest image in $dir (about 1-2 minutes; log: $dir/build.log)"
     # In the background so that abort_build() can stop it (see ensure_image).
@@ -209,10 +229,12 @@ build_image() {
         --include="$packages" \
         --essential-hook="$(printf '%q' "$GUEST_DIR/essential.sh") \"\$1\"" \
         --customize-hook="$(printf '%q' "$GUEST_DIR/customize.sh") \"\$1\"" \
+        "${kernel_source[@]:0:1}" \
         "$suite" "$dir/rootfs" \
         "deb $mirror $suite main" \
         "deb $mirror $suite-updates main" \
         "deb $security $suite-security main" \
+        "${kernel_source[@]:1}" \
         </dev/null >"$dir/build.log" 2>&1 &
     build_pid=$!
     rc=0
@@ -240,7 +262,8 @@ build_image() {
 
 # Everything the image depends on, as text; its sha256 is the cache key.
 recipe_text() {
-    printf 'suite=%s\nlabel=%s\npackages=%s\n' "$suite" "$ROOT_LABEL" "$(guest_packages)"
+    printf 'suite=%s\nkernel_suite=%s\nlabel=%s\npackages=%s\n' "$suite" "$kernel_suite" "$ROOT_LABEL" \
+        "$(guest_packages)"
     declare -f guest_packages extract_vmlinux build_image
     (cd "$GUEST_DIR" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
 }
@@ -248,7 +271,7 @@ recipe_text() {
 # Print the cache directory of the image for the current recipe, building it first if needed.
 ensure_image() {
     local key dir lock_fd stale started=$SECONDS
-    key=$suite-$(recipe_text | sha256sum | cut -c1-16)
+    key=$suite${kernel_suite:++$kernel_suite}-$(recipe_text | sha256sum | cut -c1-16)
     dir=$CACHE_ROOT/$key
     if [ ! -f "$dir/disk.img" ]; then
         [ "$(id -u)" -eq 0 ] || die "no cached guest image $dir, and building one needs root"
