@@ -178,51 +178,61 @@ build/asx-ioctl32: scripts/guest-tools/ioctl32.c
 	$(CC) -m32 -static -O2 -Wall -Wextra -Werror -o $@ $< || { \
 	  echo "building a 32-bit static binary needs gcc-multilib (make deps)" >&2; exit 1; }
 
-# The guest suite (scripts/guest-suite.sh: test.sh, test-fs.sh, then
-# test-lifecycle.sh) on Debian 12 (kernel 6.1) and Debian 13 (kernel 6.12), one
-# boot each (and a second boot for scripts/test-reboot.sh).
-# VM_PARALLEL=1 (the default) boots the suites at the same time, one vCPU
-# each, so that the two host cores serve one guest each: the whole run then
-# takes about as long as its slowest suite. Each line a guest prints is
-# prefixed with its suite ([bookworm] ...) and kept in build/vm-<suite>.log;
-# the run fails if any suite fails. VM_PARALLEL=0 runs them one after the
-# other, in VM_SUITES order.
-# VM_CPUS_<suite>: vCPUs of that guest (default 1). Debian 13's 6.12 kernel
+# The guest suite (scripts/guest-suite.sh: every suite, then the package
+# lifecycle) on three kernel lines: Debian 12 (6.1), Debian 13 (6.12) and
+# Debian 13 with the trixie-backports kernel (7.x), one boot each (and a second
+# boot for scripts/test-reboot.sh), then a short boot of each without the bpf
+# LSM. A guest is named DIST or DIST+KSUITE: Debian DIST's image with the
+# kernel from the apt suite KSUITE (scripts/vm-test.sh --kernel-suite), so
+# `make vm-test VM_SUITES=trixie+unstable` runs everything on unstable's
+# kernel.
+# VM_PARALLEL=1 (the default) boots the guests at the same time, one vCPU
+# each: the host's two cores serve them in turn, and the whole run takes
+# about as long as the sum of the guests' CPU time over two. Each line a guest
+# prints is prefixed with its name ([bookworm] ...) and kept in
+# build/vm-<name>.log; the run fails if any guest fails. VM_PARALLEL=0 runs
+# them one after the other, in VM_SUITES order.
+# VM_CPUS_<name>: vCPUs of that guest (default 1). Debian 13's 6.12 kernel
 # must stay on one: with two it panicked now and then (RIP
 # bpf_lsm_file_open+0x5, "Fatal exception in interrupt") while the daemon
 # attached its programs during a restart: the call site that attaching
 # patches (text_poke_bp: int3 first) was executed half-written by the other
 # vCPU, which points at QEMU's multi-threaded TCG (not seen on bookworm, nor
 # outside QEMU here). One vCPU has no other CPU to race.
-VM_SUITES ?= bookworm trixie
+VM_SUITES ?= bookworm trixie trixie+trixie-backports
 VM_PARALLEL ?= 1
-VM_CPUS_bookworm ?= 1
-VM_CPUS_trixie ?= 1
-VM_TIMEOUT ?= 3000
-# vm_suite SUITE: one guest run of the whole suite, its output prefixed and kept
+VM_TIMEOUT ?= 3600
+# vm_dist NAME, vm_ksuite NAME: the parts of a guest name DIST[+KSUITE].
+vm_dist = $(word 1,$(subst +, ,$(1)))
+vm_ksuite = $(word 2,$(subst +, ,$(1)))
+vm_args = --suite $(call vm_dist,$(1)) $(if $(call vm_ksuite,$(1)),--kernel-suite $(call vm_ksuite,$(1)))
+# vm_suite NAME: one guest run of the whole suite, its output prefixed and kept
 # The guest's share gets every scripts/test*.sh (the suites scripts/guest-suite.sh runs and their
 # shared scripts/test-lib.sh) and the guest tools.
 GUEST_SCRIPTS = $(sort $(wildcard scripts/test*.sh))
-vm_suite = scripts/vm-test.sh --suite $(1) --cpus $(VM_CPUS_$(1)) --timeout $(VM_TIMEOUT) \
+vm_suite = scripts/vm-test.sh $(call vm_args,$(1)) --cpus $(or $(VM_CPUS_$(1)),1) --timeout $(VM_TIMEOUT) \
 	    $(addprefix --add ,$(GUEST_SCRIPTS) $(GUEST_TOOLS)) \
 	    --second-boot scripts/test-reboot.sh \
 	    $(DEB) $(NEXT_DEB) -- scripts/guest-suite.sh 2>&1 | tee build/vm-$(1).log | sed -u 's/^/[$(1)] /'
-# vm_no_bpf SUITE: the short extra boot of that suite's kernel with an LSM list
+# vm_no_bpf NAME: the short extra boot of that guest's kernel with an LSM list
 # that lacks bpf (boot, install, the doctor, the launcher's refusal;
 # scripts/test-status.sh no_bpf), after its suite passed.
-vm_no_bpf = scripts/vm-test.sh --suite $(1) --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
+vm_no_bpf = scripts/vm-test.sh $(call vm_args,$(1)) --cpus 1 --timeout 900 --append "$(VM_NO_BPF_LSM)" \
 	    $(addprefix --add ,$(filter-out scripts/test-status.sh,$(GUEST_SCRIPTS))) $(DEB) -- scripts/test-status.sh 2>&1 \
 	    | tee build/vm-$(1)-no-bpf.log | sed -u 's/^/[$(1), no bpf] /'
 vm-test: package package-next guest-tools
-	@rc=0; pids=; rm -f $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); \
-	$(foreach s,$(VM_SUITES),echo "== vm-test: $(s) ($(VM_CPUS_$(s)) vCPU)"; \
-	  if [ "$(VM_PARALLEL)" = 1 ]; then { $(call vm_suite,$(s)) && $(call vm_no_bpf,$(s)); } & pids="$$pids $$!"; \
-	  else { $(call vm_suite,$(s)) && $(call vm_no_bpf,$(s)); } || rc=1; fi; ) \
+	@rc=0; pids=; started=$$(date +%s); rm -f $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log build/vm-$(s).times); \
+	$(foreach s,$(VM_SUITES),echo "== vm-test: $(s) ($(or $(VM_CPUS_$(s)),1) vCPU)"; \
+	  if [ "$(VM_PARALLEL)" = 1 ]; then { t0=$$(date +%s); $(call vm_suite,$(s)) && { t1=$$(date +%s); $(call vm_no_bpf,$(s)); }; \
+	    rc=$$?; printf '%s %s %s\n' "$${t1:-}" "$$t0" "$$(date +%s)" >build/vm-$(s).times; exit $$rc; } & pids="$$pids $$!"; \
+	  else t0=$$(date +%s); t1=; { $(call vm_suite,$(s)) && { t1=$$(date +%s); $(call vm_no_bpf,$(s)); }; } || rc=1; \
+	    printf '%s %s %s\n' "$$t1" "$$t0" "$$(date +%s)" >build/vm-$(s).times; fi; ) \
 	for p in $$pids; do wait "$$p" || rc=1; done; \
 	for log in $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); do \
 	  [ -e "$$log" ] || { echo "== vm-test: $$log: not run (its suite failed first)"; continue; }; \
 	  printf '== vm-test: %s: %s\n' "$$log" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' "$$log" | tr '\n' ' ')"; \
 	done; \
+	scripts/vm-times.sh "$$started" $(VM_SUITES); \
 	exit "$$rc"
 
 # The short extra boot of vm-test: a kernel whose LSM list lacks bpf (boot,

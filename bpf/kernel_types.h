@@ -114,11 +114,20 @@ struct dentry {
 	unsigned int d_flags;
 	struct dentry *d_parent;
 	struct super_block *d_sb;
-	struct qstr d_name;
+	struct qstr d_name; /* since 7.x in an anonymous union with __d_name: CO-RE finds it there */
 	struct inode *d_inode;
 	union {
 		struct hlist_node d_alias; /* node in d_inode->i_dentry */
 	} d_u;
+};
+
+/*
+ * The same dentry since 7.x (seen on 7.3.4): d_alias in an anonymous union,
+ * no d_u. A "___" flavour: libbpf matches it against the kernel's struct
+ * dentry. Use dentry_alias_offset(), which picks the one the kernel has.
+ */
+struct dentry___anon_alias {
+	struct hlist_node d_alias;
 };
 
 /* include/linux/fs.h: vfs_rename()'s argument */

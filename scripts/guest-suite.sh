@@ -27,7 +27,10 @@ for suite in "${SUITES[@]}"; do
 		rc=1
 		continue
 	fi
+	started=$SECONDS
 	bash "$here/$suite" || rc=1
+	# Read by scripts/vm-times.sh for the time table of `make vm-test`.
+	echo "== suite-time: $suite $((SECONDS - started)) s"
 done
 echo "== scripts/test-reboot.sh prepare (checked after a reboot)"
 bash "$here/test-reboot.sh" prepare || rc=1

@@ -46,6 +46,12 @@
 #                   into an entry outside, after an outside launch made its directory
 #                   an entry, and after its filesystem's mount was moved below an
 #                   entry (mount --move): denied each time
+#   fallback        the daemon loaded without its optional parts
+#                   (AGENT_SANDBOX_EXECD_WITHOUT=walk-memos,compat-ioctl in a unit drop-in, as
+#                   after a kernel's verifier rejected them): --status and the doctor name
+#                   them; a key in a directory entry, its other name, a file moved into the
+#                   entry after it was read, a listed file and a listed name stay denied, an
+#                   exception readable; without the drop-in the daemon loads them again
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>", notes ("# ...");
 # then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -69,7 +75,7 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc walk_levels memos
+	dir_replaced filesystems base_vs_user inside_exc walk_levels memos fallback
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -480,6 +486,59 @@ check_memos() {
 	stop_server
 }
 
+readonly DROPIN=/run/systemd/system/agent-sandbox-execd.service.d/asx-test-fallback.conf
+
+# restart_daemon WHAT: restart the unit and wait until it serves again
+restart_daemon() {
+	systemctl daemon-reload
+	timeout 120 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
+	okl "fallback: $1" '$(snip "$T/restart.log") is-active: $(systemctl is-active agent-sandbox-execd)' \
+		wait_for 60 test -e /run/agent-sandbox-exec/ready
+}
+
+check_fallback() {
+	mkdir -p "$(dirname "$DROPIN")"
+	printf '[Service]\nEnvironment=AGENT_SANDBOX_EXECD_WITHOUT=walk-memos,compat-ioctl\n' >"$DROPIN"
+	restart_daemon "the daemon serves without walk-memos and compat-ioctl"
+	run_as "$USR" "$LAUNCHER" --status
+	okl "fallback: --status names both parts left out" 'out=$(snip "$OUT")' \
+		eval 'has "loaded without walk-memos (left out by AGENT_SANDBOX_EXECD_WITHOUT)" "$OUT" &&
+			has "loaded without compat-ioctl (left out by" "$OUT"'
+	AGENT_SANDBOX_EXECD_WITHOUT=walk-memos agent-sandbox-execd --check >"$T/check.out" 2>&1
+	okl "fallback: the doctor notes the part left out and stays healthy" 'out=$(snip "$T/check.out")' \
+		eval 'has "note: loaded without walk-memos" "$T/check.out" &&
+			has "verdict: enforcement can work" "$T/check.out"'
+	rm -rf "$UH/.ssh/fb" "$UH/fbw"
+	put "$UH/.ssh/id_fb" 0600 "$(sec fbkey)"
+	put "$UH/.ssh/config" 0644 "cfg-$TOK"
+	put "$UH/fbw/a/b/file" 0600 "$(sec fbmoved)"
+	put "$UH/fb-listed" 0600 "$(sec fblisted)"
+	ln -f "$UH/.ssh/id_fb" "$UH/fb-hardlink"
+	set_list "~/.ssh/" "!~/.ssh/config" "~/fb-listed" "~/fb-name"
+	denied "fallback: a key in ~/.ssh/ is denied" "$UH/.ssh/id_fb" "$(sec fbkey)"
+	denied "fallback: its other name made before launch is denied" "$UH/fb-hardlink" "$(sec fbkey)"
+	readable "fallback: !~/.ssh/config is readable" "$UH/.ssh/config" "cfg-$TOK"
+	denied "fallback: a listed file is denied" "$UH/fb-listed" "$(sec fblisted)"
+	start_server
+	job "cat $UH/fbw/a/b/file"
+	okl "fallback: a file outside the entry is readable" 'job=$(snip "$T/job.out")' \
+		has "$(sec fbmoved)" "$T/job.out"
+	mv "$UH/fbw/a" "$UH/.ssh/fb"
+	job "cat $UH/.ssh/fb/b/file"
+	okl "fallback: the same file, after its directory moved into ~/.ssh/ outside, is denied" \
+		'job=$(snip "$T/job.out")' eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec fbmoved)" "$T/job.out"'
+	printf '%s\n' "$(sec fbname)" >"$UH/fb-name" && chown "$USR" "$UH/fb-name"
+	job "cat $UH/fb-name"
+	okl "fallback: a listed name created after launch is denied" 'job=$(snip "$T/job.out")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec fbname)" "$T/job.out"'
+	stop_server
+	rm -f "$UH/fb-hardlink" "$DROPIN"
+	restart_daemon "the daemon serves again without the drop-in"
+	run_as "$USR" "$LAUNCHER" --status
+	okl "fallback: without the drop-in, --status names no part left out (kernel: $(uname -r))" \
+		'out=$(snip "$OUT")' eval '! has "left out by" "$OUT"'
+}
+
 cleanup() {
 	local i p
 	[ "${CLEANED:-0}" = 1 ] && return 0
@@ -488,6 +547,11 @@ cleanup() {
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[i]}" 2>/dev/null; done
 	for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null; done
 	[ -n "$BASE_SAVED" ] && [ -e "$BASE_SAVED" ] && cat "$BASE_SAVED" >"$BASE_LIST"
+	if [ -e "$DROPIN" ]; then
+		rm -f "$DROPIN"
+		systemctl daemon-reload
+		systemctl restart agent-sandbox-execd
+	fi
 	remove_test_user "$USR"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0

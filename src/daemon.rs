@@ -1430,6 +1430,7 @@ impl Daemon {
         let held = cgid.and_then(|c| self.bpf.held(c));
         let mut answer = request::StatusReply {
             sandbox: cgid.is_some(),
+            without: self.bpf.variant().describe(),
             ..Default::default()
         };
         if let Some(set) = held {

@@ -40,9 +40,11 @@ pub struct Facts {
     pub bpffs: Result<(), String>,
     /// /sys/kernel/security/lockdown, e.g. `[none] integrity confidentiality`.
     pub lockdown: Option<String>,
-    /// The trial load and attach: Ok(programs attached) or the step that
-    /// failed and its errno.
-    pub trial: Option<Result<usize, (String, Option<i32>)>>,
+    /// The trial load and attach: Ok((programs attached, one line per
+    /// optional part the loaded variant left out: [`crate::variant::Variant::describe`]))
+    /// or the step that failed, its errno and, when the verifier rejected a
+    /// program that no variant could leave out, that rejection.
+    pub trial: Option<Result<(usize, Vec<String>), TrialFailure>>,
     /// The canary on the trial's maps: Ok(what was seen) or Err((cause,
     /// fix)); None when it could not run (no trial, or no cgroup2).
     pub canary: Option<Result<String, (String, String)>>,
@@ -51,6 +53,10 @@ pub struct Facts {
     /// Whether [`GRUB_FILE`] exists.
     pub grub: bool,
 }
+
+/// A trial load or attach that failed: what was being done, its errno,
+/// and the verifier's rejection if it named one.
+pub type TrialFailure = (String, Option<i32>, Option<crate::verifier::Rejection>);
 
 /// One finding: a check that passed, or a failure with its cause and fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,10 +173,27 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
         None => out.push(Finding::Note(
             "trial load and attach not run (a prerequisite above is missing)".into(),
         )),
-        Some(Ok(n)) => out.push(Finding::Ok(format!(
-            "trial load and attach: {n} programs (the LSM hooks and fexit/vfs_rename) attached and detached"
-        ))),
-        Some(Err((what, errno))) => {
+        Some(Ok((n, without))) => {
+            out.push(Finding::Ok(format!(
+                "trial load and attach: {n} programs attached and detached"
+            )));
+            for line in without {
+                out.push(Finding::Note(format!(
+                    "loaded without {line}; every denial of the lists holds"
+                )));
+            }
+        }
+        Some(Err((_, _, Some(rejection)))) => out.push(Finding::Fail {
+            cause: format!("{rejection}"),
+            fix: format!(
+                "the program holds no optional part that a variant could leave out \
+                 ({} names those that exist), so this kernel cannot run the programs: report \
+                 it with `uname -r` and the verifier's whole log (`RUST_LOG=debug \
+                 agent-sandbox-execd --check 2>&1`)",
+                crate::variant::WITHOUT_ENV
+            ),
+        }),
+        Some(Err((what, errno, None))) => {
             let name = errno
                 .and_then(failure::errno_name)
                 .unwrap_or("an unknown errno");
@@ -179,9 +202,13 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
                     "this kernel forbids BPF LSM programs: {what} failed with EPERM although bpf \
                      is in the active LSM list and kernel BTF is present"
                 ),
-                Some(libc::EPERM | libc::EACCES) => {
+                Some(libc::EPERM | libc::EACCES) if !prerequisites => {
                     format!("cannot {what}: {name}, expected while a prerequisite above is missing")
                 }
+                Some(libc::EACCES) => format!(
+                    "cannot {what}: EACCES: the kernel's verifier rejected a program, and \
+                     libbpf's log did not name it"
+                ),
                 _ => format!("cannot {what}: {name}"),
             };
             let fix = match errno {
@@ -202,7 +229,9 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
                     "a kernel with CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT and BPF trampolines".into()
                 }
                 Some(libc::ENOMEM) => "free memory, then try again".into(),
-                _ => "see RUST_LOG=debug agent-sandbox-execd --check for libbpf's log".into(),
+                _ => "see `RUST_LOG=debug agent-sandbox-execd --check` for libbpf's whole log, \
+                      and report it with `uname -r`"
+                    .into(),
             };
             out.push(Finding::Fail { cause, fix });
         }
@@ -283,14 +312,19 @@ impl Facts {
                 canary = cgroup2
                     .as_deref()
                     .map(|root| run_canary(&mut bpf, root, &paths.run_dir));
-                Ok(bpf.attached_count())
+                Ok((bpf.attached_count(), bpf.variant().describe()))
             }
             Err(e) => Err(match &e {
                 BpfError::Kernel {
                     what,
                     cause: source,
-                } => (what.clone(), failure::errno_of(source)),
-                other => (crate::error_chain(other), None),
+                } => (what.clone(), failure::errno_of(source), None),
+                BpfError::Rejected { rejection, cause } => (
+                    "load the BPF LSM programs".into(),
+                    failure::errno_of(cause),
+                    Some(rejection.clone()),
+                ),
+                other => (crate::error_chain(other), None, None),
             }),
         });
         Facts {
@@ -356,7 +390,7 @@ mod tests {
             cgroup2: Some("/sys/fs/cgroup".into()),
             bpffs: Ok(()),
             lockdown: Some("[none] integrity confidentiality".into()),
-            trial: Some(Ok(9)),
+            trial: Some(Ok((9, vec![]))),
             canary: Some(Ok("a child was refused with EPERM".into())),
             distro: Some("debian".into()),
             grub: true,
@@ -378,7 +412,7 @@ mod tests {
         let (text, code) = report(&diagnose(&healthy()));
         assert_eq!(code, EXIT_HEALTHY, "{text}");
         assert!(text.contains("verdict: enforcement can work"), "{text}");
-        assert!(text.contains("9 programs (the LSM hooks"), "{text}");
+        assert!(text.contains("9 programs attached and detached"), "{text}");
         assert!(text.contains("ok: canary: a child was refused"), "{text}");
     }
 
@@ -412,7 +446,11 @@ mod tests {
     #[test]
     fn a_kernel_that_forbids_bpf_lsm_programs() {
         let f = Facts {
-            trial: Some(Err(("load the BPF LSM programs".into(), Some(libc::EPERM)))),
+            trial: Some(Err((
+                "load the BPF LSM programs".into(),
+                Some(libc::EPERM),
+                None,
+            ))),
             cgroup2: Some("/sys/fs/cgroup/unified".into()),
             ..healthy()
         };
@@ -425,6 +463,72 @@ mod tests {
         assert!(fl[0].1.contains("another kernel or host"), "{fl:?}");
         assert!(!fl[0].1.contains("CONFIG_BPF_LSM"), "no advice already met");
         assert_eq!(report(&diagnose(&f)).1, EXIT_UNHEALTHY);
+    }
+
+    /// The verifier's rejection on a kernel with every prerequisite, from a
+    /// recorded log: the program and the reason, no "prerequisite" text.
+    #[test]
+    fn a_rejected_program_is_named_with_the_verifiers_reason() {
+        let log = include_str!("testdata/verifier-7.3-file_open.log");
+        let rejection = crate::verifier::rejection(log).expect("a rejection");
+        let f = Facts {
+            trial: Some(Err((
+                "load the BPF LSM programs".into(),
+                Some(libc::EACCES),
+                Some(rejection),
+            ))),
+            canary: None,
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert_eq!(fl.len(), 1, "{fl:?}");
+        assert!(
+            fl[0].0.starts_with(
+                "the kernel's verifier rejected the program file_open: The second argument (R2) \
+                 to bpf_inode_storage_get"
+            ),
+            "{fl:?}"
+        );
+        assert!(fl[0].1.contains("report it"), "{fl:?}");
+        let text = report(&diagnose(&f)).0;
+        assert!(!text.contains("prerequisite"), "{text}");
+        assert!(!text.contains("needs a build"), "{text}");
+        // EACCES without a named program, prerequisites met: no "expected".
+        let f = Facts {
+            trial: Some(Err((
+                "load the BPF LSM programs".into(),
+                Some(libc::EACCES),
+                None,
+            ))),
+            canary: None,
+            ..healthy()
+        };
+        let fl = fails(&f);
+        assert!(fl[0].0.contains("verifier rejected a program"), "{fl:?}");
+        assert!(!fl[0].0.contains("expected while"), "{fl:?}");
+    }
+
+    /// A variant without an optional part: a note per part, still healthy.
+    #[test]
+    fn a_variant_without_a_part_is_noted() {
+        let mut v = crate::variant::Variant::default();
+        v.leave_out(
+            crate::variant::Part::WalkMemos,
+            crate::variant::Why::Rejected(
+                crate::verifier::rejection(include_str!("testdata/verifier-7.3-file_open.log"))
+                    .expect("a rejection"),
+            ),
+        );
+        let f = Facts {
+            trial: Some(Ok((9, v.describe()))),
+            ..healthy()
+        };
+        let (text, code) = report(&diagnose(&f));
+        assert_eq!(code, EXIT_HEALTHY, "{text}");
+        assert!(
+            text.contains("note: loaded without walk-memos (the kernel's verifier rejected the program file_open"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -449,7 +553,11 @@ mod tests {
         // The trial is not blamed on EPERM when a prerequisite is missing.
         let f = Facts {
             lsm: Some("capability".into()),
-            trial: Some(Err(("load the BPF LSM programs".into(), Some(libc::EPERM)))),
+            trial: Some(Err((
+                "load the BPF LSM programs".into(),
+                Some(libc::EPERM),
+                None,
+            ))),
             ..healthy()
         };
         assert!(fails(&f).iter().all(|(c, _)| !c.contains("forbids")));
@@ -485,6 +593,7 @@ mod tests {
             trial: Some(Err((
                 "load the BPF LSM programs".into(),
                 Some(libc::EINVAL),
+                None,
             ))),
             ..healthy()
         };

@@ -174,8 +174,9 @@ fn kernel_cause(errno: Option<i32>, facts: KernelFacts) -> String {
                         trampolines, or a unit without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN in its \
                         CapabilityBoundingSet=); enforcement needs another kernel or host"
             .into(),
-        libc::EACCES => "EACCES: the verifier rejected the programs on this kernel; \
-                         RUST_LOG=debug shows its log; the package needs a build for this kernel"
+        libc::EACCES => "EACCES: the kernel's verifier rejected a program (no verifier log was \
+                         captured to name it); `RUST_LOG=debug agent-sandbox-execd --check` prints \
+                         libbpf's whole log: report it"
             .into(),
         libc::EINVAL => "EINVAL: the kernel lacks a program type, attach type or LSM hook the \
                          programs need (Linux 6.1 or later with CONFIG_BPF_LSM=y), or maps pinned \
@@ -186,8 +187,9 @@ fn kernel_cause(errno: Option<i32>, facts: KernelFacts) -> String {
             "{name}: the kernel does not support what the programs need (BPF trampolines need \
              CONFIG_BPF_JIT and an architecture with them; bpf(2) needs CONFIG_BPF_SYSCALL)"
         ),
-        libc::E2BIG => "E2BIG: the programs exceed this kernel's verifier limits; the package \
-                        needs a build for this kernel"
+        libc::E2BIG => "E2BIG: the programs exceed this kernel's verifier limits; \
+                        `RUST_LOG=debug agent-sandbox-execd --check` prints libbpf's whole log: \
+                        report it"
             .into(),
         libc::ESRCH => "ESRCH: the kernel's BTF lacks a type or LSM hook the programs need (a \
                         kernel older than 6.1, or built without the hook)"
@@ -203,6 +205,18 @@ fn kernel_cause(errno: Option<i32>, facts: KernelFacts) -> String {
         libc::EINTR => "EINTR: interrupted by a signal".into(),
         _ => format!("{name} (errno {n})"),
     }
+}
+
+/// What a verifier rejection that no fallback could avoid means, and what
+/// to do: the program, the verifier's reason, and where its whole log is.
+pub fn rejected_message(r: &crate::verifier::Rejection) -> String {
+    format!(
+        "cannot load the BPF LSM programs: {r}; the program holds no optional part that a \
+         variant could leave out (see {}), so enforcement cannot start on this kernel; \
+         `RUST_LOG=debug agent-sandbox-execd --check 2>&1` prints the verifier's whole log: \
+         report it with `uname -r`",
+        crate::variant::WITHOUT_ENV
+    )
 }
 
 /// The prerequisite that is missing, with its fix.
@@ -253,6 +267,10 @@ pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
                 message: format!("cannot {what} ({err:#}): {cause}; {tail}"),
             }
         }
+        DaemonError::Bpf(BpfError::Rejected { rejection, .. }) => Verdict {
+            class: Class::Permanent,
+            message: format!("{}; {PERMANENT_TAIL}", rejected_message(rejection)),
+        },
         DaemonError::Bpf(_) => Verdict {
             class: Class::Transient,
             message: format!("{chain}; {TRANSIENT_TAIL}"),
@@ -299,6 +317,30 @@ mod tests {
             what: "attach the lsm/file_open program".into(),
             cause: libbpf_rs::Error::from_raw_os_error(errno).context("failed to attach LSM"),
         })
+    }
+
+    #[test]
+    fn a_verifier_rejection_is_permanent_and_named() {
+        let rejection =
+            crate::verifier::rejection(include_str!("testdata/verifier-7.3-return.log"))
+                .expect("a rejection");
+        let e = DaemonError::Bpf(BpfError::Rejected {
+            rejection,
+            cause: libbpf_rs::Error::from_raw_os_error(libc::EINVAL),
+        });
+        let v = classify(&e, MET);
+        assert_eq!(v.class, Class::Permanent);
+        assert!(
+            v.message
+                .contains("rejected the program task_kill: At program exit the register R0"),
+            "{}",
+            v.message
+        );
+        assert!(v.message.contains("report it"), "{}", v.message);
+        assert!(!v.message.contains("needs a build"), "{}", v.message);
+        // EACCES without a log: no advice about a build that does not exist.
+        let v = classify(&load_err(libc::EACCES), MET);
+        assert!(!v.message.contains("needs a build"), "{}", v.message);
     }
 
     #[test]

@@ -290,6 +290,9 @@ fn status(paths: &Paths, verbose: bool) -> u8 {
     let code = match ask_status(paths) {
         Ok((pid, s)) => {
             println!("daemon: serving (pid {pid})");
+            for w in &s.without {
+                println!("daemon: loaded without {w}; every denial of the lists holds");
+            }
             if s.sandbox {
                 println!(
                     "enforced for uid {uid}: {} file(s) denied, {} name(s) watched, {} directories and symlinks on the way guarded",

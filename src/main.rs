@@ -35,6 +35,8 @@ mod record;
 mod request;
 mod resolve;
 mod sys;
+mod variant;
+mod verifier;
 mod watch;
 
 use std::ffi::{OsStr, OsString};

@@ -39,6 +39,7 @@ use crate::entries::{
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/agent_sandbox.skel.rs"));
 }
+use crate::variant::{self, Part, Variant, Why};
 use skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 
 /// Where bpffs is normally mounted.
@@ -317,6 +318,15 @@ pub enum BpfError {
         /// The libbpf error, carrying the errno.
         cause: libbpf_rs::Error,
     },
+    /// The kernel's verifier rejected a program and no variant without an
+    /// optional part could be loaded instead; a restart cannot help.
+    #[error("cannot load the BPF LSM programs: {rejection}")]
+    Rejected {
+        /// The program and the verifier's reason.
+        rejection: crate::verifier::Rejection,
+        /// The libbpf error, carrying the errno.
+        cause: libbpf_rs::Error,
+    },
     /// A libbpf operation failed.
     #[error("{what}: {cause}")]
     Libbpf {
@@ -457,8 +467,31 @@ pub fn remove_empty_pin_dirs(pin_dir: &Path) {
 pub fn route_libbpf_log() {
     fn print(_level: libbpf_rs::PrintLevel, msg: String) {
         log::debug!(target: "libbpf", "{}", msg.trim_end());
+        if let Ok(mut c) = CAPTURED.lock()
+            && let Some(buf) = c.as_mut()
+            && buf.len() + msg.len() <= MAX_CAPTURED
+        {
+            buf.push_str(&msg);
+        }
     }
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
+}
+
+/// libbpf's lines while a load runs ([`capture_libbpf_log`]).
+static CAPTURED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+/// Most bytes of libbpf's lines kept for one load: a rejected program's
+/// verifier log runs to about 0.6 MB on 7.3 (the reason is at its end).
+const MAX_CAPTURED: usize = 8 << 20;
+
+/// Starts (`on`) keeping libbpf's lines (routed by [`route_libbpf_log`]), or
+/// stops and returns what was kept since.
+fn capture_libbpf_log(on: bool) -> String {
+    let mut c = CAPTURED.lock().unwrap_or_else(|p| p.into_inner());
+    let kept = c.take().unwrap_or_default();
+    if on {
+        *c = Some(String::new());
+    }
+    kept
 }
 
 /// The kernel variables the programs read through untyped ksyms, which
@@ -596,6 +629,8 @@ pub struct Bpf {
     /// Per sandbox: a number that changes whenever its entries in the maps
     /// or the mirror do (see [`Bpf::version`]).
     versions: HashMap<u64, u64>,
+    /// The optional parts this load left out ([`Bpf::variant`]).
+    variant: Variant,
 }
 
 /// The cause of [`Bpf::version`] numbers: one counter for the process, so
@@ -626,14 +661,71 @@ impl Bpf {
         Bpf::load(None)
     }
 
+    /// The variant loaded: the optional parts left out, and why.
+    pub fn variant(&self) -> &Variant {
+        &self.variant
+    }
+
     /// How many programs are attached.
     pub fn attached_count(&self) -> usize {
         self.attached.len()
     }
 
     /// [`Bpf::load_and_attach`] with the pins below `pin_root`, or
-    /// [`Bpf::load_unpinned`] without.
+    /// [`Bpf::load_unpinned`] without. Starts from the full variant less
+    /// the parts [`variant::WITHOUT_ENV`] names; when the verifier rejects a
+    /// program that holds an optional part ([`variant::fallback`]), loads
+    /// again without that part, logging once what is missing and what it
+    /// costs.
     fn load(pin_root: Option<&Path>) -> Result<Bpf, BpfError> {
+        let forced = std::env::var(variant::WITHOUT_ENV).unwrap_or_default();
+        let forced = variant::parse_without(&forced).map_err(BpfError::Unsupported)?;
+        let mut variant = Variant::without(&forced);
+        // Without the hook in the kernel, loading its program would fail.
+        let compat = libbpf_rs::btf::Btf::from_vmlinux()
+            .map(|btf| {
+                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
+                    .is_some()
+            })
+            .unwrap_or(false);
+        if !compat {
+            variant.leave_out(
+                Part::CompatIoctl,
+                Why::NotInKernel(format!(
+                    "no {COMPAT_IOCTL_HOOK} (kernels before 6.8 without the backport send \
+                     32-bit ioctls to the file_ioctl hook, which checks them)"
+                )),
+            );
+        }
+        loop {
+            match Bpf::load_variant(pin_root, &variant) {
+                Ok(mut bpf) => {
+                    for line in variant.describe() {
+                        log::warn!("loaded without {line}");
+                    }
+                    bpf.variant = variant;
+                    return Ok(bpf);
+                }
+                Err(BpfError::Rejected { rejection, cause }) => {
+                    match variant::fallback(&rejection.program, &variant) {
+                        Some(part) => {
+                            log::warn!(
+                                "{rejection}; loading again without {} ({})",
+                                part.name(),
+                                part.cost()
+                            );
+                            variant.leave_out(part, Why::Rejected(rejection));
+                        }
+                        None => return Err(BpfError::Rejected { rejection, cause }),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One load of `variant` (see [`Bpf::load`]).
+    fn load_variant(pin_root: Option<&Path>, variant: &Variant) -> Result<Bpf, BpfError> {
         let pinned = pin_root.is_some();
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
         // (module or vmlinux) is then there for the CO-RE relocations.
@@ -642,12 +734,13 @@ impl Bpf {
         let mut open = AgentSandboxSkelBuilder::default()
             .open(object)
             .map_err(lb("open the BPF object"))?;
-        let layout = open
+        let rodata = open
             .maps
             .rodata_data
-            .as_ref()
-            .map(|r| r.layout_version)
+            .as_mut()
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
+        let layout = rodata.layout_version;
+        rodata.walk_memos_on = u32::from(variant.has(Part::WalkMemos));
         // Unpinned: no directory (an empty path, used for nothing).
         let pin_dir = pin_root
             .map(|r| r.join(format!("v{layout}")))
@@ -671,28 +764,26 @@ impl Bpf {
             map.set_pin_path(pin_dir.join(name))
                 .map_err(lb(format!("set the {name} pin path")))?;
         }
-        // Without the hook in the kernel, loading its program would fail.
-        let compat = libbpf_rs::btf::Btf::from_vmlinux()
-            .map(|btf| {
-                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
-                    .is_some()
-            })
-            .unwrap_or(false);
-        if !compat {
-            log::warn!(
-                "this kernel has no {COMPAT_IOCTL_HOOK}: ioctls of 32-bit processes reach \
-                 the file_ioctl hook, not a compat one (kernels before 6.8 without the \
-                 backport), so lsm/file_ioctl_compat is not loaded"
-            );
-        }
-        open.progs.file_ioctl_compat.set_autoload(compat);
-        let skel = match open.load() {
+        open.progs
+            .file_ioctl_compat
+            .set_autoload(variant.has(Part::CompatIoctl));
+        // Its only job is to keep memos valid.
+        open.progs
+            .vfs_rename_exit
+            .set_autoload(variant.has(Part::WalkMemos));
+        capture_libbpf_log(true);
+        let loaded = open.load();
+        let log = capture_libbpf_log(false);
+        let skel = match loaded {
             Ok(s) => s,
             Err(cause) => {
                 // libbpf unpins the maps it pinned for a load that failed
                 // (bpf_object_load), leaving the directories it was given.
                 if pinned {
                     remove_empty_pin_dirs(&pin_dir);
+                }
+                if let Some(rejection) = crate::verifier::rejection(&log) {
+                    return Err(BpfError::Rejected { rejection, cause });
                 }
                 return Err(BpfError::Kernel {
                     what: "load the BPF LSM programs".into(),
@@ -748,6 +839,7 @@ impl Bpf {
             btrfs_loaded,
             drops_seen: HashMap::new(),
             _links: links,
+            variant: Variant::default(),
         };
         bpf.load_mirror();
         Ok(bpf)

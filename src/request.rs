@@ -345,6 +345,10 @@ pub struct StatusReply {
     pub marks: usize,
     /// The warnings about the uid's own list at its last apply.
     pub warnings: Vec<String>,
+    /// The optional parts of the BPF programs the daemon loaded without, one
+    /// line each ([`crate::variant::Variant::describe`]); encoded as
+    /// `without=` lines.
+    pub without: Vec<String>,
 }
 
 impl StatusReply {
@@ -358,8 +362,13 @@ impl StatusReply {
             self.names,
             self.marks
         );
-        for w in &self.warnings {
-            let line = format!("warning={}\n", one_line(w));
+        let lines = self
+            .without
+            .iter()
+            .map(|w| ("without", w))
+            .chain(self.warnings.iter().map(|w| ("warning", w)));
+        for (key, w) in lines {
+            let line = format!("{key}={}\n", one_line(w));
             if out.len() + line.len() > MAX_REPLY_BYTES - 100 {
                 break;
             }
@@ -390,6 +399,7 @@ impl StatusReply {
                 Some(("names", v)) => (r.names, counts) = (num(v)?, counts + 1),
                 Some(("marks", v)) => (r.marks, counts) = (num(v)?, counts + 1),
                 Some(("warning", v)) => r.warnings.push(v.to_owned()),
+                Some(("without", v)) => r.without.push(v.to_owned()),
                 _ => {}
             }
         }
@@ -590,6 +600,7 @@ mod tests {
             names: 4,
             marks: 9,
             warnings: vec!["a:1: w".into()],
+            without: vec!["walk-memos (left out): slower".into()],
         };
         assert_eq!(StatusReply::parse(r.encode().as_bytes()).unwrap(), r);
         // A refusal's reason, and a launch reply without counts, are errors.

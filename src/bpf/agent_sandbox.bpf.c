@@ -66,6 +66,19 @@ static __always_inline int pass_on(int ret)
 /* Read by the daemon from the skeleton's rodata to name its pin directory. */
 const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
 
+/*
+ * Set by the daemon before load: 0 loads the variant without walk memos
+ * (every open in a sandbox with directory entries walks from the file),
+ * for a kernel whose verifier refuses the memo path (7.x types
+ * file->f_path.dentry as untrusted, and bpf_inode_storage_get() refuses
+ * the directory's inode reached through it) or an administrator who turns
+ * memos off. .rodata is frozen at load, so the verifier takes this for a
+ * constant and never visits the branch it rules out (kernel/bpf/verifier.c:
+ * a load from a read-only map whose value is known; the dead branch is
+ * removed before JIT), and the branch it keeps costs nothing at run time.
+ */
+const volatile __u32 walk_memos_on = 1;
+
 /* {sandbox cgroup id, file key} -> 1. Written by agent-sandbox-execd; keys of freed inodes are deleted here. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -239,6 +252,19 @@ static __always_inline void fill_key(struct file_key *k, struct inode *inode)
 	k->ino = inode->i_ino;
 	k->dev = inode->i_sb->s_dev;
 	k->subvol = subvol_of(inode);
+}
+
+/*
+ * The offset of d_alias (the node in inode->i_dentry) in struct dentry: in
+ * the union d_u up to 6.x, in an anonymous union since 7.x. The check is a
+ * constant after relocation, so the verifier never sees the other branch,
+ * whose relocation libbpf could not resolve.
+ */
+static __always_inline __u64 dentry_alias_offset(void)
+{
+	if (bpf_core_field_exists(struct dentry, d_u))
+		return bpf_core_field_offset(struct dentry, d_u.d_alias);
+	return bpf_core_field_offset(struct dentry___anon_alias, d_alias);
 }
 
 /* Is bit filter_bit(ino, tag) of key_filter set? */
@@ -475,7 +501,7 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file, __u32 *bi
 	first = inode->i_dentry.first;
 	if (!first)
 		return false;
-	return alias_listed(cgid, (void *)first - bpf_core_field_offset(struct dentry, d_u.d_alias));
+	return alias_listed(cgid, (void *)first - dentry_alias_offset());
 }
 
 /* Side doors II (end of file): a write-open of an outside task's /proc/<pid>/ file. */
@@ -927,9 +953,11 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 	int verdict;
 
 	if (dentry->d_inode == inode) {
-		verdict = path_walk_denied(cgid, file, dentry, bits);
-		if (verdict != PATH_WALK_WHOLE)
-			return verdict;
+		if (walk_memos_on) {
+			verdict = path_walk_denied(cgid, file, dentry, bits);
+			if (verdict != PATH_WALK_WHOLE)
+				return verdict;
+		}
 		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
 		if (mnt)
 			mnt -= bpf_core_field_offset(struct mount, mnt);
@@ -938,7 +966,7 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 		first = inode->i_dentry.first;
 		if (!first)
 			return false;
-		d = (__u64)first - bpf_core_field_offset(struct dentry, d_u.d_alias);
+		d = (__u64)first - dentry_alias_offset();
 	}
 	/* One walk for both (each call of bpf_loop() is verified on its own). */
 	return walk_denied(cgid, d, mnt);
