@@ -252,7 +252,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     maps::ensure_bpffs()?;
     let tree = Tree::open()?;
     maps::route_libbpf_log();
-    let mut bpf = Bpf::load_and_attach(&paths.pin_root).inspect_err(|_| {
+    let mut bpf = Bpf::load_and_attach(&paths.pin_root, &paths.state_dir).inspect_err(|_| {
         // A first start that failed leaves no cgroup tree behind (the load
         // removes the pin directories it made).
         tree.remove_if_unused();
@@ -1104,7 +1104,7 @@ impl Daemon {
             // their CO-RE relocations find its types (no gap: the new links
             // are attached before the old ones go).
             log::info!("uid {uid}: btrfs keys ahead; loading the programs again for btrfs");
-            match Bpf::load_and_attach(&self.paths.pin_root) {
+            match Bpf::load_and_attach(&self.paths.pin_root, &self.paths.state_dir) {
                 Ok(b) => self.bpf = b,
                 Err(e) => {
                     let why = format!(

@@ -477,6 +477,56 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
+/// The running kernel, for [`variant::REMEMBERED_FILE`]: its release and
+/// build (`/proc/sys/kernel/osrelease`, `/proc/sys/kernel/version`).
+fn kernel_id() -> String {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    format!(
+        "{} {}",
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/kernel/version")
+    )
+}
+
+/// A hash of the embedded BPF object, for [`variant::REMEMBERED_FILE`]: a
+/// new build is tried in full again.
+fn object_id() -> u64 {
+    use std::hash::Hasher;
+    static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/agent_sandbox.bpf.o"));
+    let mut h = siphasher::sip::SipHasher13::new();
+    h.write(OBJECT);
+    h.finish()
+}
+
+/// Adds `parts` (rejected at this start) to [`variant::REMEMBERED_FILE`]
+/// `file`, keeping its lines of other kernels; a failure to write is logged
+/// (the next start then pays for the rejection again, nothing else).
+fn remember_rejections(file: &Path, kernel: &str, parts: &[(Part, crate::verifier::Rejection)]) {
+    let mut text: String = fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{}\t", kernel.replace(['\t', '\n'], " "))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for (part, r) in parts {
+        text.push_str(&variant::remembered_line(kernel, object_id(), *part, r));
+    }
+    let write = || -> io::Result<()> {
+        if let Some(dir) = file.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = file.with_extension("tmp");
+        fs::write(&tmp, &text)?;
+        fs::rename(&tmp, file)
+    };
+    if let Err(e) = write() {
+        log::warn!(
+            "cannot remember the rejected parts in {}: {e}",
+            file.display()
+        );
+    }
+}
+
 /// libbpf's lines while a load runs ([`capture_libbpf_log`]).
 static CAPTURED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 /// Most bytes of libbpf's lines kept for one load: a rejected program's
@@ -640,13 +690,15 @@ static NEXT_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 impl Bpf {
     /// Opens the object, reuses the pinned maps (or creates and pins them),
     /// loads and attaches the programs, pins their links and then unpins the
-    /// links of earlier daemons.
+    /// links of earlier daemons. The parts a verifier rejected are
+    /// remembered in `state_dir` ([`variant::REMEMBERED_FILE`]) for the next
+    /// start on the same kernel.
     ///
     /// # Errors
     /// [`BpfError`]; the kernel's refusal to load or attach is
     /// [`BpfError::Kernel`] with its errno.
-    pub fn load_and_attach(pin_root: &Path) -> Result<Bpf, BpfError> {
-        Bpf::load(Some(pin_root))
+    pub fn load_and_attach(pin_root: &Path, state_dir: &Path) -> Result<Bpf, BpfError> {
+        Bpf::load(Some(pin_root), Some(state_dir))
     }
 
     /// The doctor's trial (`agent-sandbox-execd --check`): the object with
@@ -658,7 +710,7 @@ impl Bpf {
     /// # Errors
     /// As [`Bpf::load_and_attach`].
     pub fn load_unpinned() -> Result<Bpf, BpfError> {
-        Bpf::load(None)
+        Bpf::load(None, None)
     }
 
     /// The variant loaded: the optional parts left out, and why.
@@ -677,7 +729,7 @@ impl Bpf {
     /// program that holds an optional part ([`variant::fallback`]), loads
     /// again without that part, logging once what is missing and what it
     /// costs.
-    fn load(pin_root: Option<&Path>) -> Result<Bpf, BpfError> {
+    fn load(pin_root: Option<&Path>, state_dir: Option<&Path>) -> Result<Bpf, BpfError> {
         let forced = std::env::var(variant::WITHOUT_ENV).unwrap_or_default();
         let forced = variant::parse_without(&forced).map_err(BpfError::Unsupported)?;
         let mut variant = Variant::without(&forced);
@@ -697,11 +749,27 @@ impl Bpf {
                 )),
             );
         }
+        let kernel = kernel_id();
+        let remembered_file = state_dir.map(|d| d.join(variant::REMEMBERED_FILE));
+        let mut remembered = Vec::new();
+        if let Some(file) = &remembered_file {
+            let text = fs::read_to_string(file).unwrap_or_default();
+            for (part, mut r) in variant::remembered(&text, &kernel, object_id()) {
+                r.reason
+                    .push_str(" [remembered from an earlier start on this kernel]");
+                variant.leave_out(part, Why::Rejected(r));
+            }
+        }
         loop {
             match Bpf::load_variant(pin_root, &variant) {
                 Ok(mut bpf) => {
                     for line in variant.describe() {
                         log::warn!("loaded without {line}");
+                    }
+                    if let Some(file) = &remembered_file
+                        && !remembered.is_empty()
+                    {
+                        remember_rejections(file, &kernel, &remembered);
                     }
                     bpf.variant = variant;
                     return Ok(bpf);
@@ -714,6 +782,7 @@ impl Bpf {
                                 part.name(),
                                 part.cost()
                             );
+                            remembered.push((part, rejection.clone()));
                             variant.leave_out(part, Why::Rejected(rejection));
                         }
                         None => return Err(BpfError::Rejected { rejection, cause }),

@@ -137,6 +137,48 @@ pub fn fallback(rejected: &str, variant: &Variant) -> Option<Part> {
         .find(|p| variant.has(*p) && p.programs().contains(&rejected))
 }
 
+/// The file (in the daemon's state directory) where the daemon remembers the
+/// parts a kernel's verifier rejected, so that its next start on the same
+/// kernel with the same object loads the working variant at once instead of
+/// paying for the rejected verification again (seconds on a slow machine).
+pub const REMEMBERED_FILE: &str = "rejected-parts";
+
+/// One line of [`REMEMBERED_FILE`]: `kernel`, `object` (a hash of the BPF
+/// object), the part and the rejection, tab-separated, ending in a newline.
+/// Tabs and newlines inside the fields become spaces.
+pub fn remembered_line(kernel: &str, object: u64, part: Part, r: &Rejection) -> String {
+    let clean = |s: &str| s.replace(['\t', '\n'], " ");
+    format!(
+        "{}\t{object:016x}\t{}\t{}\t{}\n",
+        clean(kernel),
+        part.name(),
+        clean(&r.program),
+        clean(&r.reason)
+    )
+}
+
+/// The parts [`REMEMBERED_FILE`]'s `text` names for this `kernel` and
+/// `object`, with their rejections; lines of other kernels or objects, and
+/// malformed ones, are ignored (the full variant is then tried again).
+pub fn remembered(text: &str, kernel: &str, object: u64) -> Vec<(Part, Rejection)> {
+    let object = format!("{object:016x}");
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            if f.len() != 5 || f[0] != kernel.replace(['\t', '\n'], " ") || f[1] != object {
+                return None;
+            }
+            Some((
+                Part::from_name(f[2])?,
+                Rejection {
+                    program: f[3].to_string(),
+                    reason: f[4].to_string(),
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Parses [`WITHOUT_ENV`]'s value: part names separated by commas (spaces
 /// around them ignored; empty means none).
 ///
@@ -208,6 +250,28 @@ mod tests {
         v.leave_out(Part::WalkMemos, Why::Forced);
         assert_eq!(v.describe().len(), 1, "the first reason stays");
         assert!(v.describe()[0].contains("rejected the program file_open"));
+    }
+
+    #[test]
+    fn remembered_rejections_match_kernel_and_object() {
+        let r = Rejection {
+            program: "file_open".into(),
+            reason: "R2 type=untrusted_ptr_\tx".into(),
+        };
+        let k = "7.3.4+deb13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 7.3.4-1~bpo13+1";
+        let text = format!(
+            "{}{}garbage\n",
+            remembered_line(k, 7, Part::WalkMemos, &r),
+            remembered_line("6.12.1", 7, Part::CompatIoctl, &r)
+        );
+        let got = remembered(&text, k, 7);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, Part::WalkMemos);
+        assert_eq!(got[0].1.program, "file_open");
+        assert_eq!(got[0].1.reason, "R2 type=untrusted_ptr_ x");
+        // Another object (a new package) or kernel: tried in full again.
+        assert!(remembered(&text, k, 8).is_empty());
+        assert!(remembered(&text, "7.3.5", 7).is_empty());
     }
 
     #[test]
