@@ -974,11 +974,16 @@ pub enum SocketKeyError {
 /// The key the socket hooks read from a bound Unix socket's inode
 /// (`unix_sk(other)->path.dentry->d_inode` in lsm/unix_stream_connect and
 /// lsm/unix_may_send), for the socket file at `path` (symlinks followed),
-/// with the caller's credentials; kind 0.
+/// with the caller's credentials; kind 0. With it comes the `O_PATH`
+/// descriptor it was read from: while that is open the inode cannot be
+/// freed, so its number cannot pass to another socket (lsm/
+/// inode_free_security drops the allow of a freed socket inode; a key read
+/// from an inode that was freed before the daemon stored it would have
+/// nothing left to drop it). Keep it until the daemon has answered.
 ///
 /// # Errors
 /// [`SocketKeyError`].
-pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
+pub fn socket_key(path: &[u8]) -> Result<(FileKey, OwnedFd), SocketKeyError> {
     let fd = open_at(libc::AT_FDCWD, path, libc::O_PATH).map_err(SocketKeyError::Stat)?;
     let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(SocketKeyError::Stat)?;
     let mode = u32::from(stx.stx_mode);
@@ -987,12 +992,7 @@ pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
     }
     let mut mountinfo = fs::File::open("/proc/self/mountinfo").map_err(SocketKeyError::Stat)?;
     let mut mounts = MountTable::read_from(&mut mountinfo).map_err(SocketKeyError::Stat)?;
-    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
-        device_of_mount(stx.stx_mnt_id, &mut mounts, &mut mountinfo)
-            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
-    } else {
-        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
-    };
+    let dev = device_of_statx(&stx, &mut mounts, &mut mountinfo);
     let subvol = if fs_type(&fd).map_err(SocketKeyError::Stat)? == BTRFS_SUPER_MAGIC {
         // A socket cannot be opened for the ioctl; its directory is in the
         // same subvolume.
@@ -1009,12 +1009,25 @@ pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
     } else {
         0
     };
-    Ok(FileKey {
+    let key = FileKey {
         dev,
         ino: stx.stx_ino,
         subvol,
         kind: KIND_OPEN,
-    })
+    };
+    Ok((key, fd))
+}
+
+/// The superblock's s_dev for statx result `stx`: through its mount
+/// (`stx_mnt_id`, looked up in `mounts`, re-read from `mountinfo` once if
+/// the mount is newer), else the statx device (see the module docs).
+fn device_of_statx(stx: &libc::statx, mounts: &mut MountTable, mountinfo: &mut fs::File) -> u32 {
+    if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+        device_of_mount(stx.stx_mnt_id, mounts, mountinfo)
+            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
+    } else {
+        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
+    }
 }
 
 /// The warning for a listed name in a case-insensitive directory.
