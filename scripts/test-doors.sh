@@ -25,6 +25,9 @@
 #                      to a socket the sandboxed task listens on
 #   inherited_fd       a descriptor of SECRET inherited by the launcher (fd 3, stdin):
 #                      the launch is refused (exit 2, naming the descriptor)
+#   inherited_fd_chmod the same after SECRET was made unreadable (chmod 000 from inside) while
+#                      an outside shell held fd 3 on it: still refused (the descriptor's key
+#                      decides, not whether the user may open the file now)
 #   other_uid          sockets of other uids stay reachable: getent passwd, logger
 #                      (journal), busctl --system, the daemon's own socket (a nested launch)
 #   tmux_inside        a tmux server started inside the sandbox works from inside
@@ -60,7 +63,7 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
 CHECKS=(
 	systemd_run busctl_transient tmux_outside stream_outside scm_rights inherited_fd
-	other_uid tmux_inside ssh_agent sock_reused tools
+	inherited_fd_chmod other_uid tmux_inside ssh_agent sock_reused tools
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -299,6 +302,23 @@ check_inherited_fd() {
 	okl "inherited_fd: stdin redirected from SECRET: the launch is refused (exit 2, naming fd 0)" \
 		'stdout: $(snip "$OUT"), $(why)' \
 		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 0" "$ERR"'
+}
+
+check_inherited_fd_chmod() {
+	# An outside shell holds fd 3 on SECRET; an agent makes SECRET unreadable
+	# (chmod 000, from inside); the shell's next launch passes fd 3 on.
+	run_as "$USR" sh -c 'exec 3<"$1"
+		"$2" chmod 000 "$1" 3<&-
+		echo "mode=[$(stat -c %a "$1")]" >&2
+		exec "$2" sh -c "cat <&3"' sh "$SECRET" "$LAUNCHER"
+	chmod 0600 "$SECRET"
+	if ! has "mode=[0]" "$ERR"; then
+		fail "inherited_fd_chmod: control: chmod 000 SECRET from inside" "$(why)"
+		return
+	fi
+	okl "inherited_fd_chmod: fd 3 open on SECRET made unreadable: the launch is refused (exit 2, naming fd 3)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 3" "$ERR"'
 }
 
 check_other_uid() {
