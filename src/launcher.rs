@@ -7,7 +7,10 @@
 //!    or a daemon that stopped refuses. Show the user's list warnings.
 //! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
 //! 5. Check the inherited descriptors (see [`check_inherited_fds`]): one
-//!    open on a file the sandbox denies refuses, naming it.
+//!    open on a file the sandbox denies refuses, naming it. The request
+//!    carries their keys too ([`descriptors`]), and the daemon refuses a
+//!    launch whose descriptor's key its sandbox denies, whatever the file's
+//!    permissions say now.
 //! 6. execvp(PROGRAM, ARGS) with argv and environment unchanged.
 //!
 //! With the request go the sockets that the user's lists allow (`socket`
@@ -62,6 +65,9 @@ pub enum LaunchError {
     /// The reply said ok but this process is not in its sandbox.
     #[error("not in the sandbox cgroup after the daemon's answer ({0}); refusing")]
     NotInSandbox(String),
+    /// The inherited descriptors cannot be told apart (their keys).
+    #[error("cannot examine the inherited descriptors ({0}); refusing to start")]
+    Descriptors(String),
     /// An inherited descriptor is open on a file the sandbox denies.
     #[error(
         "descriptor {fd} ({path}) is open on a file your sandbox denies, and PROGRAM would \
@@ -220,12 +226,14 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
         }
         _ => LaunchError::NoDaemon(e.to_string()),
     })?;
+    let descriptors = descriptors()?;
     // Held until the answer: see the module docs.
     let (sockets, socket_fds) = allowed_sockets(paths, uid);
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
         sockets,
+        descriptors,
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
@@ -404,6 +412,34 @@ pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
     }
 }
 
+/// The descriptors of files and directories this process holds (which
+/// PROGRAM would inherit) with their files' keys, for the request.
+///
+/// # Errors
+/// [`LaunchError::Descriptors`]: /proc/self/fd or a descriptor cannot be
+/// read, or there are more than [`request::MAX_DESCRIPTORS`].
+fn descriptors() -> Result<Vec<request::Descriptor>, LaunchError> {
+    let fds: Vec<i32> = fs::read_dir("/proc/self/fd")
+        .map_err(|e| LaunchError::Descriptors(format!("/proc/self/fd: {e}")))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // The directory's own descriptor, closed by now, is left out (EBADF).
+    let keys =
+        crate::keys::descriptor_keys(&fds).map_err(|e| LaunchError::Descriptors(e.to_string()))?;
+    if keys.len() > request::MAX_DESCRIPTORS {
+        return Err(LaunchError::Descriptors(format!(
+            "{} are open on files or directories, more than the {} a launch may pass on; \
+             close some",
+            keys.len(),
+            request::MAX_DESCRIPTORS
+        )));
+    }
+    Ok(keys
+        .into_iter()
+        .map(|(fd, key)| request::Descriptor { fd, key })
+        .collect())
+}
+
 /// The sockets the `socket` lines of the base list and the user's list
 /// allow, resolved now with this process's environment and credentials, at
 /// most [`request::MAX_SOCKETS`], and the `O_PATH` descriptors their keys
@@ -507,7 +543,9 @@ fn descriptor_refused(mode: u32, reopen: Option<i32>) -> bool {
 /// regular file or directory that reopening through /proc/self/fd/<n>
 /// (a fresh open, judged by lsm/file_open) refuses with EPERM is a file the
 /// sandbox denies, which PROGRAM would otherwise read through the inherited
-/// descriptor. Sockets, pipes and terminals are left alone (see the README:
+/// descriptor. The daemon has judged their keys already (`descriptors()`);
+/// this covers what has no key of its own, files below directory entries,
+/// as far as their mode lets the reopen reach the hook. Sockets, pipes and terminals are left alone (see the README:
 /// an inherited socket connected to an outside daemon stays usable).
 ///
 /// # Errors
