@@ -76,6 +76,7 @@ enum bpf_map_type {
 /* include/uapi/linux/stat.h */
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
+#define S_IFSOCK 0140000
 /* include/linux/dcache.h (v6.1 .. v6.12): dentry->d_flags, d_op->d_compare is set */
 #define DCACHE_OP_COMPARE 0x00000002
 

@@ -25,16 +25,22 @@
 #                      to a socket the sandboxed task listens on
 #   inherited_fd       a descriptor of SECRET inherited by the launcher (fd 3, stdin):
 #                      the launch is refused (exit 2, naming the descriptor)
+#   inherited_fd_chmod the same after SECRET was made unreadable (chmod 000 from inside) while
+#                      an outside shell held fd 3 on it: still refused (the descriptor's key
+#                      decides, not whether the user may open the file now)
 #   other_uid          sockets of other uids stay reachable: getent passwd, logger
 #                      (journal), busctl --system, the daemon's own socket (a nested launch)
 #   tmux_inside        a tmux server started inside the sandbox works from inside
 #   ssh_agent          ssh-add -l: refused without a list line; with `socket $SSH_AUTH_SOCK`
 #                      in the list, works after an outside launch; a launch from inside
 #                      adds no allow (and says so)
+#   sock_reused        an allowed socket (on an ext4 image, which reuses a freed inode number at
+#                      once) goes away; another outside listener's socket gets its inode number:
+#                      a sandbox that was allowed the first one may not connect to the second
 #   tools              python3, git clone of a local repository, an inherited unlisted file
 #
-# It creates the user asx-doors, /tmp/asx-doors.* and the user's lingering
-# manager; all of that is undone at exit.
+# It creates the user asx-doors, /tmp/asx-doors.*, the user's lingering
+# manager and a loop-mounted ext4 image (sock_reused); all of that is undone at exit.
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>" and notes
 # ("# ..."); then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -57,7 +63,7 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
 CHECKS=(
 	systemd_run busctl_transient tmux_outside stream_outside scm_rights inherited_fd
-	other_uid tmux_inside ssh_agent tools
+	inherited_fd_chmod other_uid tmux_inside ssh_agent sock_reused tools
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -69,6 +75,7 @@ CMD_TIMEOUT=60
 UENV=() T="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID="" SECRET="" D=""
 SETUP_DONE=0 CLEANED=0 LINGER=0
 BG_PIDS=()
+MOUNTS=() # mnt (test-lib.sh): unmounted at exit
 
 # ---------------------------------------------------------------- helpers
 
@@ -130,6 +137,52 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
 socket.send_fds(s, [b"x"], [fd])
 print("sent")'
+# PY_SERVE PATH|DIR WANT DATA UP: a stream listener that sends each client the
+# bytes of DATA. WANT 0: bound at PATH; else bound in DIR at b0.sock, b1.sock,
+# ... (each kept bound) until one has inode number WANT ("noreuse <inodes>" in
+# UP and exit 1 after 64). UP gets "up <path> <inode> <pid>" once it listens.
+PY_SERVE='import socket, sys, os
+where, want, data, up = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+keep = []
+for i in range(1 if want == 0 else 64):
+    p = where if want == 0 else os.path.join(where, "b%d.sock" % i)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(p)
+    keep.append(p)
+    if want == 0 or os.stat(p).st_ino == want:
+        break
+else:
+    open(up, "w").write("noreuse %s\n" % " ".join(str(os.stat(k).st_ino) for k in keep))
+    sys.exit(1)
+s.listen(8)
+open(up + ".tmp", "w").write("up %s %d %d\n" % (p, os.stat(p).st_ino, os.getpid()))
+os.rename(up + ".tmp", up)
+s.settimeout(140)
+while True:
+    c, _ = s.accept()
+    c.sendall(open(data, "rb").read())
+    c.close()'
+# PY_TALK PATH [GO READY]: connect to PATH, print "first got: <what it sent>" or
+# "first refused: <strerror>"; with GO and READY: then write READY, wait for
+# the file GO (90 s at most) and do the same with the path GO holds ("second ...").
+PY_TALK='import socket, sys, os, time
+def talk(p):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(p)
+        s.settimeout(10)
+        return "got: " + s.recv(200).decode(errors="replace").strip()
+    except OSError as e:
+        return "refused: " + (e.strerror or str(e))
+    finally:
+        s.close()
+print("first", talk(sys.argv[1]), flush=True)
+if len(sys.argv) > 3:
+    open(sys.argv[3], "w").write("up\n")
+    t = time.time() + 90
+    while not os.path.exists(sys.argv[2]) and time.time() < t:
+        time.sleep(0.1)
+    print("second", talk(open(sys.argv[2]).read().strip()), flush=True)'
 
 # bg_listen KIND ADDR TAG: a listener of the user OUTSIDE the sandbox; waits until it is up
 bg_listen() {
@@ -251,6 +304,23 @@ check_inherited_fd() {
 		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 0" "$ERR"'
 }
 
+check_inherited_fd_chmod() {
+	# An outside shell holds fd 3 on SECRET; an agent makes SECRET unreadable
+	# (chmod 000, from inside); the shell's next launch passes fd 3 on.
+	run_as "$USR" sh -c 'exec 3<"$1"
+		"$2" chmod 000 "$1" 3<&-
+		echo "mode=[$(stat -c %a "$1")]" >&2
+		exec "$2" sh -c "cat <&3"' sh "$SECRET" "$LAUNCHER"
+	chmod 0600 "$SECRET"
+	if ! has "mode=[0]" "$ERR"; then
+		fail "inherited_fd_chmod: control: chmod 000 SECRET from inside" "$(why)"
+		return
+	fi
+	okl "inherited_fd_chmod: fd 3 open on SECRET made unreadable: the launch is refused (exit 2, naming fd 3)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 3" "$ERR"'
+}
+
 check_other_uid() {
 	run_in "$USR" getent passwd root
 	okl "other_uid: getent passwd root works inside" '$(why)' has "root:x:0:0" "$OUT"
@@ -319,6 +389,73 @@ check_ssh_agent() {
 	# 'first: 2' is ssh-add's "cannot connect"; the earlier allow still works from inside
 	okl "ssh_agent: the outside launch's allow still holds after the inside launch" \
 		'stdout: $(snip "$OUT")' has "asx-$TOK" "$OUT"
+	set_list "$SECRET"
+}
+
+# sock_reused: the sandbox is allowed socket A (a `socket` line); A's listener
+# exits and A is removed, which frees its inode; another outside listener binds
+# B, which gets A's inode number (ext4 hands out the lowest free one); a task
+# of the sandbox that was allowed A connects to B. B serves SECRET (a control
+# shows it does, outside), so a connect that is let through reads it.
+check_sock_reused() {
+	local m=$D/rs c=$D/rsctl img=$T/rs.img ino pid b in_pid
+	fresh rsctl
+	if ! truncate -s 32M "$img" || ! mkfs.ext4 -q -F "$img" >/dev/null 2>&1 ||
+		! mnt "$m" -o loop "$img" || ! chown "$USR:$USR" "$m"; then
+		fail "sock_reused: an ext4 image mounted at $m" "$(snip "$T/mount.err")"
+		return
+	fi
+	printf 'listener-a\n' >"$c/a.txt" && chmod 0644 "$c/a.txt"
+	timeout -k 5 200 runuser -u "$USR" -- python3 -c "$PY_SERVE" "$m/a.sock" 0 "$c/a.txt" "$c/up.a" \
+		</dev/null >/dev/null 2>"$c/a.err" &
+	BG_PIDS+=("$!")
+	if ! wait_for 30 test -s "$c/up.a"; then
+		fail "sock_reused: listener A starts" "$(snip "$c/a.err")"
+		return
+	fi
+	read -r _ _ ino pid <"$c/up.a"
+	set_list "$SECRET" "socket $m/a.sock"
+	timeout -k 5 200 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_TALK" "$m/a.sock" "$c/go" "$c/ready" \
+		</dev/null >"$c/in.out" 2>"$c/in.err" &
+	in_pid=$!
+	BG_PIDS+=("$in_pid")
+	if ! wait_for 60 test -s "$c/ready" || ! has "first got: listener-a" "$c/in.out"; then
+		fail "sock_reused: control: the allowed socket A (inode $ino) is reached from inside" \
+			"inside: $(snip "$c/in.out") $(snip "$c/in.err")"
+		set_list "$SECRET"
+		return
+	fi
+	pass "sock_reused: control: the allowed socket A (inode $ino) is reached from inside"
+	# A goes away: no name, no open socket, so its inode is freed.
+	rm -f "$m/a.sock"
+	kill "$pid" 2>/dev/null
+	if ! wait_for 20 pid_gone "$pid"; then
+		fail "sock_reused: listener A exits" "pid $pid still there"
+		set_list "$SECRET"
+		return
+	fi
+	timeout -k 5 200 runuser -u "$USR" -- python3 -c "$PY_SERVE" "$m" "$ino" "$SECRET" "$c/up.b" \
+		</dev/null >/dev/null 2>"$c/b.err" &
+	BG_PIDS+=("$!")
+	wait_for 30 test -s "$c/up.b"
+	if ! has "up " "$c/up.b"; then
+		fail "sock_reused: control: a socket bound after A's removal gets A's inode number $ino" \
+			"$(snip "$c/up.b") $(snip "$c/b.err")"
+		set_list "$SECRET"
+		return
+	fi
+	read -r _ b _ _ <"$c/up.b"
+	run_as "$USR" python3 -c "$PY_TALK" "$b"
+	if ! has "first got: asx-secret-$TOK" "$OUT"; then
+		fail "sock_reused: control: B ($b) serves SECRET outside" "$(snip "$OUT") $(why)"
+		set_list "$SECRET"
+		return
+	fi
+	printf '%s\n' "$b" >"$c/go.tmp" && mv "$c/go.tmp" "$c/go"
+	wait_for 40 pid_gone "$in_pid"
+	okl "sock_reused: B, another outside listener's socket with A's inode number $ino, is refused inside (EPERM)" \
+		'inside: $(snip "$c/in.out") $(snip "$c/in.err")' \
+		eval 'has "second refused: Operation not permitted" "$c/in.out" && no_secret "$c/in.out"'
 	set_list "$SECRET"
 }
 
@@ -391,6 +528,9 @@ cleanup() {
 	[ "$LINGER" = 1 ] && loginctl disable-linger "$USR"
 	systemctl stop "user@$USR_UID.service" 2>/dev/null
 	kill_user_procs "$USR"
+	for ((p = ${#MOUNTS[@]} - 1; p >= 0; p--)); do
+		umount -l "${MOUNTS[p]}" 2>/dev/null
+	done
 	remove_test_user "$USR"
 	[ -n "$T" ] && rm -rf "$T"
 	return 0

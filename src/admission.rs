@@ -294,7 +294,7 @@ mod tests {
         let (kind, why) = refused(screen(42, Received::TooLarge(100_000)));
         assert_eq!(kind, Abuse::TooLarge);
         assert!(
-            why.contains("100000 bytes, more than the 1024 allowed"),
+            why.contains("100000 bytes, more than the 8192 allowed"),
             "{why}"
         );
         let (kind, why) = refused(screen(42, msg("\u{ff}garbage")));

@@ -480,6 +480,9 @@ struct Pending {
     pidfd: Pidfd,
     /// The sockets its `socket` list lines allow (applied only from outside).
     sockets: Vec<AllowedSocket>,
+    /// Its descriptors of files and directories, with their keys: it is not
+    /// moved in if its sandbox denies one ([`policy::denied_descriptor`]).
+    descriptors: Vec<request::Descriptor>,
 }
 
 /// A resolver in flight and the requests it serves (empty for a re-apply).
@@ -885,6 +888,7 @@ impl Daemon {
             uid,
             pidfd,
             sockets: req.sockets,
+            descriptors: req.descriptors,
         });
     }
 
@@ -1342,7 +1346,10 @@ impl Daemon {
     }
 
     /// Moves the launchers of `batch` (their lists applied) into the sandbox
-    /// of `uid` and replies to each, unless enforcement was turned off.
+    /// of `uid` and replies to each, unless enforcement was turned off; a
+    /// launcher holding a descriptor of a file the sandbox denies is refused
+    /// instead ([`policy::denied_descriptor`], against what the sandbox holds
+    /// after this apply).
     fn admit(&self, uid: u32, batch: Vec<Pending>, warnings: &[String], notices: &[String]) {
         if !batch.is_empty() && !self.bpf.links_pinned() {
             let why = "enforcement was turned off (the program links were unpinned); \
@@ -1353,13 +1360,17 @@ impl Daemon {
         }
         // A sandbox that denies nothing says so, once per launch.
         let mut notices = notices.to_vec();
-        let denies_nothing = cgroup::cgroup_id(&self.tree.dir_for(uid))
-            .is_ok_and(|cgid| self.bpf.held_entries(cgid) == 0);
+        let cgid = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
+        let denies_nothing = cgid.is_some_and(|cgid| self.bpf.held_entries(cgid) == 0);
         if denies_nothing {
             notices.push(NOTHING_DENIED.to_string());
         }
+        let held = cgid.and_then(|cgid| self.bpf.held(cgid));
         for p in batch {
-            let refusal = self.migrate_checked(&p).err();
+            let refusal = match policy::denied_descriptor(&p.descriptors, held) {
+                Some(why) => Some(why),
+                None => self.migrate_checked(&p).err(),
+            };
             if let Some(why) = &refusal {
                 log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
             }

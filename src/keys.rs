@@ -974,11 +974,16 @@ pub enum SocketKeyError {
 /// The key the socket hooks read from a bound Unix socket's inode
 /// (`unix_sk(other)->path.dentry->d_inode` in lsm/unix_stream_connect and
 /// lsm/unix_may_send), for the socket file at `path` (symlinks followed),
-/// with the caller's credentials; kind 0.
+/// with the caller's credentials; kind 0. With it comes the `O_PATH`
+/// descriptor it was read from: while that is open the inode cannot be
+/// freed, so its number cannot pass to another socket (lsm/
+/// inode_free_security drops the allow of a freed socket inode; a key read
+/// from an inode that was freed before the daemon stored it would have
+/// nothing left to drop it). Keep it until the daemon has answered.
 ///
 /// # Errors
 /// [`SocketKeyError`].
-pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
+pub fn socket_key(path: &[u8]) -> Result<(FileKey, OwnedFd), SocketKeyError> {
     let fd = open_at(libc::AT_FDCWD, path, libc::O_PATH).map_err(SocketKeyError::Stat)?;
     let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(SocketKeyError::Stat)?;
     let mode = u32::from(stx.stx_mode);
@@ -987,12 +992,7 @@ pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
     }
     let mut mountinfo = fs::File::open("/proc/self/mountinfo").map_err(SocketKeyError::Stat)?;
     let mut mounts = MountTable::read_from(&mut mountinfo).map_err(SocketKeyError::Stat)?;
-    let dev = if stx.stx_mask & libc::STATX_MNT_ID != 0 {
-        device_of_mount(stx.stx_mnt_id, &mut mounts, &mut mountinfo)
-            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
-    } else {
-        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
-    };
+    let dev = device_of_statx(&stx, &mut mounts, &mut mountinfo);
     let subvol = if fs_type(&fd).map_err(SocketKeyError::Stat)? == BTRFS_SUPER_MAGIC {
         // A socket cannot be opened for the ioctl; its directory is in the
         // same subvolume.
@@ -1009,12 +1009,89 @@ pub fn socket_key(path: &[u8]) -> Result<FileKey, SocketKeyError> {
     } else {
         0
     };
-    Ok(FileKey {
+    let key = FileKey {
         dev,
         ino: stx.stx_ino,
         subvol,
         kind: KIND_OPEN,
-    })
+    };
+    Ok((key, fd))
+}
+
+/// The superblock's s_dev for statx result `stx`: through its mount
+/// (`stx_mnt_id`, looked up in `mounts`, re-read from `mountinfo` once if
+/// the mount is newer), else the statx device (see the module docs).
+fn device_of_statx(stx: &libc::statx, mounts: &mut MountTable, mountinfo: &mut fs::File) -> u32 {
+    if stx.stx_mask & libc::STATX_MNT_ID != 0 {
+        device_of_mount(stx.stx_mnt_id, mounts, mountinfo)
+            .unwrap_or_else(|| kernel_dev(stx.stx_dev_major, stx.stx_dev_minor))
+    } else {
+        kernel_dev(stx.stx_dev_major, stx.stx_dev_minor)
+    }
+}
+
+/// The keys (kind 0) of this process's open descriptors `fds` that are
+/// regular files or directories, as the hooks read them from the open
+/// file's inode: statx of the descriptor itself, its device through its
+/// mount as for listed paths, and on btrfs the subvolume from
+/// `BTRFS_IOC_INO_LOOKUP` on the descriptor (which needs no privilege and
+/// no access to the file: btrfs_ioctl_ino_lookup() in fs/btrfs/ioctl.c).
+/// Nothing is opened, so a file its owner has made unreadable since the
+/// descriptor was opened has its key all the same. Left out: numbers not
+/// open (EBADF), other file types, and `O_PATH` descriptors, which read
+/// and write nothing (whatever reopens one is an open(2) that lsm/file_open
+/// judges).
+///
+/// # Errors
+/// The statx, fstatfs, fcntl or ioctl error of a descriptor that is open,
+/// or the error reading /proc/self/mountinfo.
+pub fn descriptor_keys(
+    fds: &[std::os::fd::RawFd],
+) -> io::Result<Vec<(std::os::fd::RawFd, FileKey)>> {
+    let mut out = Vec::new();
+    let mut mountinfo = fs::File::open("/proc/self/mountinfo")?;
+    let mut mounts = MountTable::read_from(&mut mountinfo)?;
+    for &n in fds {
+        // SAFETY: F_GETFL only reads the flags of descriptor n, if open.
+        let flags = unsafe { libc::fcntl(n, libc::F_GETFL) };
+        if flags < 0 {
+            match io::Error::last_os_error() {
+                e if e.raw_os_error() == Some(libc::EBADF) => continue,
+                e => return Err(e),
+            }
+        }
+        if flags & libc::O_PATH != 0 {
+            continue;
+        }
+        let stx = statx_at(n, b"", libc::AT_EMPTY_PATH)?;
+        let kind = u32::from(stx.stx_mode) & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != libc::S_IFDIR {
+            continue;
+        }
+        // SAFETY: n is open (F_GETFL succeeded) and stays open while this
+        // borrow lives; the duplicate is closed when dropped.
+        let fd = unsafe { BorrowedFd::borrow_raw(n) }.try_clone_to_owned()?;
+        let subvol = if fs_type(&fd)? == BTRFS_SUPER_MAGIC {
+            let mut args = InoLookupArgs {
+                treeid: 0,
+                objectid: BTRFS_FIRST_FREE_OBJECTID,
+                name: [0; 4080],
+            };
+            // SAFETY: fd is an open btrfs file; args is the ioctl's in/out struct.
+            unsafe { btrfs_ino_lookup(fd.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
+            args.treeid
+        } else {
+            0
+        };
+        let key = FileKey {
+            dev: device_of_statx(&stx, &mut mounts, &mut mountinfo),
+            ino: stx.stx_ino,
+            subvol,
+            kind: KIND_OPEN,
+        };
+        out.push((n, key));
+    }
+    Ok(out)
 }
 
 /// The warning for a listed name in a case-insensitive directory.
@@ -1471,5 +1548,49 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(dir.with_extension("old")).unwrap();
+    }
+
+    #[test]
+    fn descriptor_keys_by_identity_not_by_access() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("asx-fdkeys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let held = std::fs::File::open(&file).unwrap();
+        // Made unreadable after the open: the key is the same (nothing is
+        // opened to read it; root would not see the difference anyway).
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let listed = cx_key(&file);
+        let dir_fd = std::fs::File::open(&dir).unwrap();
+        let o_path = open_at(libc::AT_FDCWD, file.as_os_str().as_bytes(), libc::O_PATH).unwrap();
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let closed = 1_000_000; // above any descriptor this test has open
+        let fds = [
+            held.as_raw_fd(),
+            dir_fd.as_raw_fd(),
+            o_path.as_raw_fd(),
+            r.as_raw_fd(),
+            w.as_raw_fd(),
+            closed,
+        ];
+        let got = descriptor_keys(&fds).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], (held.as_raw_fd(), listed));
+        assert_eq!(got[1].0, dir_fd.as_raw_fd());
+        assert_eq!(got[1].1.ino, std::fs::metadata(&dir).unwrap().ino());
+        assert_eq!(got[1].1.dev, listed.dev);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The key the resolver gives the file at `path`.
+    fn cx_key(path: &Path) -> FileKey {
+        let mut cx = KeyContext::new().unwrap();
+        cx.listing(path, LastComponent::NoFollow)
+            .unwrap()
+            .file
+            .unwrap()
     }
 }

@@ -7,13 +7,18 @@
 //!    or a daemon that stopped refuses. Show the user's list warnings.
 //! 4. Check /proc/self/cgroup names `agent-sandbox-exec/uid-<uid>`.
 //! 5. Check the inherited descriptors (see [`check_inherited_fds`]): one
-//!    open on a file the sandbox denies refuses, naming it.
+//!    open on a file the sandbox denies refuses, naming it. The request
+//!    carries their keys too ([`descriptors`]), and the daemon refuses a
+//!    launch whose descriptor's key its sandbox denies, whatever the file's
+//!    permissions say now.
 //! 6. execvp(PROGRAM, ARGS) with argv and environment unchanged.
 //!
 //! With the request go the sockets that the user's lists allow (`socket`
 //! lines, resolved here with this process's environment and credentials:
 //! [`allowed_sockets`]); the daemon applies them only to a launch from
-//! outside every sandbox.
+//! outside every sandbox. The launcher keeps each socket's `O_PATH`
+//! descriptor until the daemon's answer, so that no allowed inode is freed
+//! (and its number handed to another socket) before the daemon stored it.
 //!
 //! Anything not ready or not as expected refuses with exit status
 //! [`EXIT_REFUSED`] and one line on stderr; PROGRAM never runs. There is no
@@ -60,6 +65,9 @@ pub enum LaunchError {
     /// The reply said ok but this process is not in its sandbox.
     #[error("not in the sandbox cgroup after the daemon's answer ({0}); refusing")]
     NotInSandbox(String),
+    /// The inherited descriptors cannot be told apart (their keys).
+    #[error("cannot examine the inherited descriptors ({0}); refusing to start")]
+    Descriptors(String),
     /// An inherited descriptor is open on a file the sandbox denies.
     #[error(
         "descriptor {fd} ({path}) is open on a file your sandbox denies, and PROGRAM would \
@@ -218,15 +226,20 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
         }
         _ => LaunchError::NoDaemon(e.to_string()),
     })?;
+    let descriptors = descriptors()?;
+    // Held until the answer: see the module docs.
+    let (sockets, socket_fds) = allowed_sockets(paths, uid);
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
-        sockets: allowed_sockets(paths, uid),
+        sockets,
+        descriptors,
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
     let reply = wait_reply(paths, &conn, daemon, deadline);
     drop(conn);
+    drop(socket_fds);
     let reply = reply?;
     for w in &reply.warnings {
         eprintln!("agent-sandbox-exec: warning: {w}");
@@ -402,12 +415,42 @@ pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
     }
 }
 
+/// The descriptors of files and directories this process holds (which
+/// PROGRAM would inherit) with their files' keys, for the request.
+///
+/// # Errors
+/// [`LaunchError::Descriptors`]: /proc/self/fd or a descriptor cannot be
+/// read, or there are more than [`request::MAX_DESCRIPTORS`].
+fn descriptors() -> Result<Vec<request::Descriptor>, LaunchError> {
+    let fds: Vec<i32> = fs::read_dir("/proc/self/fd")
+        .map_err(|e| LaunchError::Descriptors(format!("/proc/self/fd: {e}")))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // The directory's own descriptor, closed by now, is left out (EBADF).
+    let keys =
+        crate::keys::descriptor_keys(&fds).map_err(|e| LaunchError::Descriptors(e.to_string()))?;
+    if keys.len() > request::MAX_DESCRIPTORS {
+        return Err(LaunchError::Descriptors(format!(
+            "{} are open on files or directories, more than the {} a launch may pass on; \
+             close some",
+            keys.len(),
+            request::MAX_DESCRIPTORS
+        )));
+    }
+    Ok(keys
+        .into_iter()
+        .map(|(fd, key)| request::Descriptor { fd, key })
+        .collect())
+}
+
 /// The sockets the `socket` lines of the base list and the user's list
 /// allow, resolved now with this process's environment and credentials, at
-/// most [`request::MAX_SOCKETS`]. A line that names no socket gets a warning
-/// on stderr (`agent-sandbox-exec: warning: <list>:<line>: ...`) and is
-/// skipped; an unreadable list is left to the daemon to report.
-fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
+/// most [`request::MAX_SOCKETS`], and the `O_PATH` descriptors their keys
+/// were read from (keep them until the daemon's answer). A line that names
+/// no socket gets a warning on stderr (`agent-sandbox-exec: warning:
+/// <list>:<line>: ...`) and is skipped; an unreadable list is left to the
+/// daemon to report.
+fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>) {
     let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
@@ -417,6 +460,7 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
         lists.push(Paths::home_list(&h));
     }
     let mut out: Vec<AllowedSocket> = Vec::new();
+    let mut held: Vec<OwnedFd> = Vec::new();
     for list in lists {
         let Ok(bytes) = fs::read(&list) else { continue };
         // Most lists have no socket line: skip their parse (every launch
@@ -427,18 +471,21 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> Vec<AllowedSocket> {
         for line in crate::denylist::parse(&bytes).sockets {
             let at = format!("{}:{}", list.display(), line.line);
             match resolve_socket(&line.spec, |n| std::env::var_os(n)) {
-                Ok(s) if out.iter().any(|o| o.key == s.key) => {}
-                Ok(s) if out.len() == request::MAX_SOCKETS => eprintln!(
+                Ok((s, _)) if out.iter().any(|o| o.key == s.key) => {}
+                Ok((s, _)) if out.len() == request::MAX_SOCKETS => eprintln!(
                     "agent-sandbox-exec: warning: {at}: more than {} sockets allowed; {} skipped",
                     request::MAX_SOCKETS,
                     s.path
                 ),
-                Ok(s) => out.push(s),
+                Ok((s, fd)) => {
+                    out.push(s);
+                    held.push(fd);
+                }
                 Err(why) => eprintln!("agent-sandbox-exec: warning: {at}: {why}"),
             }
         }
     }
-    out
+    (out, held)
 }
 
 /// Whether list text `bytes` may hold a `socket` line: false when the word
@@ -447,7 +494,8 @@ fn may_hold_socket_lines(bytes: &[u8]) -> bool {
     bytes.windows(b"socket".len()).any(|w| w == b"socket")
 }
 
-/// The socket a `socket` line names, with `env` as the environment.
+/// The socket a `socket` line names, with `env` as the environment, and the
+/// `O_PATH` descriptor its key was read from ([`crate::keys::socket_key`]).
 ///
 /// # Errors
 /// Why it names none: an unset or empty variable, a path that is not UTF-8
@@ -455,7 +503,7 @@ fn may_hold_socket_lines(bytes: &[u8]) -> bool {
 fn resolve_socket(
     spec: &SocketSpec<'_>,
     env: impl Fn(&str) -> Option<OsString>,
-) -> Result<AllowedSocket, String> {
+) -> Result<(AllowedSocket, OwnedFd), String> {
     use std::os::unix::ffi::OsStrExt;
     let (shown, path) = match spec {
         SocketSpec::Var(name) => match env(name) {
@@ -475,12 +523,13 @@ fn resolve_socket(
         .to_str()
         .filter(|t| !t.contains('\n') && t.starts_with('/'))
         .ok_or_else(|| format!("{shown}: not an absolute UTF-8 path; nothing allowed"))?;
-    let key = crate::keys::socket_key(text.as_bytes())
+    let (key, fd) = crate::keys::socket_key(text.as_bytes())
         .map_err(|e| format!("{shown}: {e}; nothing allowed"))?;
-    Ok(AllowedSocket {
+    let socket = AllowedSocket {
         key,
         path: text.to_owned(),
-    })
+    };
+    Ok((socket, fd))
 }
 
 /// May a launch go on with a descriptor of file type `mode` (st_mode)
@@ -497,7 +546,9 @@ fn descriptor_refused(mode: u32, reopen: Option<i32>) -> bool {
 /// regular file or directory that reopening through /proc/self/fd/<n>
 /// (a fresh open, judged by lsm/file_open) refuses with EPERM is a file the
 /// sandbox denies, which PROGRAM would otherwise read through the inherited
-/// descriptor. Sockets, pipes and terminals are left alone (see the README:
+/// descriptor. The daemon has judged their keys already (`descriptors()`);
+/// this covers what has no key of its own, files below directory entries,
+/// as far as their mode lets the reopen reach the hook. Sockets, pipes and terminals are left alone (see the README:
 /// an inherited socket connected to an outside daemon stays usable).
 ///
 /// # Errors
@@ -688,13 +739,22 @@ mod tests {
         fs::write(dir.join("plain"), b"x").unwrap();
         let sock_s = sock.to_str().unwrap().to_owned();
         let env = |n: &str| (n == "SSH_AUTH_SOCK").then(|| OsString::from(&sock_s));
-        let got = resolve_socket(&SocketSpec::Var("SSH_AUTH_SOCK"), env).unwrap();
+        let (got, fd) = resolve_socket(&SocketSpec::Var("SSH_AUTH_SOCK"), env).unwrap();
+        // The descriptor held is the socket's own.
+        assert_eq!(
+            fs::read_link(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ))
+            .unwrap(),
+            sock
+        );
         assert_eq!(got.path, sock_s);
         assert_eq!(
             got.key.ino,
             std::os::unix::fs::MetadataExt::ino(&fs::metadata(&sock).unwrap())
         );
-        let by_path = resolve_socket(&SocketSpec::Path(sock_s.as_bytes()), env).unwrap();
+        let (by_path, _) = resolve_socket(&SocketSpec::Path(sock_s.as_bytes()), env).unwrap();
         assert_eq!(by_path, got);
         let unset = resolve_socket(&SocketSpec::Var("NOPE"), env).unwrap_err();
         assert!(unset.contains("NOPE is not set"), "{unset}");

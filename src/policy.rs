@@ -14,7 +14,8 @@
 //! - the caps ([`check_keys`], [`check_union`], [`check_stuck`]);
 //! - a broken resolver: one retry with fresh processes ([`after_break`]);
 //! - moving a launcher in ([`check_before_move`], [`judge_move`],
-//!   [`reused_pid_stays`]);
+//!   [`reused_pid_stays`]), and not one that holds a descriptor of a denied
+//!   file ([`denied_descriptor`]);
 //! - what a launch is told ([`removal_notice`], [`capped`]).
 
 /// How an apply may change a sandbox's entries.
@@ -281,6 +282,37 @@ pub fn judge_move(
 /// attacker who wins the race a way out.
 pub fn reused_pid_stays(start_before: u64, start_now: Option<u64>, in_sandbox: bool) -> bool {
     start_now.is_some_and(|now| now != start_before) && in_sandbox
+}
+
+/// Why a launcher holding `descriptors` (which PROGRAM would inherit) may
+/// not be moved into a sandbox that holds `held` (the keys its applies
+/// wrote, from the resolvers' answers; `None`: nothing): the first
+/// descriptor whose file's key is denied there as a file ([`KIND_OPEN`]),
+/// if any. Decided by the key alone, never by what the user may open now:
+/// a listed file made unreadable (`chmod 000`) after the descriptor was
+/// opened is still read through it. Marks of other kinds (directories on
+/// the way to a listed name, directory entries) deny no inode by its key;
+/// a file below a directory entry is left to the launcher's reopen, which
+/// the hook's walk judges.
+///
+/// [`KIND_OPEN`]: crate::entries::KIND_OPEN
+pub fn denied_descriptor(
+    descriptors: &[crate::request::Descriptor],
+    held: Option<&crate::entries::DenySet>,
+) -> Option<String> {
+    let files = held?.files();
+    let d = descriptors.iter().find(|d| {
+        let key = crate::entries::FileKey {
+            kind: crate::entries::KIND_OPEN,
+            ..d.key
+        };
+        files.binary_search(&key).is_ok()
+    })?;
+    Some(format!(
+        "descriptor {fd} is open on a file your sandbox denies, and PROGRAM would inherit it; \
+         close it before launching (e.g. `{fd}<&-`)",
+        fd = d.fd
+    ))
 }
 
 /// The note for `n` (> 0) entries that an apply in `mode` removed (exact)
@@ -561,5 +593,53 @@ mod tests {
         );
         let (kept, notes) = capped(&many[..2]);
         assert_eq!((kept.len(), notes.len()), (2, 0));
+    }
+
+    #[test]
+    fn a_descriptor_is_judged_by_its_key() {
+        use crate::entries::{DenySet, FileKey, KIND_OPEN, KIND_PATH};
+        use crate::request::Descriptor;
+        let key = |ino: u64, kind: u32| FileKey {
+            dev: 8 << 20 | 1,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let held = DenySet::new(vec![key(12, KIND_OPEN), key(2, KIND_PATH)], vec![]);
+        let fd = |fd: i32, ino: u64| Descriptor {
+            fd,
+            key: key(ino, KIND_OPEN),
+        };
+        // A listed file's key refuses, naming the descriptor.
+        let why = denied_descriptor(&[fd(0, 40), fd(3, 12)], Some(&held)).unwrap();
+        assert!(why.starts_with("descriptor 3 is open on a file"), "{why}");
+        assert!(why.contains("`3<&-`"), "{why}");
+        // The first denied one is named.
+        let why = denied_descriptor(&[fd(5, 12), fd(3, 12)], Some(&held)).unwrap();
+        assert!(why.starts_with("descriptor 5 "), "{why}");
+        // A directory on the way (KIND_PATH) is no denied file; others pass.
+        assert_eq!(denied_descriptor(&[fd(3, 2), fd(4, 13)], Some(&held)), None);
+        // Another filesystem or subvolume is another file.
+        let other_dev = Descriptor {
+            fd: 3,
+            key: FileKey {
+                dev: 9,
+                ..key(12, KIND_OPEN)
+            },
+        };
+        let other_subvol = Descriptor {
+            fd: 3,
+            key: FileKey {
+                subvol: 257,
+                ..key(12, KIND_OPEN)
+            },
+        };
+        assert_eq!(
+            denied_descriptor(&[other_dev, other_subvol], Some(&held)),
+            None
+        );
+        // Nothing held, nothing inherited: nothing to refuse.
+        assert_eq!(denied_descriptor(&[fd(3, 12)], None), None);
+        assert_eq!(denied_descriptor(&[], Some(&held)), None);
     }
 }

@@ -16,8 +16,10 @@
 //! keep a byte of /run.
 //!
 //! A request is `key=value` lines: `version=2`, `pid=<pid>` (which must be
-//! the connecting process), and `op=status` for a status question (see
-//! [`StatusReply`]: nothing is moved, nothing is applied); unknown keys are
+//! the connecting process), `op=status` for a status question (see
+//! [`StatusReply`]: nothing is moved, nothing is applied), the sockets to
+//! allow (`socket=`, [`AllowedSocket`]) and the launcher's descriptors of
+//! files and directories (`fd=`, [`Descriptor`]); unknown keys are
 //! ignored. A reply is
 //! `status=ok` or `status=refused`, optional `reason=<text>`, and any number
 //! of `warning=<text>` and `notice=<text>` lines. Each is one packet: a
@@ -33,8 +35,10 @@ use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAd
 
 use crate::keys::{FileKey, KIND_OPEN};
 
-/// Largest request accepted, in bytes.
-pub const MAX_REQUEST_BYTES: usize = 1024;
+/// Largest request accepted, in bytes: room for [`MAX_DESCRIPTORS`]
+/// descriptor lines (at most 66 bytes each) and [`MAX_SOCKETS`] socket
+/// lines with paths of a few hundred bytes.
+pub const MAX_REQUEST_BYTES: usize = 8192;
 /// Largest reply sent, in bytes: one packet, well below the default socket
 /// send buffer (`net.core.wmem_default`, 208 KiB), so one send never blocks
 /// on an empty buffer and never fails with EMSGSIZE.
@@ -118,6 +122,52 @@ impl AllowedSocket {
     }
 }
 
+/// Most `fd=` lines one request may carry: a launch that inherits more
+/// descriptors of files and directories is refused by the launcher.
+pub const MAX_DESCRIPTORS: usize = 64;
+
+/// A descriptor of a regular file or directory that the launcher holds and
+/// PROGRAM would inherit, with the key of its file
+/// ([`crate::keys::descriptor_keys`]). The daemon refuses the launch if its
+/// sandbox denies that key ([`crate::policy::denied_descriptor`]). Sent as
+/// `fd=<fd>:<dev>:<ino>:<subvol>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The descriptor number in the launcher.
+    pub fd: i32,
+    /// Its file's key, kind [`KIND_OPEN`].
+    pub key: FileKey,
+}
+
+impl Descriptor {
+    fn encode(&self) -> String {
+        format!(
+            "fd={}:{}:{}:{}\n",
+            self.fd, self.key.dev, self.key.ino, self.key.subvol
+        )
+    }
+
+    fn parse(value: &str) -> Option<Descriptor> {
+        let mut parts = value.split(':');
+        let fd = parts.next()?.parse().ok().filter(|fd: &i32| *fd >= 0)?;
+        let dev = parts.next()?.parse().ok()?;
+        let ino = parts.next()?.parse().ok()?;
+        let subvol = parts.next()?.parse().ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Descriptor {
+            fd,
+            key: FileKey {
+                dev,
+                ino,
+                subvol,
+                kind: KIND_OPEN,
+            },
+        })
+    }
+}
+
 /// A parsed request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
@@ -129,6 +179,9 @@ pub struct Request {
     pub status: bool,
     /// Sockets to allow, at most [`MAX_SOCKETS`].
     pub sockets: Vec<AllowedSocket>,
+    /// The launcher's descriptors of files and directories, at most
+    /// [`MAX_DESCRIPTORS`].
+    pub descriptors: Vec<Descriptor>,
 }
 
 impl Request {
@@ -141,12 +194,17 @@ impl Request {
         for s in &self.sockets {
             m.push_str(&s.encode());
         }
+        for d in &self.descriptors {
+            m.push_str(&d.encode());
+        }
         m
     }
 
     /// Parses a request message. Unknown keys are ignored; `version` must be
     /// [`VERSION`]; `pid` must be a positive decimal; each `socket` line
-    /// `<dev>:<ino>:<subvol>:<path>` in decimal, at most [`MAX_SOCKETS`].
+    /// `<dev>:<ino>:<subvol>:<path>` in decimal, at most [`MAX_SOCKETS`];
+    /// each `fd` line `<fd>:<dev>:<ino>:<subvol>` in decimal, at most
+    /// [`MAX_DESCRIPTORS`].
     ///
     /// # Errors
     /// [`RequestError::Malformed`] naming the problem.
@@ -160,6 +218,7 @@ impl Request {
         let mut pid = None;
         let mut status = false;
         let mut sockets = Vec::new();
+        let mut descriptors = Vec::new();
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 return Err(RequestError::Malformed(format!(
@@ -188,6 +247,17 @@ impl Request {
                     }
                     sockets.push(s);
                 }
+                "fd" => {
+                    let d = Descriptor::parse(value).ok_or_else(|| {
+                        RequestError::Malformed(format!("bad fd line {:?}", shorten(value)))
+                    })?;
+                    if descriptors.len() == MAX_DESCRIPTORS {
+                        return Err(RequestError::Malformed(format!(
+                            "more than {MAX_DESCRIPTORS} fd lines"
+                        )));
+                    }
+                    descriptors.push(d);
+                }
                 _ => {}
             }
         }
@@ -207,6 +277,7 @@ impl Request {
                 pid: p,
                 status,
                 sockets,
+                descriptors,
             }),
             _ => Err(RequestError::Malformed(format!(
                 "bad pid {:?}",
@@ -643,6 +714,81 @@ mod tests {
             sockets: (0..=MAX_SOCKETS as u64).map(|i| sock(i, "/s")).collect(),
             ..Default::default()
         };
+        assert!(Request::parse(too_many.encode().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn request_descriptors_round_trip_and_limits() {
+        let d = |fd: i32, ino: u64| Descriptor {
+            fd,
+            key: FileKey {
+                dev: 8 << 20 | 1,
+                ino,
+                subvol: 256,
+                kind: KIND_OPEN,
+            },
+        };
+        let r = Request {
+            pid: 9,
+            descriptors: vec![d(0, 12), d(3, u64::MAX)],
+            ..Default::default()
+        };
+        assert!(
+            r.encode()
+                .contains("fd=3:8388609:18446744073709551615:256\n")
+        );
+        assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
+        for bad in [
+            "fd=3:1:2\n",
+            "fd=-1:1:2:0\n",
+            "fd=3:1:2:0:9\n",
+            "fd=x:1:2:0\n",
+        ] {
+            let msg = format!("version=2\npid=3\n{bad}");
+            assert!(
+                matches!(
+                    Request::parse(msg.as_bytes()),
+                    Err(RequestError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        // The largest request a launcher sends fits the daemon's limit.
+        let longest = "/".repeat(120);
+        let full = Request {
+            pid: i32::MAX,
+            sockets: (0..MAX_SOCKETS as u64)
+                .map(|i| AllowedSocket {
+                    key: FileKey {
+                        dev: u32::MAX,
+                        ino: u64::MAX - i,
+                        subvol: u64::MAX,
+                        kind: KIND_OPEN,
+                    },
+                    path: longest.clone(),
+                })
+                .collect(),
+            descriptors: (0..MAX_DESCRIPTORS as i32)
+                .map(|i| Descriptor {
+                    fd: i32::MAX - i,
+                    key: FileKey {
+                        dev: u32::MAX,
+                        ino: u64::MAX,
+                        subvol: u64::MAX,
+                        kind: KIND_OPEN,
+                    },
+                })
+                .collect(),
+            ..Default::default()
+        };
+        assert!(
+            full.encode().len() <= MAX_REQUEST_BYTES,
+            "{}",
+            full.encode().len()
+        );
+        assert_eq!(Request::parse(full.encode().as_bytes()).unwrap(), full);
+        let mut too_many = full;
+        too_many.descriptors.push(d(1, 1));
         assert!(Request::parse(too_many.encode().as_bytes()).is_err());
     }
 

@@ -35,7 +35,8 @@
  *
  * lsm/inode_free_security drops the deny_map keys of an inode that is being
  * freed with no links left, so a new file that reuses its inode number is not
- * denied by mistake.
+ * denied by mistake, and the sock_allow keys of such a socket inode, so a new
+ * socket that reuses it is not allowed by mistake.
  *
  * lsm/ptrace_access_check keeps a sandboxed task from attaching to (ptrace,
  * /proc/<pid>/mem, process_vm_readv, pidfd_getfd) a task outside its own
@@ -1254,6 +1255,25 @@ int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd, unsigned lo
 	return ioctl_check(file, cmd, ret);
 }
 
+/* Room for allowed sockets, shared by all sandboxes (a few per user). */
+#define SOCK_ALLOW_MAX 65536
+
+/*
+ * {sandbox cgroup id, file key (kind 0) of a bound socket's inode} -> 1: a
+ * socket this sandbox may connect and send to although a process of the same
+ * uid made it outside (see "Side doors I" below). Written by
+ * agent-sandbox-execd; the keys of a freed socket inode are deleted by
+ * inode_free_security, so a socket that later gets the same inode number is
+ * not allowed by mistake.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SOCK_ALLOW_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct deny_key);
+	__type(value, __u8);
+} sock_allow SEC(".maps");
+
 struct drop_ctx {
 	struct file_key file;
 };
@@ -1285,21 +1305,47 @@ static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_
 	return 0;
 }
 
+/* The sock_allow key of sandbox `*cgid` for the freed socket inode in `ctx`, if any. */
+static long drop_sock(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_ctx *ctx)
+{
+	struct deny_key dk = {};
+
+	dk.cgid = *cgid;
+	dk.file = ctx->file;
+	bpf_map_delete_elem(&sock_allow, &dk);
+	return 0;
+}
+
 /*
  * Called from __destroy_inode() for every inode the kernel frees (fs/inode.c).
  * With i_nlink == 0 the file is gone for good (no name, no open file), and
  * its inode number may be reused at once: drop its keys from every sandbox.
  * An inode merely evicted from the cache still has links and keeps its keys.
+ * A bound socket's file (S_IFSOCK on the socket's filesystem; its inode is
+ * freed once the file is removed and the socket that holds its path,
+ * unix_sock.path, is closed) also loses its sock_allow keys: ext4 and XFS
+ * hand a freed inode number to the next file made in the same group, so
+ * another daemon's socket could otherwise be reached as the allowed one.
+ * The sockets of sockfs (socket(2)) keep i_nlink 1 (inode_init_always())
+ * and leave at the first test.
  */
 SEC("lsm/inode_free_security")
 int BPF_PROG(inode_free_security, struct inode *inode)
 {
 	struct drop_ctx drop = {};
+	bool sock, listed;
 
-	if (inode->i_nlink != 0 || !filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+	if (inode->i_nlink != 0)
+		return 0;
+	sock = (inode->i_mode & S_IFMT) == S_IFSOCK;
+	listed = filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE);
+	if (!sock && !listed)
 		return 0;
 	fill_key(&drop.file, inode);
-	bpf_for_each_map_elem(&agent_cgid_set, drop_key, &drop, 0);
+	if (sock)
+		bpf_for_each_map_elem(&agent_cgid_set, drop_sock, &drop, 0);
+	if (listed)
+		bpf_for_each_map_elem(&agent_cgid_set, drop_key, &drop, 0);
 	return 0;
 }
 
@@ -1502,28 +1548,16 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file)
  *   receiving one: the server end of a new stream connection is created in
  *   the connecting task's context and says nothing. Other uids' sockets
  *   (journald, the system bus, NSS daemons, the daemon's own) stay allowed;
- *   so do bound sockets the daemon put in sock_allow (`socket` list lines).
+ *   so do bound sockets the daemon put in sock_allow (`socket` list lines)
+ *   while their inode lives (inode_free_security drops the keys of a freed
+ *   one).
  * - lsm/file_receive (__receive_fd() in fs/file.c: SCM_RIGHTS, pidfd_getfd,
  *   seccomp addfd) refuses a sandboxed task a descriptor of a file it could
  *   not open itself (file_refused(), the file_open decision).
  * All are inert outside sandboxes: one cgroup lookup, then return.
  */
 
-/* Room for allowed sockets, shared by all sandboxes (a few per user). */
-#define SOCK_ALLOW_MAX 65536
-
-/*
- * {sandbox cgroup id, file key (kind 0) of a bound socket's inode} -> 1: a
- * socket this sandbox may connect and send to although a process of the same
- * uid made it outside. Written only by agent-sandbox-execd.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SOCK_ALLOW_MAX);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct deny_key);
-	__type(value, __u8);
-} sock_allow SEC(".maps");
+/* sock_allow (the allowed sockets) is defined before inode_free_security, which drops its keys. */
 
 /* The cgroup v2 id of the task that created `sk`; 0 if unknown. */
 static __always_inline __u64 sock_creator_cgid(struct sock *sk)
