@@ -38,6 +38,13 @@ sed -i "s/^#define AGENT_SANDBOX_LAYOUT_VERSION $layout\$/#define AGENT_SANDBOX_
 	cat debian/changelog
 } >"$src/debian/changelog"
 
+# Seeded (a copy) from the main build's target directory when there is none yet: the
+# dependencies' artifacts are then fresh for cargo, and only this crate is compiled again
+# (minutes less on a fresh clone).
+main_target=${CARGO_TARGET_DIR:-target}
+if [ ! -d build/next-target ] && [ -d "$main_target/release" ]; then
+	cp -a --reflink=auto "$main_target" build/next-target 2>/dev/null || rm -rf build/next-target
+fi
 (cd "$src" && CARGO_TARGET_DIR="$PWD/../next-target" "$CARGO" build --release --locked)
 (cd "$src" && scripts/build-deb.sh ../next-target/release/agent-sandbox-exec "../../$OUTDIR")
 ls "$OUTDIR"/*.deb
