@@ -46,6 +46,8 @@
 #                   into an entry outside, after an outside launch made its directory
 #                   an entry, and after its filesystem's mount was moved below an
 #                   entry (mount --move): denied each time
+#   memos_hash      the same with the memos in the LRU hash (AGENT_SANDBOX_EXECD_WITHOUT=
+#                   memo-inode-storage, the variant of a kernel that refuses inode storage)
 #   fallback        the daemon loaded without its optional parts
 #                   (AGENT_SANDBOX_EXECD_WITHOUT=walk-memos,compat-ioctl in a unit drop-in, as
 #                   after a kernel's verifier rejected them): --status and the doctor name
@@ -75,7 +77,7 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc walk_levels memos fallback
+	dir_replaced filesystems base_vs_user inside_exc walk_levels memos memos_hash fallback
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -451,32 +453,38 @@ memo_denied() {
 }
 
 check_memos() {
-	rm -rf "$UH/.ssh/moved" "$UH/mw"
-	put "$UH/mw/a/b/file" 0600 "$(sec moved)"
-	put "$UH/mw2/c/file" 0600 "$(sec marked)"
-	udir "$UH/.ssh" "$UH/mp"
+	memo_checks ""
+}
+
+# memo_checks SUFFIX: the memo checks in directories named with SUFFIX
+memo_checks() {
+	local x=$1
+	rm -rf "$UH/.ssh/moved$x" "$UH/mw$x"
+	put "$UH/mw$x/a/b/file" 0600 "$(sec moved)"
+	put "$UH/mw2$x/c/file" 0600 "$(sec marked)"
+	udir "$UH/.ssh" "$UH/mp$x"
 	set_list "~/.ssh/"
 	start_server
 	# 1. A directory above the memo's moves into the entry (fexit/vfs_rename).
-	memo_read "ancestor moved" "$UH/mw/a/b/file" "$(sec moved)"
-	mv "$UH/mw/a" "$UH/.ssh/moved"
+	memo_read "ancestor moved" "$UH/mw$x/a/b/file" "$(sec moved)"
+	mv "$UH/mw$x/a" "$UH/.ssh/moved$x"
 	memo_denied "a file read before, after an ancestor of its directory moved into ~/.ssh/ outside" \
-		"$UH/.ssh/moved/b/file" "$(sec moved)"
+		"$UH/.ssh/moved$x/b/file" "$(sec moved)"
 	# 2. An outside launch adds a directory entry above it (WALK_GEN_MARKS).
-	memo_read "entry added" "$UH/mw2/c/file" "$(sec marked)"
-	set_list "~/.ssh/" "~/mw2/"
+	memo_read "entry added" "$UH/mw2$x/c/file" "$(sec marked)"
+	set_list "~/.ssh/" "~/mw2$x/"
 	run_in "$USR" true
-	memo_denied "a file read before, after an outside launch listed ~/mw2/" "$UH/mw2/c/file" "$(sec marked)"
+	memo_denied "a file read before, after an outside launch listed ~/mw2$x/" "$UH/mw2$x/c/file" "$(sec marked)"
 	# 3. Its mount moves below the entry: same vfsmount, new place (mount_lock).
-	if mount --bind "$UH/mp" "$UH/mp" && MOUNTS+=("$UH/mp") && mount --make-private "$UH/mp" &&
-		mnt "$UH/mp/t" -t tmpfs -o size=4m,mode=0755 asx-dirs-memo; then
-		put "$UH/mp/t/file" 0600 "$(sec mounted)"
-		memo_read "mount moved" "$UH/mp/t/file" "$(sec mounted)"
-		udir "$UH/.ssh/t"
-		if mount --move "$UH/mp/t" "$UH/.ssh/t" 2>"$T/move.err"; then
-			MOUNTS+=("$UH/.ssh/t")
+	if mount --bind "$UH/mp$x" "$UH/mp$x" && MOUNTS+=("$UH/mp$x") && mount --make-private "$UH/mp$x" &&
+		mnt "$UH/mp$x/t" -t tmpfs -o size=4m,mode=0755 asx-dirs-memo; then
+		put "$UH/mp$x/t/file" 0600 "$(sec mounted)"
+		memo_read "mount moved" "$UH/mp$x/t/file" "$(sec mounted)"
+		udir "$UH/.ssh/t$x"
+		if mount --move "$UH/mp$x/t" "$UH/.ssh/t$x" 2>"$T/move.err"; then
+			MOUNTS+=("$UH/.ssh/t$x")
 			memo_denied "a file read before, after its mount was moved below ~/.ssh/ (mount --move)" \
-				"$UH/.ssh/t/file" "$(sec mounted)"
+				"$UH/.ssh/t$x/file" "$(sec mounted)"
 		else
 			fail "memos: mount --move" "$(snip "$T/move.err")"
 		fi
@@ -484,6 +492,20 @@ check_memos() {
 		fail "memos: setup of the private bind mount and tmpfs" "see stderr"
 	fi
 	stop_server
+}
+
+# The memos in the LRU hash (AGENT_SANDBOX_EXECD_WITHOUT=memo-inode-storage, the variant a kernel
+# that refuses inode storage there gets, as 7.x does): the same three invalidations.
+check_memos_hash() {
+	mkdir -p "$(dirname "$DROPIN")"
+	printf '[Service]\nEnvironment=AGENT_SANDBOX_EXECD_WITHOUT=memo-inode-storage\n' >"$DROPIN"
+	restart_daemon "the daemon serves with its walk memos in the LRU hash"
+	run_as "$USR" "$LAUNCHER" --status
+	okl "memos_hash: --status names memo-inode-storage as left out" 'out=$(snip "$OUT")' \
+		has "loaded without memo-inode-storage" "$OUT"
+	memo_checks -h
+	rm -f "$DROPIN"
+	restart_daemon "the daemon serves again without the drop-in"
 }
 
 readonly DROPIN=/run/systemd/system/agent-sandbox-execd.service.d/asx-test-fallback.conf

@@ -809,7 +809,7 @@ impl Bpf {
             .as_mut()
             .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
         let layout = rodata.layout_version;
-        rodata.walk_memos_on = u32::from(variant.has(Part::WalkMemos));
+        rodata.walk_memo_store = variant::memo_store(variant);
         // Unpinned: no directory (an empty path, used for nothing).
         let pin_dir = pin_root
             .map(|r| r.join(format!("v{layout}")))
@@ -836,6 +836,13 @@ impl Bpf {
         open.progs
             .file_ioctl_compat
             .set_autoload(variant.has(Part::CompatIoctl));
+        // The hash memos' map takes memory only where they are used.
+        if variant::memo_store(variant) != 2 {
+            open.maps
+                .walk_memo_hash
+                .set_max_entries(1)
+                .map_err(lb("size the walk_memo_hash map"))?;
+        }
         // Its only job is to keep memos valid.
         open.progs
             .vfs_rename_exit

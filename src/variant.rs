@@ -17,6 +17,10 @@ pub const WITHOUT_ENV: &str = "AGENT_SANDBOX_EXECD_WITHOUT";
 /// An optional part of the BPF object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Part {
+    /// Walk memos in the directory's inode storage: without this part (but
+    /// with [`Part::WalkMemos`]) they live in an LRU hash keyed by the
+    /// directory inode's address, which the inode's free deletes.
+    MemoInodeStorage,
     /// Walk memos (`walk_memos_on` in the program's .rodata, the
     /// `vfs_rename_exit` fexit program that keeps them valid): in a sandbox
     /// with directory entries, an open takes the directories above the
@@ -29,11 +33,12 @@ pub enum Part {
 
 impl Part {
     /// Every part, in the order a fallback leaves them out.
-    pub const ALL: [Part; 2] = [Part::WalkMemos, Part::CompatIoctl];
+    pub const ALL: [Part; 3] = [Part::MemoInodeStorage, Part::WalkMemos, Part::CompatIoctl];
 
     /// The part's name in [`WITHOUT_ENV`], logs and `--status`.
     pub fn name(self) -> &'static str {
         match self {
+            Part::MemoInodeStorage => "memo-inode-storage",
             Part::WalkMemos => "walk-memos",
             Part::CompatIoctl => "compat-ioctl",
         }
@@ -49,7 +54,13 @@ impl Part {
     pub fn programs(self) -> &'static [&'static str] {
         match self {
             // file_open and file_receive share the memo path (file_refused()).
-            Part::WalkMemos => &["file_open", "file_receive", "vfs_rename_exit"],
+            Part::MemoInodeStorage => &["file_open", "file_receive"],
+            Part::WalkMemos => &[
+                "file_open",
+                "file_receive",
+                "vfs_rename_exit",
+                "inode_free_security",
+            ],
             Part::CompatIoctl => &["file_ioctl_compat"],
         }
     }
@@ -57,6 +68,12 @@ impl Part {
     /// What a load without the part costs, in one sentence.
     pub fn cost(self) -> &'static str {
         match self {
+            Part::MemoInodeStorage => {
+                "walk memos live in an LRU hash of 16,384 directories keyed by the inode's \
+                 address (one hash lookup instead of an inode-storage lookup; a directory beyond \
+                 that is walked; 2 MiB preallocated), and every directory inode freed costs a \
+                 hash delete"
+            }
             Part::WalkMemos => {
                 "every open in a sandbox with directory entries walks the directories above the \
                  file (about 590 instructions a level instead of one memo lookup: slower opens, \
@@ -124,6 +141,16 @@ impl Variant {
                 format!("{} ({why}): {}", p.name(), p.cost())
             })
             .collect()
+    }
+}
+
+/// Where the programs keep walk memos (`walk_memo_store` in their .rodata:
+/// 0 none, 1 inode storage, 2 the LRU hash).
+pub fn memo_store(v: &Variant) -> u32 {
+    match (v.has(Part::WalkMemos), v.has(Part::MemoInodeStorage)) {
+        (false, _) => 0,
+        (true, true) => 1,
+        (true, false) => 2,
     }
 }
 
@@ -213,13 +240,26 @@ mod tests {
     }
 
     #[test]
-    fn a_rejected_memo_program_drops_memos_once() {
+    fn a_rejected_memo_program_drops_inode_storage_then_memos() {
         let mut v = Variant::default();
+        assert_eq!(memo_store(&v), 1);
+        // 7.x: inode storage refused; the hash memos are tried next.
+        assert_eq!(fallback("file_open", &v), Some(Part::MemoInodeStorage));
+        v.leave_out(Part::MemoInodeStorage, rejected("file_open"));
+        assert_eq!(memo_store(&v), 2);
         assert_eq!(fallback("file_open", &v), Some(Part::WalkMemos));
         v.leave_out(Part::WalkMemos, rejected("file_open"));
+        assert_eq!(memo_store(&v), 0);
         // Rejected again without memos: nothing optional is left in it.
         assert_eq!(fallback("file_open", &v), None);
         assert_eq!(fallback("vfs_rename_exit", &v), None);
+        // The rename program holds memos only.
+        assert_eq!(
+            fallback("vfs_rename_exit", &Variant::default()),
+            Some(Part::WalkMemos)
+        );
+        // Forced off without memos at all: none, whatever the store.
+        assert_eq!(memo_store(&Variant::without(&[Part::WalkMemos])), 0);
     }
 
     #[test]
@@ -227,12 +267,7 @@ mod tests {
         let v = Variant::default();
         assert_eq!(fallback("file_ioctl_compat", &v), Some(Part::CompatIoctl));
         // The core hooks hold no optional part: their rejection stands.
-        for p in [
-            "inode_rename",
-            "task_kill",
-            "inode_free_security",
-            "unknown",
-        ] {
+        for p in ["inode_rename", "task_kill", "inode_link", "unknown"] {
             assert_eq!(fallback(p, &v), None, "{p}");
         }
     }
@@ -283,6 +318,9 @@ mod tests {
         );
         let e = parse_without("walk-memos,memos").unwrap_err();
         assert!(e.contains("unknown part \"memos\""), "{e}");
-        assert!(e.contains("walk-memos, compat-ioctl"), "{e}");
+        assert!(
+            e.contains("memo-inode-storage, walk-memos, compat-ioctl"),
+            "{e}"
+        );
     }
 }

@@ -68,17 +68,22 @@ static __always_inline int pass_on(int ret)
 const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
 
 /*
- * Set by the daemon before load: 0 loads the variant without walk memos
- * (every open in a sandbox with directory entries walks from the file),
- * for a kernel whose verifier refuses the memo path (7.x types
- * file->f_path.dentry as untrusted, and bpf_inode_storage_get() refuses
- * the directory's inode reached through it) or an administrator who turns
- * memos off. .rodata is frozen at load, so the verifier takes this for a
- * constant and never visits the branch it rules out (kernel/bpf/verifier.c:
- * a load from a read-only map whose value is known; the dead branch is
- * removed before JIT), and the branch it keeps costs nothing at run time.
+ * Where walk memos live, set by the daemon before load (src/variant.rs):
+ * MEMO_INODE_STORAGE, the directory's inode storage; MEMO_HASH, the LRU hash
+ * walk_memo_hash keyed by the directory inode's address, for a kernel whose
+ * verifier refuses inode storage there (7.x types file->f_path.dentry as
+ * untrusted, and bpf_inode_storage_get() refuses the directory's inode
+ * reached through it); MEMO_NONE, no memos (every open in a sandbox with
+ * directory entries walks from the file). .rodata is frozen at load, so the
+ * verifier takes this for a constant and never visits the branches it rules
+ * out (kernel/bpf/verifier.c: a load from a read-only map whose value is
+ * known; dead branches are removed before JIT), and the test costs nothing
+ * at run time.
  */
-const volatile __u32 walk_memos_on = 1;
+#define MEMO_NONE 0
+#define MEMO_INODE_STORAGE 1
+#define MEMO_HASH 2
+const volatile __u32 walk_memo_store = MEMO_INODE_STORAGE;
 
 /* {sandbox cgroup id, file key} -> 1. Written by agent-sandbox-execd; keys of freed inodes are deleted here. */
 struct {
@@ -574,6 +579,25 @@ struct {
 	__type(value, struct walk_memo);
 } walk_memos SEC(".maps");
 
+/*
+ * The same memos for MEMO_HASH: {directory inode's address, i_ino} -> memo.
+ * inode_free_security deletes a directory's memo before the inode's memory
+ * can be reused, as inode storage is freed with its inode; LRU, so that
+ * memos of directories that stay cached cannot fill it (an evicted memo is
+ * a walk, nothing else). max_entries is set by the daemon (1 when unused).
+ */
+struct memo_key {
+	__u64 inode;
+	__u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MEMO_HASH_ENTRIES);
+	__type(key, struct memo_key);
+	__type(value, struct walk_memo);
+} walk_memo_hash SEC(".maps");
+
 /* fs/dcache.c: seqlock_t rename_lock; its sequence count is the first word. */
 extern const void rename_lock __ksym __weak;
 /* fs/namespace.c: seqlock_t mount_lock, the same shape. */
@@ -860,6 +884,7 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	struct dentry *parent = dentry->d_parent;
 	struct inode *dir = parent->d_inode;
 	struct walk_memo *memo, fresh = {};
+	struct memo_key mk = {};
 	struct walk_ctx c;
 	struct walk_gens *gens;
 	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
@@ -882,7 +907,14 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 		return true; /* cannot happen; fail closed */
 	/* The vfsmount's address, compared and kept as a number. */
 	vmnt = (__u64)file->f_path.mnt;
-	memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
+	if (walk_memo_store == MEMO_INODE_STORAGE) {
+		memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
+	} else {
+		/* The address as a number (a key), not a pointer. */
+		bpf_probe_read_kernel(&mk.inode, sizeof(mk.inode), &dir);
+		mk.ino = dir->i_ino;
+		memo = bpf_map_lookup_elem(&walk_memo_hash, &mk);
+	}
 	if (memo && memo->cgid == cgid && memo->marks_gen == gens->marks &&
 	    memo->moves_gen == gens->moves) {
 		rest_base = memo->sb_base;
@@ -929,8 +961,14 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 			fresh.mnt = vmnt;
 			fresh.mount_seq = mseq;
 		}
-		bpf_inode_storage_delete(&walk_memos, dir);
-		bpf_inode_storage_get(&walk_memos, dir, &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (walk_memo_store == MEMO_INODE_STORAGE) {
+			bpf_inode_storage_delete(&walk_memos, dir);
+			bpf_inode_storage_get(&walk_memos, dir, &fresh,
+					      BPF_LOCAL_STORAGE_GET_F_CREATE);
+		} else {
+			/* Replaced whole: a reader sees the old memo or this one. */
+			bpf_map_update_elem(&walk_memo_hash, &mk, &fresh, BPF_ANY);
+		}
 	}
 combine:
 	/* Both lists were OPEN at the file's own level: the rest decides. */
@@ -954,7 +992,7 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 	int verdict;
 
 	if (dentry->d_inode == inode) {
-		if (walk_memos_on) {
+		if (walk_memo_store != MEMO_NONE) {
 			verdict = path_walk_denied(cgid, file, dentry, bits);
 			if (verdict != PATH_WALK_WHOLE)
 				return verdict;
@@ -1333,8 +1371,15 @@ SEC("lsm/inode_free_security")
 int BPF_PROG(inode_free_security, struct inode *inode)
 {
 	struct drop_ctx drop = {};
+	struct memo_key mk = {};
 	bool sock, listed;
 
+	/* Before the inode's memory can hold another directory's inode. */
+	if (walk_memo_store == MEMO_HASH && (inode->i_mode & S_IFMT) == S_IFDIR) {
+		bpf_probe_read_kernel(&mk.inode, sizeof(mk.inode), &inode);
+		mk.ino = inode->i_ino;
+		bpf_map_delete_elem(&walk_memo_hash, &mk);
+	}
 	if (inode->i_nlink != 0)
 		return 0;
 	sock = (inode->i_mode & S_IFMT) == S_IFSOCK;

@@ -24,6 +24,12 @@
 #define AGENT_SANDBOX_MAX_DENY 1048576
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
 #define AGENT_SANDBOX_MAX_SANDBOXES 65536
+/*
+ * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
+ * be used (agent_sandbox.bpf.c: walk_memo_store): about 120 bytes each,
+ * preallocated (2 MiB); not pinned, so not part of the layout.
+ */
+#define AGENT_SANDBOX_MEMO_HASH_ENTRIES 16384
 
 /*
  * sandbox_slots: an array indexed by the low bits of the cgroup id. A slot
