@@ -2,7 +2,7 @@
 # bench-guest.sh: guest entry of `make bench` (runs as root in the QEMU guest started by
 # scripts/vm-test.sh, cwd = the share, the package installed and its daemon running).
 #
-# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick] [--only dirlaunch|hooks]
+# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick] [--only dirlaunch|hooks] [--without PARTS]
 #
 #   --mode   how the guest was booted (scripts/vm-test.sh --icount or not); printed with every
 #            figure. icount: guest time = executed instructions (1 ns = 1 instruction)
@@ -13,6 +13,10 @@
 #            against (/bin/true, bwrap, a first apply of 10,000 file entries)
 #   --only hooks
 #            only the hooks' cost per operation (1., 1b., 1c.)
+#   --without PARTS
+#            the daemon loads without these optional parts (AGENT_SANDBOX_EXECD_WITHOUT, a unit
+#            drop-in): e.g. memo-inode-storage measures the walk memos in the LRU hash, as a
+#            kernel that refuses inode storage there (7.x) runs them
 #
 # Needs on the share: bench/asx-bench (cargo example) and bench/empty.bpf.o (bench/empty.bpf.c).
 # Creates users asx-bench1..4 and 100,000 files in a home; the guest is thrown away afterwards.
@@ -26,6 +30,7 @@ mode=unknown
 rev=unknown
 quick=
 only=
+without=
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -33,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--rev) rev=$2; shift 2 ;;
 	--quick) quick=1; shift ;;
 	--only) only=$2; shift 2 ;;
+	--without) without=$2; shift 2 ;;
 	*) echo "bench-guest.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -562,7 +568,7 @@ report() {
 
 	echo
 	echo "== agent-sandbox-exec benchmarks [$mode]"
-	echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)"
+	echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)${without:+; loaded without $without}"
 	echo "guest: Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) vCPU, mode $mode"
 	echo "units: $unit; every figure is a median, spread = (max - min) / median over the runs"
 	[ -z "$quick" ] || echo "QUICK RUN: small iteration counts, not for the record"
@@ -720,6 +726,14 @@ report() {
 main() {
 	local t0=$SECONDS
 	systemctl is-active -q "$UNIT" || die "$UNIT is not running"
+	if [ -n "$without" ]; then
+		mkdir -p "/run/systemd/system/$UNIT.d"
+		printf '[Service]\nEnvironment=AGENT_SANDBOX_EXECD_WITHOUT=%s\n' "$without" \
+			>"/run/systemd/system/$UNIT.d/bench-without.conf"
+		systemctl daemon-reload
+		systemctl restart "$UNIT" || die "$UNIT does not start with AGENT_SANDBOX_EXECD_WITHOUT=$without"
+		progress "the daemon runs without $without"
+	fi
 	progress "setup"
 	setup
 	R[mem.rss_idle]=$(daemon_rss)
