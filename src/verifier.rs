@@ -42,9 +42,11 @@ impl std::fmt::Display for Rejection {
     }
 }
 
-/// The first program rejected in `log` (all libbpf lines of one load, as
-/// printed; each may or may not keep its `libbpf: ` prefix), or None when
-/// the log shows no program load failure (a map, BTF or attach problem).
+/// The first program the verifier rejected in `log` (all libbpf lines of one
+/// load, as printed; each may or may not keep its `libbpf: ` prefix), or
+/// None when the log shows no verifier log for a failed program: a map, BTF
+/// or attach problem, or a load refused before verification (EPERM on a
+/// host that forbids LSM programs), which the errno then names.
 pub fn rejection(log: &str) -> Option<Rejection> {
     let program = log.lines().find_map(|l| {
         let rest = &l[l.find("prog '")? + "prog '".len()..];
@@ -57,10 +59,8 @@ pub fn rejection(log: &str) -> Option<Rejection> {
     let body = log
         .find(&begin)
         .map(|i| &log[i + begin.len()..])
-        .map(|rest| rest.split("-- END PROG LOAD LOG --").next().unwrap_or(rest))
-        .unwrap_or("");
-    let reason = reason_of(body)
-        .unwrap_or_else(|| "no verifier log (the load failed before verification)".to_string());
+        .map(|rest| rest.split("-- END PROG LOAD LOG --").next().unwrap_or(rest))?;
+    let reason = reason_of(body)?;
     Some(Rejection { program, reason })
 }
 
@@ -177,11 +177,16 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_without_a_log_says_so() {
-        let log = "libbpf: prog 'task_kill': BPF program load failed: -EINVAL\n";
-        let r = rejection(log).expect("a rejection");
-        assert_eq!(r.program, "task_kill");
-        assert!(r.reason.contains("no verifier log"));
+    fn a_failure_without_a_verifier_log_is_no_rejection() {
+        // EPERM before the verifier ran (a host that forbids LSM programs):
+        // the errno tells, not a verifier reason.
+        let log = "libbpf: prog 'file_open': BPF program load failed: Operation not permitted\n\
+                   libbpf: prog 'file_open': failed to load: -1\n";
+        assert_eq!(rejection(log), None);
+        let log = "libbpf: prog 'file_open': BPF program load failed: Operation not permitted\n\
+                   libbpf: prog 'file_open': -- BEGIN PROG LOAD LOG --\n\
+                   -- END PROG LOAD LOG --\n";
+        assert_eq!(rejection(log), None);
     }
 
     #[test]
