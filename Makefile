@@ -146,7 +146,7 @@ catalog-check:
 # The BPF object that build.rs compiles into OUT_DIR must hold the map deny_map
 # and a program in the section lsm/file_open.
 bpf-check: build
-	@obj=$$(ls -t $(TARGET_DIR)/release/build/$(PACKAGE)-*/out/*.bpf.o 2>/dev/null | head -n 1); \
+	@obj=$$(ls -t $(TARGET_DIR)/release/build/$(PACKAGE)-*/out/agent_sandbox.bpf.o 2>/dev/null | head -n 1); \
 	if [ -z "$$obj" ]; then \
 	  echo "bpf-check: no BPF object in $(TARGET_DIR)/release/build/$(PACKAGE)-*/out/" >&2; exit 1; \
 	fi; \

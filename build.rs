@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 const SRC: &str = "src/bpf/agent_sandbox.bpf.c";
+/// The feature probes the daemon loads before the programs (src/variant.rs).
+const PROBE_SRC: &str = "src/bpf/probe.bpf.c";
 const HEADERS: [&str; 2] = ["src/bpf/agent_sandbox.h", "bpf/kernel_types.h"];
 
 fn main() {
@@ -17,7 +19,14 @@ fn main() {
         .clang_args(["-Ibpf", "-Isrc/bpf", "-Wall", "-Werror"])
         .build_and_generate(&out)
         .expect("compiling src/bpf/agent_sandbox.bpf.c (needs clang; run `make deps`)");
+    SkeletonBuilder::new()
+        .source(PROBE_SRC)
+        .obj(out_dir.join("probe.bpf.o"))
+        .clang_args(["-Ibpf", "-Isrc/bpf", "-Wall", "-Werror"])
+        .build_and_generate(out_dir.join("probe.skel.rs"))
+        .expect("compiling src/bpf/probe.bpf.c (needs clang; run `make deps`)");
     println!("cargo:rerun-if-changed={SRC}");
+    println!("cargo:rerun-if-changed={PROBE_SRC}");
     for header in HEADERS {
         println!("cargo:rerun-if-changed={header}");
     }

@@ -39,6 +39,10 @@ use crate::entries::{
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/agent_sandbox.skel.rs"));
 }
+#[allow(clippy::all, missing_docs, unused_imports, dead_code)]
+mod probe_skel {
+    include!(concat!(env!("OUT_DIR"), "/probe.skel.rs"));
+}
 use crate::variant::{self, Part, Variant, Why};
 use skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 
@@ -477,6 +481,31 @@ pub fn route_libbpf_log() {
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
 }
 
+/// The feature probe of walk memos in inode storage (src/bpf/probe.bpf.c):
+/// loads (never attaches) a program that passes the opened file's directory
+/// inode to `bpf_inode_storage_get()` as `file_open` does. The verifier's
+/// rejection if it refuses it (7.x), else None; a probe that fails for
+/// another reason (no verifier log) is None too: the real load then decides.
+fn probe_memo_store() -> Option<crate::verifier::Rejection> {
+    let mut object = MaybeUninit::uninit();
+    let open = probe_skel::ProbeSkelBuilder::default()
+        .open(&mut object)
+        .ok()?;
+    capture_libbpf_log(true);
+    let loaded = open.load();
+    let log = capture_libbpf_log(false);
+    match loaded {
+        Ok(_) => None,
+        Err(_) => {
+            let mut r = crate::verifier::rejection(&log)?;
+            r.reason.push_str(
+                " [the feature probe of file_open's walk memos in inode storage, src/bpf/probe.bpf.c]",
+            );
+            Some(r)
+        }
+    }
+}
+
 /// The running kernel, for [`variant::REMEMBERED_FILE`]: its release and
 /// build (`/proc/sys/kernel/osrelease`, `/proc/sys/kernel/version`).
 fn kernel_id() -> String {
@@ -748,6 +777,12 @@ impl Bpf {
                      32-bit ioctls to the file_ioctl hook, which checks them)"
                 )),
             );
+        }
+        if variant.has(Part::MemoInodeStorage)
+            && variant.has(Part::WalkMemos)
+            && let Some(rejection) = probe_memo_store()
+        {
+            variant.leave_out(Part::MemoInodeStorage, Why::Rejected(rejection));
         }
         let kernel = kernel_id();
         let remembered_file = state_dir.map(|d| d.join(variant::REMEMBERED_FILE));
