@@ -579,9 +579,10 @@ impl KeyContext {
                     u32::from(stx.stx_mode) & libc::S_IFMT,
                 )));
             }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
-                return Err(KeyError::Missing);
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return self.missing_dir(bytes, kind, sink);
             }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(KeyError::Missing),
             Err(e) => return Err(KeyError::Stat(e)),
         }
         let at = self.dir(bytes)?;
@@ -785,6 +786,45 @@ impl KeyContext {
             }
         }
         Ok(problems)
+    }
+
+    /// A directory entry whose directory does not exist (ENOENT): if its
+    /// parent exists and can be watched, sends the entry's name in that
+    /// parent with `kind`, so that a directory made there later (a package
+    /// installed after the launch: `/var/lib/AccountsService/`) is covered
+    /// by the hook's walk, which looks up every level's `{parent, name}`,
+    /// from the moment it appears; the parent is watched, so the next launch
+    /// resolves the entry in full. A missing parent, or one that cannot be
+    /// watched, is [`KeyError::Missing`] (skipped with a warning).
+    fn missing_dir(
+        &mut self,
+        path: &[u8],
+        kind: u32,
+        sink: &mut impl ListingSink,
+    ) -> Result<DirScan, KeyError> {
+        let Some(i) = path.iter().rposition(|&b| b == b'/') else {
+            return Err(KeyError::Missing);
+        };
+        let (parent, name) = (&path[..i.max(1)], &path[i + 1..]);
+        if name.is_empty() || name == b"." || name == b".." || name.len() > NAME_MAX {
+            return Err(KeyError::Missing);
+        }
+        let p = self.dir(parent)?;
+        let dir = &self.dirs[p].1;
+        if dir.watchable.is_err() {
+            return Err(KeyError::Missing);
+        }
+        // The parent was read after its watch was set (Self::dir): a
+        // directory made at the name since then raises an event there.
+        match statx_at(dir.fd.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            // Made meanwhile, or something else there now: the caller's
+            // error, as if it had seen it first.
+            Ok(_) => return Err(KeyError::Missing),
+            Err(e) => return Err(KeyError::Stat(e)),
+        }
+        sink.name(dir.key.with_kind(kind), name);
+        Ok(DirScan::default())
     }
 
     /// Opens and examines directory `path` (cached); returns its index in
@@ -1348,6 +1388,58 @@ mod tests {
             e.contains("exFAT") && e.contains("cannot be denied reliably"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn missing_directory_entry_is_watched_by_name() {
+        let root = std::env::temp_dir().join(format!("asx-missing-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let probe = OwnedFd::from(std::fs::File::open(&root).unwrap());
+        if !crate::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
+            eprintln!("skipped: the temporary directory is not on a local filesystem here");
+            std::fs::remove_dir_all(&root).unwrap();
+            return;
+        }
+        let root_key = {
+            let stx = statx_at(probe.as_raw_fd(), b"", libc::AT_EMPTY_PATH).unwrap();
+            stx.stx_ino
+        };
+        let mut k = KeyContext::new().unwrap();
+        // Missing, in an existing directory: no key of its own, its name in
+        // the parent with the entry's kind (the walk checks every level's name).
+        let mut l = Listing::default();
+        let scan = k
+            .resolve_dir(&root.join("later"), KIND_DIR_BASE, Some(100), &mut l)
+            .unwrap();
+        assert_eq!(scan, DirScan::default());
+        assert_eq!(l.file, None);
+        assert_eq!(l.names.len(), 1);
+        assert_eq!(l.names[0].name, b"later");
+        assert_eq!(l.names[0].dir.ino, root_key);
+        assert_eq!(l.names[0].dir.kind, KIND_DIR_BASE);
+        // Its parent missing too: skipped, as before.
+        let mut l = Listing::default();
+        assert!(matches!(
+            k.resolve_dir(&root.join("no/later"), KIND_DIR_BASE, Some(100), &mut l),
+            Err(KeyError::Missing)
+        ));
+        // A file on the way: not a directory there, skipped.
+        std::fs::write(root.join("f"), b"").unwrap();
+        let mut l = Listing::default();
+        assert!(matches!(
+            k.resolve_dir(&root.join("f/later"), KIND_DIR_BASE, Some(100), &mut l),
+            Err(KeyError::Missing)
+        ));
+        // Made: resolved in full (its own key and its name).
+        k.renew().unwrap();
+        std::fs::create_dir(root.join("later")).unwrap();
+        let mut l = Listing::default();
+        k.resolve_dir(&root.join("later"), KIND_DIR_BASE, Some(100), &mut l)
+            .unwrap();
+        assert_eq!(l.file.map(|f| f.kind), Some(KIND_DIR_BASE));
+        assert_eq!(l.names.len(), 1);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// Resolves directory entry `e` anew (as a resolver's full resolution

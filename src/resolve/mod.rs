@@ -317,6 +317,19 @@ mod tests {
             parse_output(&[&out]).deny.files(),
             &[k(11, KIND_EXC_BASE)][..]
         );
+        // A directory entry whose directory does not exist yet (its name
+        // alone) makes the flag key too: the walk checks that name.
+        let mut out = Vec::new();
+        Sink { out: &mut out }.name(k(2, KIND_DIR_BASE), b"AccountsService");
+        assert_eq!(parse_output(&[&out]).deny.files(), &[HAS_DIRS_KEY][..]);
+        // An exception's name alone does not.
+        let mut out = Vec::new();
+        KindSink {
+            inner: &mut Sink { out: &mut out },
+            kind: KIND_EXC_BASE,
+        }
+        .name(k(2, KIND_OPEN), b"x");
+        assert!(parse_output(&[&out]).deny.files().is_empty());
         // A mark record with a kind outside the directory-entry range is malformed.
         let mut bad = vec![b'M', KIND_PATH as u8];
         bad.extend_from_slice(&[0u8; KEY_BYTES]);

@@ -65,6 +65,9 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     }),
                 b'n' => take_kind(body).and_then(|(kind, b)| {
                     take_name(b).map(|(mut n, after)| {
+                        // A directory entry whose directory does not exist
+                        // yet is its name alone: the walk must run for it.
+                        has_dirs |= kind == KIND_DIR_BASE || kind == KIND_DIR_USER;
                         n.dir.kind = kind;
                         names.push(n);
                         after
