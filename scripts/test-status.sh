@@ -94,10 +94,18 @@ check_status_inside() {
 	# One file exists (denied), one is missing (watched by name): 1 file, 2 names,
 	# plus the base list's absolute lines (the shipped one names /usr/bin/crontab
 	# and /usr/bin/at): each existing file is a file and a name, each missing one
-	# in an existing directory a name.
+	# in an existing directory a name; a directory entry (/var/lib/AccountsService/)
+	# is a name in its parent, existing or not (its own key is a mark, not a file).
 	local bf=0 bn=0 l
 	while IFS= read -r l; do
-		case $l in /*) ;; *) continue ;; esac
+		case $l in
+		/*/)
+			[ -d "$(dirname "${l%/}")" ] && bn=$((bn + 1))
+			continue
+			;;
+		/*) ;;
+		*) continue ;;
+		esac
 		if [ -f "$l" ]; then
 			bf=$((bf + 1)) bn=$((bn + 1))
 		elif [ -d "${l%/*}" ]; then
