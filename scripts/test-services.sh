@@ -227,6 +227,7 @@ setup() {
 	UOBJ=$(user_object)
 	[ -n "$UOBJ" ] || { echo "FindUserByName $USR: $(snip "$T/find.err")" >&2; return 1; }
 	ICON=$AS_DIR/icons/$USR
+	note "kernel $(uname -r); accountsservice $(dpkg-query -W -f '${Version}' accountsservice 2>&1), polkitd $(dpkg-query -W -f '${Version}' polkitd 2>&1)"
 	note "the shipped base list: $(grep -v '^#' /etc/agent-sandbox-exec/denylist | grep . | tr '\n' ' ')"
 }
 
