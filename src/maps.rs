@@ -1568,6 +1568,9 @@ mod tests {
             "unix_stream_connect",
             "unix_may_send",
             "file_receive",
+            "sb_mount",
+            "move_mount",
+            "sb_umount",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }
