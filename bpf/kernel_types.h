@@ -201,6 +201,10 @@ struct task_struct {
 	struct hlist_node pid_links[PIDTYPE_MAX];
 	struct nsproxy *nsproxy; /* NULL once the task has exited its namespaces */
 };
+/* include/linux/fs.h: what a setattr changes (ATTR_* bits). */
+struct iattr {
+	unsigned int ia_valid;
+};
 /* include/linux/nsproxy.h */
 struct nsproxy {
 	struct mnt_namespace *mnt_ns;

@@ -31,7 +31,7 @@
 #                 do scan, and an outside link is still denied (restored afterwards)
 #   scan_fails    (issue 23) a key below the entry linked from outside before launch; the
 #                 agent, opening nothing, makes the scan miss it: `chmod 000` of its
-#                 subdirectory (and a new file in the home, so that the next launch scans), then (mode restored) a move of that subdirectory 66 levels
+#                 subdirectory (refused), the same by a POSIX ACL (setxattr), then (mode restored) a move of that subdirectory 66 levels
 #                 deep within the entry; each time the user's next launch from outside still
 #                 denies the outside name (the first one warns that it removes nothing)
 #
@@ -211,17 +211,25 @@ check_scan_fails() {
 	local deep
 	fresh_tree scan_fails || return
 	denied "scan_fails: a name made outside before launch is denied" "$UH/outside/multi" "$(sec multi)"
-	# 1. The subdirectory holding the key made unreadable from inside, and a file made in the
-	# home (watched: on the way to the list) so that the next launch resolves anew (a mode
+	# 1. The subdirectory holding the key made unreadable from inside: chmod is refused; a POSIX
+	# ACL equal to mode 000 (setxattr, which the setattr hook does not see) is not. A file made in
+	# the home (watched: on the way to the list) makes the next launch resolve anew (a mode
 	# change raises no event on the watches, src/watch.rs).
-	run_in "$USR" sh -c 'chmod 000 "$1/.ssh/sub"; echo x >"$1/asx-rescan"' sh "$UH"
-	note "scan_fails: inside: chmod 000 ~/.ssh/sub, echo x >~/asx-rescan: rc=$RC $(snip "$ERR")"
-	denied "scan_fails: after chmod 000 of its directory from inside, the next launch from outside denies the outside name" \
+	run_in "$USR" chmod 000 "$UH/.ssh/sub"
+	okl "scan_fails: inside, chmod 000 of a directory below the entry is refused with EPERM" \
+		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && [ "$(stat -c %a "$UH/.ssh/sub")" != 0 ]'
+	run_in "$USR" python3 -c 'import os, struct, sys
+os.setxattr(sys.argv[1], "system.posix_acl_access",
+            struct.pack("<IHHIHHIHHI", 2, 1, 0, 0xffffffff, 4, 0, 0xffffffff, 0x20, 0, 0xffffffff))
+open(sys.argv[2], "w").write("x")' "$UH/.ssh/sub" "$UH/asx-rescan"
+	okl "scan_fails: inside, a POSIX ACL of mode 000 on it (setxattr) is not refused" \
+		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
+		eval '[ "$RC" -eq 0 ] && [ "$(stat -c %a "$UH/.ssh/sub")" = 0 ]'
+	denied "scan_fails: after that, the next launch from outside denies the outside name" \
 		"$UH/outside/multi" "$(sec multi)"
-	if [ "$(stat -c %a "$UH/.ssh/sub")" = 0 ]; then
-		okl "scan_fails: that launch says it removes nothing, as the scan could not read everything" \
-			'err=$(snip "$ERR")' has "removes nothing from your sandbox" "$ERR"
-	fi
+	okl "scan_fails: that launch says it removes nothing, as the scan could not read everything" \
+		'err=$(snip "$ERR")' has "removes nothing from your sandbox" "$ERR"
 	chmod 0755 "$UH/.ssh/sub"
 	run_in "$USR" true
 	# 2. The subdirectory moved 66 levels deep within the entry from inside (past the

@@ -289,10 +289,11 @@ check_user_mount() {
 	cp /etc/fstab "$T/fstab.orig" && printf '%s %s none bind,user,noauto 0 0\n' "$src" "$dst" >>/etc/fstab ||
 		{ fail "user_mount: setup" "fstab"; return; }
 	FSTAB_SAVED=1
-	run_in "$USR" mount "$dst"
+	# The status is printed, so that a launch that failed is not taken for a refusal.
+	run_in "$USR" sh -c 'mount "$1"; echo "mount-rc=$?"' sh "$dst"
 	okl "user_mount: inside, mount(8) of a user bind mount of fstab is refused" \
-		'rc=$RC err=$(snip "$ERR") mounted=$(findmnt -n "$dst" | head -1)' \
-		eval '[ "$RC" -ne 0 ] && ! mountpoint -q "$dst"'
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR") mounted=$(findmnt -n "$dst" | head -1)' \
+		eval 'has "mount-rc=" "$OUT" && ! has "mount-rc=0" "$OUT" && ! mountpoint -q "$dst"'
 	note "user_mount: inside, mount(8) said: $(snip "$ERR")"
 	mountpoint -q "$dst" && umount -l "$dst"
 	run_as "$USR" mount "$dst"
@@ -300,9 +301,9 @@ check_user_mount() {
 		eval '[ "$RC" -eq 0 ] && mountpoint -q "$dst"'
 	if mountpoint -q "$dst"; then
 		MOUNTS+=("$dst")
-		run_in "$USR" umount "$dst"
-		okl "user_mount: inside, umount of it is refused" 'rc=$RC err=$(snip "$ERR")' \
-			eval '[ "$RC" -ne 0 ] && mountpoint -q "$dst"'
+		run_in "$USR" sh -c 'umount "$1"; echo "umount-rc=$?"' sh "$dst"
+		okl "user_mount: inside, umount of it is refused" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+			eval 'has "umount-rc=" "$OUT" && ! has "umount-rc=0" "$OUT" && mountpoint -q "$dst"'
 		run_as "$USR" umount "$dst"
 		okl "user_mount: outside, umount of it works" 'rc=$RC err=$(snip "$ERR")' \
 			eval '[ "$RC" -eq 0 ] && ! mountpoint -q "$dst"'

@@ -1571,6 +1571,7 @@ mod tests {
             "sb_mount",
             "move_mount",
             "sb_umount",
+            "inode_setattr",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }
