@@ -1162,7 +1162,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 SEC("lsm/inode_setattr")
 int BPF_PROG(inode_setattr)
 {
-	__u64 n = bpf_get_func_arg_cnt(ctx), d = 0, a = 0, r = 0, cgid;
+	__u64 n, d = 0, a = 0, r = 0, cgid;
 	__u32 sbx;
 	int eperm;
 
@@ -1175,6 +1175,7 @@ int BPF_PROG(inode_setattr)
 	if (bpf_get_func_ret(ctx, &r) || r != 0)
 		return -EPERM;
 	ONLY_SANDBOXED_AS(0, cgid, sbx);
+	n = bpf_get_func_arg_cnt(ctx);
 	if (!(sbx & SBX_DIRS) || n < 2)
 		return 0;
 	if (bpf_get_func_arg(ctx, n - 2, &d) || bpf_get_func_arg(ctx, n - 1, &a) || !d || !a)
