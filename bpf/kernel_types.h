@@ -211,6 +211,23 @@ struct task_struct {
 	int tgid; /* in the initial pid namespace */
 	struct signal_struct *signal;
 	struct hlist_node pid_links[PIDTYPE_MAX];
+	struct nsproxy *nsproxy; /* NULL once the task has exited its namespaces */
+};
+/* include/linux/fs.h: what a setattr changes (ATTR_* bits). */
+struct iattr {
+	unsigned int ia_valid;
+};
+/* include/linux/nsproxy.h */
+struct nsproxy {
+	struct mnt_namespace *mnt_ns;
+};
+/* fs/mount.h: the namespace's owner, which mounts in it need CAP_SYS_ADMIN over. */
+struct mnt_namespace {
+	struct user_namespace *user_ns;
+};
+/* include/linux/user_namespace.h: level 0 is the initial user namespace only. */
+struct user_namespace {
+	int level;
 };
 /* fs/proc/internal.h: the VFS inode of a /proc file is embedded in proc_inode. */
 struct proc_inode {

@@ -29,6 +29,11 @@
 #   cap_fallback  fs.inotify.max_user_watches lowered so that the scan's watches pass the
 #                 cap: the launch warns that every launch reads the tree again, relaunches
 #                 do scan, and an outside link is still denied (restored afterwards)
+#   scan_fails    (issue 23) a key below the entry linked from outside before launch; the
+#                 agent, opening nothing, makes the scan miss it: `chmod 000` of its
+#                 subdirectory (refused), the same by a POSIX ACL (setxattr), then (mode restored) a move of that subdirectory 66 levels
+#                 deep within the entry; each time the user's next launch from outside still
+#                 denies the outside name (the first one warns that it removes nothing)
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>", notes ("# ...");
 # then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -50,7 +55,7 @@ readonly EPERM_MSG="Operation not permitted"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly WATCHES=/proc/sys/fs/inotify/max_user_watches
 
-CHECKS=(no_rescan ln_outside new_subdir mv_in cap_fallback)
+CHECKS=(no_rescan ln_outside new_subdir mv_in cap_fallback scan_fails)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -200,6 +205,42 @@ check_cap_fallback() {
 	okl "cap_fallback: limit restored: the launch gives no such warning" '$(why)' \
 		eval '[ "$RC" -eq 0 ] && ! has "cannot all be watched" "$ERR"'
 	reused "cap_fallback: limit restored: the relaunch after reads no directory"
+}
+
+check_scan_fails() {
+	local deep
+	fresh_tree scan_fails || return
+	denied "scan_fails: a name made outside before launch is denied" "$UH/outside/multi" "$(sec multi)"
+	# 1. The subdirectory holding the key made unreadable from inside: chmod is refused; a POSIX
+	# ACL equal to mode 000 (setxattr, which the setattr hook does not see) is not. A file made in
+	# the home (watched: on the way to the list) makes the next launch resolve anew (a mode
+	# change raises no event on the watches, src/watch.rs).
+	run_in "$USR" chmod 000 "$UH/.ssh/sub"
+	okl "scan_fails: inside, chmod 000 of a directory below the entry is refused with EPERM" \
+		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && [ "$(stat -c %a "$UH/.ssh/sub")" != 0 ]'
+	run_in "$USR" python3 -c 'import os, struct, sys
+os.setxattr(sys.argv[1], "system.posix_acl_access",
+            struct.pack("<IHHIHHIHHI", 2, 1, 0, 0xffffffff, 4, 0, 0xffffffff, 0x20, 0, 0xffffffff))
+open(sys.argv[2], "w").write("x")' "$UH/.ssh/sub" "$UH/asx-rescan"
+	okl "scan_fails: inside, a POSIX ACL of mode 000 on it (setxattr) is not refused" \
+		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
+		eval '[ "$RC" -eq 0 ] && [ "$(stat -c %a "$UH/.ssh/sub")" = 0 ]'
+	denied "scan_fails: after that, the next launch from outside denies the outside name" \
+		"$UH/outside/multi" "$(sec multi)"
+	okl "scan_fails: that launch says it removes nothing, as the scan could not read everything" \
+		'err=$(snip "$ERR")' has "removes nothing from your sandbox" "$ERR"
+	chmod 0755 "$UH/.ssh/sub"
+	run_in "$USR" true
+	# 2. The subdirectory moved 66 levels deep within the entry from inside (past the
+	# hook's walk bound of 64, which the scan once shared).
+	deep=$UH/.ssh/deep$(for ((i = 0; i < 65; i++)); do printf '/d'; done)
+	run_in "$USR" sh -c 'mkdir -p "$1" && mv "$2" "$1/sub"' sh "$deep" "$UH/.ssh/sub"
+	note "scan_fails: inside: mkdir -p ~/.ssh/deep/d/... (66 levels) and mv ~/.ssh/sub there: rc=$RC $(snip "$ERR")"
+	denied "scan_fails: after that move from inside, the next launch from outside denies the outside name" \
+		"$UH/outside/multi" "$(sec multi)"
+	run_in "$USR" cat "$UH/outside/keep"
+	ok "scan_fails: an unlisted file outside stays readable" "$(why)" has keep "$OUT"
 }
 
 # ================================================================ setup and cleanup

@@ -26,6 +26,15 @@
 #   exception     a tmpfs at ~/.ssh/pubmnt with !~/.ssh/pubmnt/ stays readable
 #   unreadable    a mount point below ~/.ssh that the user cannot reach: the launch
 #                 warns, naming it
+#   fuse_over     (issue 23) the agent's own FUSE filesystem, mounted through the setuid
+#                 fusermount3 over ~/.aws (whose listed credentials does not exist yet) and
+#                 over ~/.ssh/ (a directory entry), in the user's mount namespace: refused
+#                 with EPERM, so the user's later write outside lands on disk, not in the
+#                 agent's filesystem; the same FUSE program outside the sandbox mounts and
+#                 receives such a write (the check can fail)
+#   user_mount    (issue 23) a `user` bind mount of fstab through the setuid mount(8):
+#                 refused inside (mount and umount), works outside; the agent's mounts in
+#                 its own user namespace keep working (check userns)
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>", notes ("# ...");
 # then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -48,7 +57,7 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly SRV=/srv/asx-keys
 readonly OPEN=/srv/asx-open
 
-CHECKS=(userns clone_tmpfs clone_bind control exception unreadable)
+CHECKS=(userns clone_tmpfs clone_bind control exception unreadable fuse_over user_mount)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -158,6 +167,150 @@ check_unreadable() {
 	umount "$UH/.ssh/locked/m" && rmdir "$UH/.ssh/locked/m" "$UH/.ssh/locked"
 }
 
+# A FUSE filesystem of the agent's (python3, no libfuse): `fusesrv.py MOUNTPOINT LOOT SECONDS`
+# mounts itself at MOUNTPOINT through fusermount3 (which opens /dev/fuse and mounts as root, then
+# passes the descriptor back over $_FUSE_COMMFD), prints "mounted", and answers the kernel's
+# requests: an empty root directory where any name can be created; every byte written to it is
+# appended to LOOT. It exits after the first release of a written file, or after SECONDS. A
+# failed mount: exit 3 with fusermount3's message on stderr.
+FUSE_SRV='import os, select, socket, struct, sys, time
+mp, loot, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+pid = os.fork()
+if pid == 0:
+    os.set_inheritable(b.fileno(), True)
+    env = dict(os.environ, _FUSE_COMMFD=str(b.fileno()))
+    os.execvpe("fusermount3", ["fusermount3", "-o", "fsname=asx-agent,subtype=asx", "--", mp], env)
+b.close()
+if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+    print("mount failed", file=sys.stderr)
+    sys.exit(3)
+fd = socket.recv_fds(a, 1, 1)[1][0]
+print("mounted", flush=True)
+uid, gid, now = os.getuid(), os.getgid(), int(time.time())
+data = bytearray()
+def attr(ino):
+    mode, nlink, size = (0o40755, 2, 0) if ino == 1 else (0o100600, 1, len(data))
+    return struct.pack("<QQQQQQIIIIIIIIII", ino, size, (size + 511) // 512, now, now, now,
+                       0, 0, 0, mode, nlink, uid, gid, 0, 4096, 0)
+def entry(ino):
+    return struct.pack("<QQQQII", ino, 0, 1, 1, 0, 0) + attr(ino)
+def reply(unique, err=0, body=b""):
+    os.write(fd, struct.pack("<IiQ", 16 + len(body), -err, unique) + body)
+deadline, released = time.monotonic() + secs, False
+while time.monotonic() < deadline and not released:
+    if not select.select([fd], [], [], 0.5)[0]:
+        continue
+    try:
+        req = os.read(fd, 1 << 20)
+    except OSError:
+        break
+    ln, op, unique, node = struct.unpack_from("<IIQQ", req)
+    arg = req[40:ln]
+    if op == 26:  # INIT: protocol 7.31, max_write 128 KiB
+        reply(unique, 0, struct.pack("<IIIIHHIIHHI7I", 7, 31, 0, 0, 0, 0, 131072, 1, 0, 0, 0, *[0] * 7))
+    elif op == 1:  # LOOKUP: only the file made by CREATE exists
+        reply(unique, 0, entry(2)) if node == 1 and data else reply(unique, 2)
+    elif op in (3, 4):  # GETATTR, SETATTR
+        reply(unique, 0, struct.pack("<QII", 1, 0, 0) + attr(node))
+    elif op == 35:  # CREATE
+        reply(unique, 0, entry(2) + struct.pack("<QII", 1, 0, 0))
+    elif op == 14:  # OPEN
+        reply(unique, 0, struct.pack("<QII", 1, 0, 0))
+    elif op == 16:  # WRITE
+        size = struct.unpack_from("<I", arg, 16)[0]
+        data += arg[40:40 + size]
+        with open(loot, "ab") as f:
+            f.write(arg[40:40 + size])
+        reply(unique, 0, struct.pack("<II", size, 0))
+    elif op in (25, 18):  # FLUSH, RELEASE
+        reply(unique, 0)
+        released = op == 18 and bool(data)
+    elif op not in (2, 42, 36):  # FORGET, BATCH_FORGET and INTERRUPT get no reply
+        reply(unique, 38)  # ENOSYS
+print("served %d bytes" % len(data), flush=True)'
+
+# fuse_try WHAT MOUNTPOINT FILE INSIDE: as the test user, inside the sandbox if INSIDE=1 (else
+# outside), start the agent's FUSE filesystem at MOUNTPOINT; then, outside, the user writes a
+# secret to MOUNTPOINT/FILE (as `aws configure` or `ssh-keygen` would). Sets FUSE_MOUNTED=1 if
+# it mounted, FUSE_LOOT to what the filesystem received, FUSE_ERR to its stderr; the written
+# file's secret is $(sec WHAT). A mount left behind is removed.
+fuse_try() {
+	local what=$1 mp=$2 file=$3 inside=$4 d=$T/fuse-$1 pid launcher=()
+	[ "$inside" = 1 ] && launcher=("$LAUNCHER")
+	install -d -o "$USR" -g "$USR" -m 0755 "$d"
+	printf '%s\n' "$FUSE_SRV" >"$d/srv.py"
+	FUSE_MOUNTED=0 FUSE_LOOT="" FUSE_ERR=""
+	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$USR" -- "${launcher[@]}" \
+		python3 "$d/srv.py" "$mp" "$d/loot" 30 </dev/null >"$d/out" 2>"$d/err" &
+	pid=$!
+	wait_for 30 eval 'has mounted "$d/out" || pid_gone "$pid"'
+	if has mounted "$d/out"; then
+		FUSE_MOUNTED=1
+		MOUNTS+=("$mp")
+	fi
+	run_as "$USR" sh -c 'umask 077; printf "%s\n" "$2" >"$1"' sh "$mp/$file" "$(sec "$what")"
+	wait_for 30 pid_gone "$pid"
+	stop_bg "$pid"
+	FUSE_LOOT=$(cat "$d/loot" 2>/dev/null)
+	FUSE_ERR=$(snip "$d/err")
+	[ "$FUSE_MOUNTED" = 1 ] && umount -l "$mp" 2>/dev/null
+	return 0
+}
+
+check_fuse_over() {
+	local mp
+	# Control: outside the sandbox the same program mounts, and receives the user's write.
+	install -d -o "$USR" -g "$USR" -m 0755 "$UH/fusectl"
+	fuse_try ctl "$UH/fusectl" credentials 0
+	okl "fuse_over: outside the sandbox, the FUSE program mounts through fusermount3 and receives a write" \
+		'mounted=$FUSE_MOUNTED loot=$FUSE_LOOT err=$FUSE_ERR' \
+		eval '[ "$FUSE_MOUNTED" = 1 ] && [ "$FUSE_LOOT" = "$(sec ctl)" ]'
+	[ "$FUSE_MOUNTED" = 1 ] || return
+	install -d -o "$USR" -g "$USR" -m 0700 "$UH/.aws"
+	for mp in .aws .ssh; do
+		rm -f "$UH/$mp/credentials"
+		set_list "~/.aws/credentials" "~/.ssh/"
+		fuse_try "$mp" "$UH/$mp" credentials 1
+		okl "fuse_over: inside, a FUSE mount over ~/$mp through fusermount3 is refused with EPERM" \
+			'mounted=$FUSE_MOUNTED err=$FUSE_ERR' \
+			eval '[ "$FUSE_MOUNTED" = 0 ] && has "$EPERM_MSG" "$T/fuse-$mp/err"'
+		okl "fuse_over: the user's later write to ~/$mp/credentials is not served to the agent" \
+			'loot=$FUSE_LOOT' eval '[ -z "$FUSE_LOOT" ]'
+		run_in "$USR" cat "$UH/$mp/credentials"
+		okl "fuse_over: that file, on disk, is denied inside" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+			eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec "$mp")" "$OUT"'
+	done
+}
+
+check_user_mount() {
+	local src=$T/usrc dst=$UH/.ssh/um
+	install -d -o "$USR" -g "$USR" -m 0755 "$src" "$dst"
+	cp /etc/fstab "$T/fstab.orig" && printf '%s %s none bind,user,noauto 0 0\n' "$src" "$dst" >>/etc/fstab ||
+		{ fail "user_mount: setup" "fstab"; return; }
+	FSTAB_SAVED=1
+	# The status is printed, so that a launch that failed is not taken for a refusal.
+	run_in "$USR" sh -c 'mount "$1"; echo "mount-rc=$?"' sh "$dst"
+	okl "user_mount: inside, mount(8) of a user bind mount of fstab is refused" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR") mounted=$(findmnt -n "$dst" | head -1)' \
+		eval 'has "mount-rc=" "$OUT" && ! has "mount-rc=0" "$OUT" && ! mountpoint -q "$dst"'
+	note "user_mount: inside, mount(8) said: $(snip "$ERR")"
+	mountpoint -q "$dst" && umount -l "$dst"
+	run_as "$USR" mount "$dst"
+	okl "user_mount: outside, the same mount works" 'rc=$RC err=$(snip "$ERR")' \
+		eval '[ "$RC" -eq 0 ] && mountpoint -q "$dst"'
+	if mountpoint -q "$dst"; then
+		MOUNTS+=("$dst")
+		run_in "$USR" sh -c 'umount "$1"; echo "umount-rc=$?"' sh "$dst"
+		okl "user_mount: inside, umount of it is refused" 'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+			eval 'has "umount-rc=" "$OUT" && ! has "umount-rc=0" "$OUT" && mountpoint -q "$dst"'
+		run_as "$USR" umount "$dst"
+		okl "user_mount: outside, umount of it works" 'rc=$RC err=$(snip "$ERR")' \
+			eval '[ "$RC" -eq 0 ] && ! mountpoint -q "$dst"'
+	fi
+	cp "$T/fstab.orig" /etc/fstab && FSTAB_SAVED=0
+}
+
 # ---------------------------------------------------------------- setup
 
 preflight() {
@@ -166,7 +319,7 @@ preflight() {
 		return 1
 	fi
 	command -v "$LAUNCHER" >/dev/null || { fail "preflight" "$LAUNCHER not installed"; return 1; }
-	require_commands unshare mount
+	require_commands unshare mount mountpoint fusermount3 python3
 }
 
 setup() {
@@ -184,6 +337,7 @@ cleanup() {
 	local i
 	[ "${CLEANED:-0}" = 1 ] && return 0
 	CLEANED=1
+	[ "${FSTAB_SAVED:-0}" = 1 ] && cp "$T/fstab.orig" /etc/fstab
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[i]}" 2>/dev/null; done
 	remove_test_user "$USR"
 	rm -rf "$SRV" "$OPEN"

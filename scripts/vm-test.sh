@@ -162,7 +162,7 @@ guest_packages() {
     [ -z "$kernel_suite" ] || kernel=linux-image-amd64/$kernel_suite
     echo systemd systemd-sysv udev dbus sudo kmod "$kernel" initramfs-tools \
         util-linux procps coreutils openssh-client curl python3-minimal strace bubblewrap \
-        btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool \
+        btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool fuse3 \
         tmux socat git cron at dbus-user-session libpam-systemd \
         accountsservice polkitd \
         "$libelf" zlib1g libc6 libgcc-s1

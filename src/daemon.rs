@@ -1074,6 +1074,15 @@ impl Daemon {
             self.fail(uid, batch, fatal);
             return parsed;
         }
+        // The launch's own mode stays for the sockets and the record's note;
+        // the keys only add after an incomplete directory-entry scan.
+        let launch_mode = mode;
+        let mode = policy::keys_mode(launch_mode, res.incomplete.is_none());
+        if let Some(why) = &res.incomplete {
+            log::warn!(
+                "uid {uid}: a directory entry's scan is incomplete ({why}); no key is removed"
+            );
+        }
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
@@ -1124,7 +1133,7 @@ impl Daemon {
         // A sandbox that holds nothing may have been forgotten (a daemon
         // restart drops sandboxes without processes, a reboot all of them):
         // what it denied until then is in its uid's record.
-        let prior = (mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
+        let prior = (launch_mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(&self.paths.state_dir, uid));
         // New exceptions an add-only apply left out: the next apply must
         // not be skipped as a repeat of this one.
@@ -1188,7 +1197,7 @@ impl Daemon {
                 },
             );
         }
-        match self.allow_sockets(uid, cgid, mode, &batch) {
+        match self.allow_sockets(uid, cgid, launch_mode, &batch) {
             Ok(more) => notices.extend(more),
             Err(why) => {
                 self.refuse_all(batch, &why);

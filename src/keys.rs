@@ -44,9 +44,6 @@ pub use crate::entries::{
 pub const MAX_SCAN_KEYS: usize = 65_536;
 /// Most directory entries one resolution reads below directory entries.
 pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
-/// Deepest level below a directory entry the scan descends to (the hook's
-/// walk bound, AGENT_SANDBOX_WALK_DEPTH).
-pub const MAX_SCAN_DEPTH: usize = 64;
 
 /// Mount id → device (major, minor) of the mounted superblock, and the
 /// mount points, from /proc/self/mountinfo (Documentation/filesystems/proc.rst,
@@ -160,9 +157,16 @@ pub struct DirScan {
     /// Files with more than one link, whose inode keys were sent.
     pub marked: usize,
     /// Files with more than one link left unmarked past [`MAX_SCAN_KEYS`],
-    /// or directories past [`MAX_SCAN_DEPTH`] / [`MAX_SCAN_ENTRIES`] (then
-    /// at least 1).
+    /// or names past [`MAX_SCAN_ENTRIES`] (then at least 1).
     pub unmarked: usize,
+    /// Why the scan did not read everything below the entry, if it did not:
+    /// a name it could not examine or a directory it could not open (EACCES
+    /// after a `chmod 000`, EMFILE, EIO; a name gone meanwhile, ENOENT, is
+    /// not counted), or more than [`MAX_SCAN_ENTRIES`] names. Its keys may
+    /// then lack files an earlier scan marked, so the launch must not remove
+    /// keys ([`crate::policy::keys_mode`]; issue 23). There is no depth
+    /// bound: a directory moved deeper below the entry is read all the same.
+    pub incomplete: Option<String>,
     /// Why the scan's directories and files could not all be watched
     /// ([`crate::watch`]), if so: then the resolution is not reused and the
     /// next launch scans again.
@@ -617,8 +621,8 @@ impl KeyContext {
         .map_err(KeyError::Stat)?;
         let mut scan = DirScan::default();
         let mut seen = 0usize;
-        let mut todo = vec![(fd, key, 0usize)];
-        while let Some((fd, dkey, depth)) = todo.pop() {
+        let mut todo = vec![(fd, key)];
+        while let Some((fd, dkey)) = todo.pop() {
             if let Some(w) = self.watches.as_mut()
                 && let Err(e) = w.watch_scanned_dir(&fd)
             {
@@ -630,6 +634,7 @@ impl KeyContext {
                 seen += 1;
                 if seen > MAX_SCAN_ENTRIES {
                     scan.unmarked += 1;
+                    scan.incomplete = Some(format!("more than {MAX_SCAN_ENTRIES} names below it"));
                     // The rest is unread and unwatched.
                     if let Some(w) = self.watches.as_mut()
                         && w.watching()
@@ -643,7 +648,7 @@ impl KeyContext {
                 let stx = match statx_at(fd.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW) {
                     Ok(stx) => stx,
                     Err(e) => {
-                        self.unwatchable_below(&mut scan, &e);
+                        self.unwatchable_below(&mut scan, &e, "examine a name");
                         continue;
                     }
                 };
@@ -684,11 +689,6 @@ impl KeyContext {
                         scan.marked += 1;
                     }
                     libc::S_IFDIR => {
-                        if depth + 1 >= MAX_SCAN_DEPTH {
-                            // Not read: what is below it changes nothing.
-                            scan.unmarked += 1;
-                            continue;
-                        }
                         let sub = match open_at(
                             fd.as_raw_fd(),
                             &name,
@@ -699,7 +699,7 @@ impl KeyContext {
                         ) {
                             Ok(sub) => sub,
                             Err(e) => {
-                                self.unwatchable_below(&mut scan, &e);
+                                self.unwatchable_below(&mut scan, &e, "open a directory");
                                 continue;
                             }
                         };
@@ -716,7 +716,7 @@ impl KeyContext {
                             subvol,
                             kind: KIND_OPEN,
                         };
-                        todo.push((sub, skey, depth + 1));
+                        todo.push((sub, skey));
                     }
                     _ => {}
                 }
@@ -726,13 +726,17 @@ impl KeyContext {
     }
 
     /// A name below a directory entry that the scan cannot examine or read
-    /// (EACCES, say): skipped, as are its contents. A permission change that
-    /// would let a later scan read it raises no event on the watched
-    /// directory holding it, so the answer is not reused. A name gone
-    /// meanwhile (ENOENT) raised an event there already.
-    fn unwatchable_below(&mut self, scan: &mut DirScan, e: &io::Error) {
+    /// (EACCES, say; `what` the scan tried, for the message): skipped, as
+    /// are its contents, and the scan is incomplete ([`DirScan::incomplete`]).
+    /// A permission change that would let a later scan read it raises no
+    /// event on the watched directory holding it, so the answer is not
+    /// reused. A name gone meanwhile (ENOENT) raised an event there already.
+    fn unwatchable_below(&mut self, scan: &mut DirScan, e: &io::Error, what: &str) {
         if e.raw_os_error() == Some(libc::ENOENT) {
             return;
+        }
+        if scan.incomplete.is_none() {
+            scan.incomplete = Some(format!("cannot {what} below it: {e}"));
         }
         if let Some(w) = self.watches.as_mut()
             && w.watching()
@@ -1457,6 +1461,27 @@ mod tests {
             }
         }
         panic!("an event after every one of 200 scans");
+    }
+
+    #[test]
+    fn a_scan_has_no_depth_bound() {
+        // A file with a second name outside, moved 80 levels deep below the
+        // entry (past the hook's walk bound of 64): still marked by inode,
+        // and the scan is complete (issue 23).
+        let root = std::env::temp_dir().join(format!("asx-deep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let e = root.join("e");
+        let deep = (0..80).fold(e.clone(), |p, _| p.join("d"));
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("m"), b"").unwrap();
+        std::fs::hard_link(deep.join("m"), root.join("m")).unwrap();
+        let ino = std::fs::metadata(root.join("m")).unwrap().ino();
+        let mut k = KeyContext::new().unwrap();
+        let mut l = Listing::default();
+        let scan = k.resolve_dir(&e, KIND_DIR_USER, Some(100), &mut l).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!((scan.marked, scan.unmarked, scan.incomplete), (1, 0, None));
+        assert_eq!(l.file.map(|f| (f.ino, f.kind)), Some((ino, KIND_OPEN)));
     }
 
     #[test]

@@ -1771,6 +1771,10 @@ mod tests {
             "unix_stream_connect",
             "unix_may_send",
             "file_receive",
+            "sb_mount",
+            "move_mount",
+            "sb_umount",
+            "inode_setattr",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }

@@ -8,7 +8,8 @@
 //! - the apply mode ([`apply_mode`]): exact only for a batch of launches all
 //!   seen outside a sandbox and alive after that was seen; otherwise add-only
 //!   (the strictness rule: nothing done from inside makes a sandbox less
-//!   strict, see [`may_loosen`]);
+//!   strict, see [`may_loosen`]), and add-only too after an incomplete scan
+//!   of a directory entry ([`keys_mode`]);
 //! - answer reuse ([`may_reuse`]): a relaunch with unchanged lists skips the
 //!   parse and the apply only if the sandbox is exactly as that apply left it;
 //! - the caps ([`check_keys`], [`check_union`], [`check_stuck`]);
@@ -110,6 +111,25 @@ pub fn apply_mode(sandbox: &str, batch: &[Requester]) -> ApplyMode {
 /// launch, which says what it removed.
 pub fn may_loosen(mode: ApplyMode) -> bool {
     mode == ApplyMode::Exact
+}
+
+/// The apply mode for the keys of a launch in `mode` (from [`apply_mode`])
+/// whose resolution's directory-entry scans all read everything below
+/// their entries (`scans_complete`), or not. An incomplete scan (a
+/// directory below an entry made unreadable, `chmod 000`, or too many
+/// names) sends fewer keys than a complete one would, without any list
+/// change: the file an earlier scan marked by inode, for its second name
+/// outside the entry, may be below what this one could not read. Removing
+/// keys then would let an agent loosen the next launch from outside by
+/// making the scan fail (issue 23), so such an apply only adds; the
+/// earlier keys stay until a complete scan. (Sockets keep `mode`: the scan
+/// says nothing about them.)
+pub fn keys_mode(mode: ApplyMode, scans_complete: bool) -> ApplyMode {
+    if scans_complete {
+        mode
+    } else {
+        ApplyMode::AddOnly
+    }
 }
 
 /// What the daemon kept of a uid's last successful apply, for [`may_reuse`].
@@ -426,6 +446,17 @@ mod tests {
         assert!(may_loosen(ApplyMode::Exact));
         assert!(!may_loosen(ApplyMode::AddOnly));
         assert!(!may_loosen(apply_mode(SANDBOX, &[at(SANDBOX)])));
+    }
+
+    #[test]
+    fn an_incomplete_scan_only_adds() {
+        let outside = apply_mode(SANDBOX, &[at("/user.slice")]);
+        assert_eq!(keys_mode(outside, true), ApplyMode::Exact);
+        assert_eq!(keys_mode(outside, false), ApplyMode::AddOnly);
+        assert!(!may_loosen(keys_mode(outside, false)));
+        let inside = apply_mode(SANDBOX, &[at(SANDBOX)]);
+        assert_eq!(keys_mode(inside, true), ApplyMode::AddOnly);
+        assert_eq!(keys_mode(inside, false), ApplyMode::AddOnly);
     }
 
     fn last() -> LastApply {

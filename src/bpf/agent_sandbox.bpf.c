@@ -45,6 +45,11 @@
  * map_files reopen that task's pipes, memfds and deleted files (see the
  * section "Side doors II" at the end for what else it and the hooks there
  * refuse: signals, resource limits, coredump_filter, F_SETOWN, TIOCSTI).
+ *
+ * lsm/sb_mount, lsm/move_mount and lsm/sb_umount refuse a sandboxed task any
+ * mount change in a mount namespace the user's outside processes share
+ * (section "Mounts" at the end), and lsm/inode_setattr a mode change of a
+ * directory at or below a directory entry (issue 23).
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -1203,6 +1208,62 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 }
 
 /*
+ * No mode change (chmod, ATTR_MODE) of a directory at or below a directory
+ * entry (issue 23): `chmod 000` of a subdirectory makes the next launch's
+ * scan miss the files below it, among them one with a second name outside
+ * the entry that an earlier scan marked by inode. The daemon keeps the
+ * earlier keys after such a scan anyway (policy::keys_mode); this refuses
+ * the direct way to cause it. (A POSIX ACL written with setxattr can change
+ * the mode bits too, without this hook: the daemon's rule covers it.)
+ *
+ * The hook's arguments are (dentry, attr) before Linux 6.8 and (idmap,
+ * dentry, attr) since ("security: Align inode_setattr hook definition with
+ * EVM", include/linux/lsm_hook_defs.h), so they are read
+ * by position from the end (bpf_get_func_arg(), bpf_get_func_arg_cnt()),
+ * as numbers, and the earlier verdict with bpf_get_func_ret() (for an LSM
+ * program the helper reads the slot after the arguments, ctx[nr_args]; the
+ * verifier inlines it only for fexit and fmod_ret programs).
+ */
+#define ATTR_MODE 1U
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(inode_setattr)
+{
+	__u64 n, d = 0, a = 0, r = 0, cgid;
+	__u32 sbx;
+	int eperm;
+
+	/*
+	 * An earlier verdict, or no slot to read (none: the hook has 2 or 3
+	 * arguments): -EPERM. Not pass_on(): narrowed from the 64-bit slot, the
+	 * value it returned was unbounded in its upper half for the 6.12
+	 * verifier's [-4095, 0] check (seen in the load log on Debian 13).
+	 */
+	if (bpf_get_func_ret(ctx, &r) || r != 0)
+		return -EPERM;
+	ONLY_SANDBOXED_AS(0, cgid, sbx);
+	n = bpf_get_func_arg_cnt(ctx);
+	if (!(sbx & SBX_DIRS) || n < 2)
+		return 0;
+	if (bpf_get_func_arg(ctx, n - 2, &d) || bpf_get_func_arg(ctx, n - 1, &a) || !d || !a)
+		return -EPERM;
+	if (!(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
+		return 0;
+	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
+		return 0;
+	/*
+	 * -EPERM made opaque: `walk_denied() ? -EPERM : 0` was folded into a
+	 * negation of the walk's answer, which the 6.12 verifier does not bound
+	 * (R0 not in [-4095, 0], seen in the load log; see file_fcntl).
+	 */
+	eperm = -EPERM;
+	barrier_var(eperm);
+	if (walk_denied(cgid, d, 0))
+		return eperm;
+	return 0;
+}
+
+/*
  * ioctl numbers from include/uapi/linux/btrfs.h and include/uapi/linux/fs.h
  * (_IOW encodes the argument's size, so a number can differ between the
  * 64-bit and the 32-bit ABI).
@@ -1675,3 +1736,64 @@ int BPF_PROG(file_receive, struct file *file, int ret)
 	return 0;
 }
 /* ==== end of side doors I ==== */
+
+/*
+ * ==== Mounts in the user's own mount namespace (issue 23) ====
+ * A sandboxed task may not mount, move a mount or unmount in a mount
+ * namespace owned by the initial user namespace: the user's own (or one
+ * only root makes, which the user's other processes may share). An
+ * unprivileged user mounts there only through a setuid helper, fusermount3
+ * (a FUSE filesystem of the agent's at ~/.aws or over ~/.ssh/, where the
+ * user's later `aws configure` or `ssh-keygen` writes land in the agent's
+ * filesystem) or mount(8) with a `user` line of fstab; the helper stays in
+ * the caller's cgroup, which is what the hook judges. A mount namespace of
+ * the agent's own user namespace (`unshare -Urm`) is owned by that user
+ * namespace (level > 0) and keeps every mount: its mounts do not propagate
+ * back (copy_mnt_ns() makes shared mounts slaves, CL_SHARED_TO_SLAVE, in a
+ * namespace of a less privileged owner), so outside processes never see
+ * them. The namespace judged is the caller's: mount(2), move_mount(2) and
+ * umount(2) act only in it (check_mnt() in fs/namespace.c).
+ *   - sb_mount: every mount(2) (new, bind, move, remount, propagation),
+ *     from path_mount() before it acts (fs/namespace.c);
+ *   - move_mount: move_mount(2), which attaches open_tree() and fsmount()
+ *     mounts, and moves mounts (since 5.2);
+ *   - sb_umount: umount(2), umount2(2) (do_umount()).
+ * Signatures: include/linux/lsm_hook_defs.h, the same in 6.1 and 6.12.
+ */
+
+/* Whether the current task's mount namespace is owned by the initial user namespace (a NULL on the way: yes). */
+static __always_inline bool in_initial_mount_owner(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	return t->nsproxy->mnt_ns->user_ns->level == 0;
+}
+
+/* The verdict of the mount hooks, for an earlier verdict `ret`. */
+static __always_inline int mount_check(int ret)
+{
+	__u64 cgid;
+
+	ONLY_SANDBOXED(ret, cgid);
+	return in_initial_mount_owner() ? -EPERM : 0;
+}
+
+SEC("lsm/sb_mount")
+int BPF_PROG(sb_mount, const char *dev_name, const struct path *path, const char *type,
+	     unsigned long flags, void *data, int ret)
+{
+	return mount_check(ret);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(move_mount, const struct path *from_path, const struct path *to_path, int ret)
+{
+	return mount_check(ret);
+}
+
+SEC("lsm/sb_umount")
+int BPF_PROG(sb_umount, struct vfsmount *mnt, int flags, int ret)
+{
+	return mount_check(ret);
+}
+/* ==== end of mounts ==== */

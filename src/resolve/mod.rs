@@ -41,7 +41,10 @@
 //! - `n` kind (u8), key, length, name: the same mark by name (name_map entry
 //!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
-//!   for the administrator's log, a fatal problem (refuse the launch).
+//!   for the administrator's log, a fatal problem (refuse the launch);
+//! - `I` length (u32), UTF-8 text: a directory entry's scan did not read
+//!   everything below it, and why (the launch then removes no key, see
+//!   [`crate::policy::keys_mode`]).
 //!
 //! Fixed-size binary keys cost a copy to write and to read, where decimal and
 //! hex text cost formatting and parsing (most of the per-entry cost of a
@@ -241,6 +244,18 @@ mod tests {
         let mut fatal = Vec::new();
         Sink { out: &mut fatal }.record(b'F', "nope");
         assert_eq!(parse_output(&[&fatal]).fatal.as_deref(), Some("nope"));
+        // An incomplete scan, in either answer: the first reason is kept.
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        Sink { out: &mut first }.record(b'I', "l:1: cannot open");
+        Sink { out: &mut second }.record(b'I', "l:2: too many");
+        let r = parse_output(&[&one, &first]);
+        assert_eq!(
+            (r.fatal, r.incomplete.as_deref()),
+            (None, Some("l:1: cannot open"))
+        );
+        let r = parse_output(&[&first, &second]);
+        assert_eq!(r.incomplete.as_deref(), Some("l:1: cannot open"));
+        assert_eq!(parse_output(&[&one]).incomplete, None);
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub struct Resolution {
     pub admin_warnings: Vec<String>,
     /// Why the launch must be refused, if it must.
     pub fatal: Option<String>,
+    /// Why a directory entry's scan did not read everything below it, if
+    /// one did not (the first `I` record): the apply must then remove no key
+    /// ([`crate::policy::keys_mode`]).
+    pub incomplete: Option<String>,
 }
 
 /// Bytes of a file key on the wire.
@@ -73,10 +77,13 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         after
                     })
                 }),
-                b'U' | b'A' | b'F' => take_text(body).map(|(text, after)| {
+                b'U' | b'A' | b'F' | b'I' => take_text(body).map(|(text, after)| {
                     match tag {
                         b'U' => r.user_warnings.push(text),
                         b'A' => r.admin_warnings.push(text),
+                        b'I' => {
+                            r.incomplete.get_or_insert(text);
+                        }
                         _ => r.fatal = Some(text),
                     }
                     after

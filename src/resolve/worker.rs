@@ -566,13 +566,23 @@ pub(crate) fn emit(
                 Ok(scan) => {
                     let unmarked = (scan.unmarked > 0).then(|| {
                         format!(
-                            "{} files below it with other names, or directories deeper than {} \
-                             levels, were not marked by inode (past {} per launch): they are \
-                             denied by path; a name made for one outside the directory before \
-                             launch is not",
+                            "{} files below it with other names were not marked by inode (past {} \
+                             per launch, or past {} names): they are denied by path; a name made \
+                             for one outside the directory before launch is not",
                             scan.unmarked,
-                            crate::keys::MAX_SCAN_DEPTH,
-                            MAX_SCAN_KEYS
+                            MAX_SCAN_KEYS,
+                            crate::keys::MAX_SCAN_ENTRIES
+                        )
+                    });
+                    // The daemon removes no key after an incomplete scan
+                    // (policy::keys_mode): a file an earlier scan marked may
+                    // be below what this one could not read.
+                    let incomplete = scan.incomplete.map(|why| {
+                        sink.record(b'I', &format!("{}: {why}", at()));
+                        format!(
+                            "not everything below it could be read ({why}), so a file there with \
+                             another name may be missed: this launch removes nothing from your \
+                             sandbox (what earlier launches denied stays denied)"
                         )
                     });
                     let unwatched = scan.unwatched.map(|why| {
@@ -581,10 +591,11 @@ pub(crate) fn emit(
                              reads the whole tree again instead of reusing the last answer"
                         )
                     });
-                    Ok(match (unmarked, unwatched) {
-                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-                        (a, b) => a.or(b),
-                    })
+                    let all: Vec<String> = [unmarked, incomplete, unwatched]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    Ok((!all.is_empty()).then(|| all.join("; ")))
                 }
                 Err(KeyError::NotRegular(kind)) => {
                     sink.out.truncate(mark);
