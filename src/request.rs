@@ -236,28 +236,20 @@ impl Request {
                         shorten(value)
                     )));
                 }
-                "socket" => {
-                    let s = AllowedSocket::parse(value).ok_or_else(|| {
-                        RequestError::Malformed(format!("bad socket line {:?}", shorten(value)))
-                    })?;
-                    if sockets.len() == MAX_SOCKETS {
-                        return Err(RequestError::Malformed(format!(
-                            "more than {MAX_SOCKETS} socket lines"
-                        )));
-                    }
-                    sockets.push(s);
-                }
-                "fd" => {
-                    let d = Descriptor::parse(value).ok_or_else(|| {
-                        RequestError::Malformed(format!("bad fd line {:?}", shorten(value)))
-                    })?;
-                    if descriptors.len() == MAX_DESCRIPTORS {
-                        return Err(RequestError::Malformed(format!(
-                            "more than {MAX_DESCRIPTORS} fd lines"
-                        )));
-                    }
-                    descriptors.push(d);
-                }
+                "socket" => push_bounded(
+                    &mut sockets,
+                    AllowedSocket::parse(value),
+                    MAX_SOCKETS,
+                    "socket",
+                    value,
+                )?,
+                "fd" => push_bounded(
+                    &mut descriptors,
+                    Descriptor::parse(value),
+                    MAX_DESCRIPTORS,
+                    "fd",
+                    value,
+                )?,
                 _ => {}
             }
         }
@@ -397,6 +389,30 @@ impl Reply {
             notices,
         })
     }
+}
+
+/// Adds `parsed` (the `key=value` line's value, parsed) to `list`, which
+/// may hold at most `max`.
+///
+/// # Errors
+/// [`RequestError::Malformed`] for a value that did not parse or a line
+/// past the bound.
+fn push_bounded<T>(
+    list: &mut Vec<T>,
+    parsed: Option<T>,
+    max: usize,
+    key: &str,
+    value: &str,
+) -> Result<(), RequestError> {
+    let item = parsed
+        .ok_or_else(|| RequestError::Malformed(format!("bad {key} line {:?}", shorten(value))))?;
+    if list.len() == max {
+        return Err(RequestError::Malformed(format!(
+            "more than {max} {key} lines"
+        )));
+    }
+    list.push(item);
+    Ok(())
 }
 
 /// The daemon's answer to `op=status`: what the requester's uid's sandbox
