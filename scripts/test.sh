@@ -1252,7 +1252,7 @@ check_request_channel() {
 		eval 'has "status=refused" "$OUT" && has "this daemon speaks 2" "$OUT"'
 	forge "$ALICE" big 100000
 	ok "an oversized request is refused, naming its size" "$(snip "$OUT")" \
-		eval 'has "status=refused" "$OUT" && has "100000 bytes, more than the 1024 allowed" "$OUT"'
+		eval 'has "status=refused" "$OUT" && has "100000 bytes, more than the 8192 allowed" "$OUT"'
 	forge "$ALICE" silent
 	ok "a silent connection is closed after the 5 s deadline" "$(snip "$OUT")" \
 		eval 'grep -qE "^closed after [5-9] s" "$OUT"'
