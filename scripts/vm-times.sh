@@ -24,17 +24,19 @@ for guest in "$@"; do
 		echo "  (no log: not run)"
 		continue
 	fi
-	built=$(sed -n 's/^vm-test: guest image ready after \([0-9]*\) s.*/\1/p' "$log" | head -n 1)
+	# Each read tolerates a missing file or line (a guest that failed early): a table, not a test.
+	built=$(sed -n 's/^vm-test: guest image ready after \([0-9]*\) s.*/\1/p' "$log" | head -n 1) || built=
 	[ -z "$built" ] || row "image build" "$built"
 	while read -r _ _ suite secs _; do
 		row "  $suite" "$secs"
 	done < <(grep -a '^== suite-time: ' "$log" || true)
-	ran=$(sed -n 's/^vm-test: the second boot ran for \([0-9]*\) s in all.*/\1/p' "$log" | tail -n 1)
-	[ -n "$ran" ] || ran=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "$log" | tail -n 1)
+	ran=$(sed -n 's/^vm-test: the second boot ran for \([0-9]*\) s in all.*/\1/p' "$log" | tail -n 1) || ran=
+	[ -n "$ran" ] || ran=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "$log" | tail -n 1) || ran=
 	[ -z "$ran" ] || row "VM run (both boots, install, suites)" "$ran"
-	nobpf=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "build/vm-$guest-no-bpf.log" 2>/dev/null | tail -n 1)
+	nobpf=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "build/vm-$guest-no-bpf.log" 2>/dev/null | tail -n 1) || nobpf=
 	[ -z "$nobpf" ] || row "boot without the bpf LSM" "$nobpf"
 	if [ -f "build/vm-$guest.times" ]; then
+		t0='' t2=''
 		read -r _ t0 t2 <"build/vm-$guest.times" || true
 		[ -z "${t0:-}" ] || [ -z "${t2:-}" ] || row "guest total" "$((t2 - t0))"
 	fi
