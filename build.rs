@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 const SRC: &str = "src/bpf/agent_sandbox.bpf.c";
-/// The feature probes the daemon loads before the programs (src/variant.rs).
+/// The feature probes the daemon loads before the programs (src/kernel/variant.rs).
 const PROBE_SRC: &str = "src/bpf/probe.bpf.c";
 const HEADERS: [&str; 2] = ["src/bpf/agent_sandbox.h", "bpf/kernel_types.h"];
 

@@ -422,7 +422,7 @@ fn read_paths(list: &OsString) -> Res<Vec<CString>> {
 }
 
 /// The floor under resolving a list: one statx() per path with the flags and
-/// mask of src/keys.rs (key_for_path), nothing else.
+/// mask of src/resolve/keys.rs (key_for_path), nothing else.
 fn stat_floor(args: &[OsString]) -> Res<()> {
     let paths = read_paths(arg(args, 0, "LIST")?)?;
     let runs = num(arg(args, 1, "RUNS")?)?.max(1);
@@ -595,7 +595,10 @@ fn load(args: &[OsString]) -> Res<()> {
                         }
                     };
                     let t = nanos(start.elapsed());
-                    results.lock().unwrap().push((t, ok));
+                    results
+                        .lock()
+                        .expect("a timing thread panicked")
+                        .push((t, ok));
                 }
             })
         })
@@ -603,7 +606,7 @@ fn load(args: &[OsString]) -> Res<()> {
     for w in workers {
         w.join().map_err(|_| "a worker thread panicked")?;
     }
-    let res = results.lock().unwrap();
+    let res = results.lock().expect("a timing thread panicked");
     let ok = res.iter().filter(|r| r.1).count();
     let mut t: Vec<u64> = res.iter().map(|r| r.0).collect();
     t.sort_unstable();
@@ -649,7 +652,7 @@ fn landlock(cmd: &[OsString]) -> Res<()> {
             0u32,
         )
     })?;
-    let root = CString::new("/").unwrap();
+    let root = CString::new("/").expect("no NUL in /");
     // SAFETY: NUL-terminated path.
     let root_fd = unsafe { libc::open(root.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
     sys("open /", root_fd.into())?;

@@ -320,7 +320,7 @@ kill_resolvers() {
 # directories, each with a second link in ~/dlinks (outside the entry), so that the launch-time
 # scan denies every one by inode as well (a map update each, as for a file entry): a first launch
 # pays statx and a map update per file; a relaunch with nothing changed gets the resolver's last
-# answer again (the scanned directories are watched, src/watch.rs), so no scan.
+# answer again (the scanned directories are watched, src/resolve/watch.rs), so no scan.
 dirlaunch_suite() {
 	progress "creating $DTREE files below $UHOME/dtree, each linked from $UHOME/dlinks"
 	python3 - "$UHOME" "$DTREE" <<'PY' || die "cannot create the directory entry's files"

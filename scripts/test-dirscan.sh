@@ -6,7 +6,7 @@
 #
 # scripts/test-dirscan.sh - the reuse of a directory entry's launch-time scan (issue 16,
 # bench 2b): the per-user resolver watches every directory the scan of `~/.ssh/` reads and
-# every file there with one link (src/watch.rs), sends its last answer again while nothing
+# every file there with one link (src/resolve/watch.rs), sends its last answer again while nothing
 # changed, and scans again after any change that could give a file below the entry a name
 # outside it.
 #
@@ -192,7 +192,7 @@ check_cap_fallback() {
 	for i in $(seq 1 80); do printf 'x\n' >"$UH/.ssh/sub/f$i"; done
 	chown -R "$USR:$USR" "$UH/.ssh"
 	WATCHES_SAVED=$(cat "$WATCHES")
-	# A quarter of 200 (src/watch.rs scan_watch_cap): 50 scan watches, fewer than the 80 files.
+	# A quarter of 200 (src/resolve/watch.rs scan_watch_cap): 50 scan watches, fewer than the 80 files.
 	echo 200 >"$WATCHES"
 	run_in "$USR" true
 	okl "cap_fallback: past the cap the launch says every launch reads the tree again" \
@@ -214,7 +214,7 @@ check_scan_fails() {
 	# 1. The subdirectory holding the key made unreadable from inside: chmod is refused; a POSIX
 	# ACL equal to mode 000 (setxattr, which the setattr hook does not see) is not. A file made in
 	# the home (watched: on the way to the list) makes the next launch resolve anew (a mode
-	# change raises no event on the watches, src/watch.rs).
+	# change raises no event on the watches, src/resolve/watch.rs).
 	run_in "$USR" chmod 000 "$UH/.ssh/sub"
 	okl "scan_fails: inside, chmod 000 of a directory below the entry is refused with EPERM" \
 		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \

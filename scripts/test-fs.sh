@@ -55,7 +55,7 @@
 #                     cache was dropped); chattr +F refused inside (64- and 32-bit); the
 #                     launch warns; files elsewhere on the filesystem stay readable
 #   answer_reuse      a relaunch with nothing changed reuses the resolver's last answer
-#                     (src/watch.rs); a change between two launches must reach the next one:
+#                     (src/resolve/watch.rs); a change between two launches must reach the next one:
 #                     a symlink in the middle of the listed path, in a directory the path
 #                     does not name, pointed elsewhere (refused inside, done outside); the listed file's
 #                     directory renamed away and made again; a directory on the path made
@@ -1258,7 +1258,7 @@ check_answer_reuse() {
 		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && ! has "$(sec reuse-new)" "$OUT"'
 	run_in "$USR" cat "$r/a/ctl"
 	ok "answer_reuse: the control file is readable" "$(why)" has "$(ctl reuse-a)" "$OUT"
-	# Permissions are not watched (src/watch.rs: IN_ATTRIB would slow every open in the
+	# Permissions are not watched (src/resolve/watch.rs: IN_ATTRIB would slow every open in the
 	# directory): the last answer still denies what the list names.
 	chmod 0600 "$r/m"
 	run_in "$USR" cat "$r/b/secret"

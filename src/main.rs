@@ -15,29 +15,22 @@
 
 #![cfg_attr(not(test), no_main)]
 
-mod admission;
-mod canary;
-mod cgroup;
-mod check;
-mod daemon;
-mod denylist;
-mod doctor;
-mod entries;
-mod failure;
-mod keys;
-mod launcher;
-mod maps;
-mod paths;
+// Layers, lowest first; a module imports only from the layers below it and
+// its own folder (docs/DESIGN.md "Layout and the import rule";
+// `import_rule` below checks it).
+mod error;
+mod kernel;
+mod lists;
+mod os;
 mod policy;
-mod process;
-mod procfs;
-mod record;
-mod request;
+mod proto;
 mod resolve;
-mod sys;
-mod variant;
-mod verifier;
-mod watch;
+// The modes: each is an entry point, none imports another.
+mod daemon;
+mod launcher;
+mod resolver;
+#[cfg(test)]
+mod wiring_tests;
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
@@ -55,27 +48,9 @@ fn mode_for(argv0: &OsStr) -> Option<Mode> {
     match Path::new(argv0).file_name()?.to_str()? {
         "agent-sandbox-execd" => Some(Mode::Daemon),
         "agent-sandbox-exec" => Some(Mode::Launcher),
-        resolve::WORKER_NAME => Some(Mode::Resolver),
+        proto::resolver::WORKER_NAME => Some(Mode::Resolver),
         _ => None,
     }
-}
-
-/// Formats an error with its whole `source()` chain on one line. The
-/// project's own errors carry their cause in their message and not as a
-/// `source()` (so that every printer shows it once); the chain adds what
-/// foreign errors keep behind `source()`, skipping text already shown.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 /// Runs the mode argv[0] names; returns the exit status.
@@ -86,7 +61,7 @@ fn run() -> u8 {
     match mode_for(&argv0) {
         Some(Mode::Daemon) => daemon::main(&args[1..]),
         Some(Mode::Launcher) => launcher::main(&args[1..]),
-        Some(Mode::Resolver) => resolve::worker_main(&args[1..]),
+        Some(Mode::Resolver) => resolver::main(&args[1..]),
         None => {
             eprintln!(
                 "{}: run this binary as agent-sandbox-exec (launcher) or agent-sandbox-execd (daemon)",
@@ -122,6 +97,7 @@ pub extern "C" fn main(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::error_chain;
 
     #[test]
     fn argv0_dispatch() {
@@ -153,19 +129,114 @@ mod tests {
     #[test]
     fn error_chain_joins_sources() {
         let inner = std::io::Error::other("inner cause");
-        let outer = crate::daemon::DaemonError::Setup {
+        let outer = crate::daemon::failure::DaemonError::Setup {
             what: "step".into(),
             cause: inner,
         };
         assert_eq!(error_chain(&outer), "step: inner cause");
         // Through a transparent wrapper, the cause is printed once.
-        let wrapped = crate::daemon::DaemonError::Cgroup(crate::cgroup::CgroupError::Io {
-            what: "mkdir",
-            path: "/sys/fs/cgroup/x".into(),
-            cause: std::io::Error::other("inner cause"),
-        });
+        let wrapped =
+            crate::daemon::failure::DaemonError::Cgroup(crate::os::cgroup::CgroupError::Io {
+                what: "mkdir",
+                path: "/sys/fs/cgroup/x".into(),
+                cause: std::io::Error::other("inner cause"),
+            });
         let text = error_chain(&wrapped);
         assert_eq!(text, "mkdir /sys/fs/cgroup/x: inner cause");
         assert_eq!(wrapped.to_string(), text);
+    }
+}
+
+/// The import rule of docs/DESIGN.md ("Layout and the import rule"), checked
+/// on the sources: a module imports only its own folder and the layers below
+/// it; the modes import no other mode; nothing imports main.rs; nothing
+/// re-exports.
+#[cfg(test)]
+mod import_rule {
+    /// The folders (and top-level files) by layer, lowest first.
+    const LAYERS: [&[&str]; 7] = [
+        &["error", "lists"],
+        &["os"],
+        &["resolve"],
+        &["proto"],
+        &["policy"],
+        &["kernel"],
+        &["daemon", "launcher", "resolver"],
+    ];
+
+    fn layer(name: &str) -> Option<usize> {
+        LAYERS.iter().position(|l| l.contains(&name))
+    }
+
+    /// Every `(file, line, problem)` that breaks the rule in `src/`.
+    fn breaches() -> Vec<String> {
+        let mut out = Vec::new();
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let rel = path
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                let Some(stem) = rel.strip_suffix(".rs") else {
+                    continue;
+                };
+                let home = stem.split('/').next().unwrap();
+                // main.rs (this test) and its in-process tests sit above every layer.
+                if matches!(home, "main" | "wiring_tests") {
+                    continue;
+                }
+                let own = layer(home).unwrap_or_else(|| panic!("src/{rel}: not in LAYERS"));
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap();
+                    let at = format!("src/{rel}:{}", n + 1);
+                    let code_t = code.trim_start();
+                    let reexport =
+                        code_t.starts_with("pub use ") || code_t.starts_with("pub(crate) use ");
+                    if reexport || code.contains("super::super") {
+                        out.push(format!("{at}: a re-export or a path up two levels"));
+                    }
+                    for (i, _) in code.match_indices("crate::") {
+                        let name: String = code[i + 7..]
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        // A child module names its siblings, never its mod.rs's items
+                        // (no import circle inside a folder).
+                        let next: String = code[i + 7 + name.len()..]
+                            .trim_start_matches("::")
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        let sibling = src.join(&name).join(format!("{next}.rs")).exists()
+                            || src.join(&name).join(&next).is_dir();
+                        let child = stem.contains('/') && !stem.ends_with("/mod");
+                        match layer(&name) {
+                            Some(_) if name == home && child && !sibling => {
+                                out.push(format!("{at}: imports its folder's mod.rs ({next})"))
+                            }
+                            Some(l) if name == home || l < own => {}
+                            Some(_) => out.push(format!("{at}: {home} imports {name}")),
+                            None => out.push(format!("{at}: crate::{name} is not a folder")),
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn imports_point_down() {
+        let found = breaches();
+        assert!(found.is_empty(), "{}", found.join("\n"));
     }
 }

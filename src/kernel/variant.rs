@@ -9,7 +9,7 @@
 //! `Environment=AGENT_SANDBOX_EXECD_WITHOUT=walk-memos`, [`parse_without`]);
 //! nothing inside a sandbox can.
 
-use crate::verifier::Rejection;
+use crate::kernel::verifier::Rejection;
 
 /// The environment variable naming parts to leave out, comma-separated.
 pub const WITHOUT_ENV: &str = "AGENT_SANDBOX_EXECD_WITHOUT";

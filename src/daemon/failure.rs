@@ -10,8 +10,34 @@
 //! [`classify`] is the decision, a pure function of the error and the
 //! kernel facts.
 
-use crate::daemon::DaemonError;
-use crate::maps::BpfError;
+use std::io;
+
+use crate::daemon::canary::CanaryError;
+use crate::kernel::errno::{ENOTSUPP, errno_name, errno_of};
+use crate::kernel::maps::BpfError;
+use crate::os::cgroup::CgroupError;
+
+/// Errors that stop the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The BPF side failed.
+    #[error(transparent)]
+    Bpf(#[from] BpfError),
+    /// The cgroup tree failed.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// The canary found the attached programs not denying, or could not run.
+    #[error(transparent)]
+    Canary(#[from] CanaryError),
+    /// Any other set-up step failed.
+    #[error("{what}: {cause}")]
+    Setup {
+        /// The step.
+        what: String,
+        /// The error.
+        cause: io::Error,
+    },
+}
 
 /// Exit status for a cause that a restart cannot fix (EX_CONFIG, sysexits.h);
 /// the unit's `RestartPreventExitStatus=` names it.
@@ -21,12 +47,6 @@ pub const EXIT_PERMANENT: u8 = 78;
 pub const EXIT_TRANSIENT: u8 = 75;
 /// Exit status for any other failure to start or serve; systemd restarts it.
 pub const EXIT_OTHER: u8 = 1;
-
-/// The kernel's internal "operation not supported" (`ENOTSUPP`,
-/// include/linux/errno.h), which reaches user space from BPF: e.g.
-/// `arch_prepare_bpf_trampoline()` on an architecture without trampolines.
-/// Not in libc, as it is not a user-space errno.
-pub const ENOTSUPP: i32 = 524;
 
 /// What the daemon does about a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +72,7 @@ impl Class {
 }
 
 /// What the kernel showed before the failure (the prerequisites that
-/// [`crate::maps::check_kernel`] tests).
+/// [`crate::kernel::maps::check_kernel`] tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelFacts {
     /// `bpf` is in /sys/kernel/security/lsm.
@@ -65,7 +85,7 @@ impl KernelFacts {
     /// Reads the facts from the running kernel (mounts securityfs if needed).
     pub fn read() -> KernelFacts {
         KernelFacts {
-            bpf_lsm: crate::maps::read_lsm_list()
+            bpf_lsm: crate::kernel::maps::read_lsm_list()
                 .is_some_and(|l| l.trim().split(',').any(|m| m == "bpf")),
             btf: std::path::Path::new("/sys/kernel/btf/vmlinux").exists(),
         }
@@ -80,52 +100,6 @@ pub struct Verdict {
     pub class: Class,
     /// The message to log.
     pub message: String,
-}
-
-/// The errno carried by a libbpf-rs error, if any.
-///
-/// libbpf-rs 0.27 builds its errors from the negative return of libbpf
-/// (`Error::from_raw_os_error(-ret)`, e.g. the skeleton's load) and may layer
-/// context strings on top (`attach_lsm()` adds "failed to attach LSM"). It
-/// keeps the `io::Error` private: `source()` yields its own private type, so
-/// the errno cannot be downcast, and `kind()` folds many errnos (EBUSY,
-/// ESRCH, EMFILE, ENOTSUPP...) into `ErrorKind::Other`. The only place the
-/// number survives is the text of the innermost error, which `std` writes as
-/// "<description> (os error <n>)"; the alternate form (`{:#}`) prints the
-/// whole chain, so the last such number is the errno.
-pub fn errno_of(e: &libbpf_rs::Error) -> Option<i32> {
-    const TAG: &str = "(os error ";
-    let text = format!("{e:#}");
-    let start = text.rfind(TAG)? + TAG.len();
-    let len = text[start..].find(')')?;
-    text[start..start + len]
-        .parse()
-        .ok()
-        .filter(|&n: &i32| n > 0)
-}
-
-/// The symbolic name of the errnos [`classify_kernel_errno`] knows.
-pub fn errno_name(errno: i32) -> Option<&'static str> {
-    Some(match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::ESRCH => "ESRCH",
-        libc::EINTR => "EINTR",
-        libc::E2BIG => "E2BIG",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EBUSY => "EBUSY",
-        libc::EINVAL => "EINVAL",
-        libc::ENFILE => "ENFILE",
-        libc::EMFILE => "EMFILE",
-        libc::ENOSPC => "ENOSPC",
-        libc::ENOSYS => "ENOSYS",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        ENOTSUPP => "ENOTSUPP",
-        _ => return None,
-    })
 }
 
 /// Whether an errno of the kernel's answer to loading or attaching the
@@ -209,13 +183,13 @@ fn kernel_cause(errno: Option<i32>, facts: KernelFacts) -> String {
 
 /// What a verifier rejection that no fallback could avoid means, and what
 /// to do: the program, the verifier's reason, and where its whole log is.
-pub fn rejected_message(r: &crate::verifier::Rejection) -> String {
+pub fn rejected_message(r: &crate::kernel::verifier::Rejection) -> String {
     format!(
         "cannot load the BPF LSM programs: {r}; the program holds no optional part that a \
          variant could leave out (see {}), so enforcement cannot start on this kernel; \
          `RUST_LOG=debug agent-sandbox-execd --check 2>&1` prints the verifier's whole log: \
          report it with `uname -r`",
-        crate::variant::WITHOUT_ENV
+        crate::kernel::variant::WITHOUT_ENV
     )
 }
 
@@ -248,7 +222,7 @@ const OTHER_TAIL: &str = "exiting with status 1, systemd restarts the daemon (Re
 /// errors (opening the embedded object, pinning, mmap of a map) are
 /// [`Class::Transient`]; every non-BPF error is [`Class::Other`].
 pub fn classify(e: &DaemonError, facts: KernelFacts) -> Verdict {
-    let chain = crate::error_chain(e);
+    let chain = crate::error::error_chain(e);
     match e {
         DaemonError::Bpf(BpfError::Unsupported(_)) => Verdict {
             class: Class::Permanent,
@@ -322,7 +296,7 @@ mod tests {
     #[test]
     fn a_verifier_rejection_is_permanent_and_named() {
         let rejection =
-            crate::verifier::rejection(include_str!("testdata/verifier-7.3-return.log"))
+            crate::kernel::verifier::rejection(include_str!("../testdata/verifier-7.3-return.log"))
                 .expect("a rejection");
         let e = DaemonError::Bpf(BpfError::Rejected {
             rejection,
@@ -485,7 +459,8 @@ mod tests {
 
     #[test]
     fn prerequisites_are_permanent() {
-        let e = crate::maps::check_kernel(Some("lockdown,capability,yama"), true).unwrap_err();
+        let e =
+            crate::kernel::maps::check_kernel(Some("lockdown,capability,yama"), true).unwrap_err();
         let v = classify(&DaemonError::Bpf(e), MET);
         assert_eq!(v.class, Class::Permanent);
         assert!(
@@ -493,7 +468,7 @@ mod tests {
             "{}",
             v.message
         );
-        let e = crate::maps::check_kernel(Some("bpf"), false).unwrap_err();
+        let e = crate::kernel::maps::check_kernel(Some("bpf"), false).unwrap_err();
         let v = classify(&DaemonError::Bpf(e), MET);
         assert_eq!(v.class.exit_status(), 78);
         assert!(v.message.contains("no BTF"), "{}", v.message);

@@ -1,5 +1,5 @@
 //! The daemon's decisions, as pure functions of what the daemon has seen: no
-//! I/O, no clock, no kernel. `src/daemon.rs` gathers the facts (a request's
+//! I/O, no clock, no kernel. `src/daemon/mod.rs` gathers the facts (a request's
 //! cgroup, a resolver's answer, the maps' version), asks here what to do and
 //! does it (apply, move, reply); `cargo test` exercises every decision on any
 //! host, including the cases the guest suites found the hard way.
@@ -18,6 +18,8 @@
 //!   [`reused_pid_stays`]), and not one that holds a descriptor of a denied
 //!   file ([`denied_descriptor`]);
 //! - what a launch is told ([`removal_notice`], [`capped`]).
+
+pub mod admission;
 
 /// How an apply may change a sandbox's entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +146,7 @@ pub struct LastApply {
     pub unlisted: usize,
     /// Whether the sandbox's entries are still as that apply left them: no
     /// other apply, no key dropped by the kernel (`inode_free_security`)
-    /// since ([`crate::maps::Bpf::unchanged_since`]).
+    /// since ([`crate::kernel::maps::Bpf::unchanged_since`]).
     pub unchanged: bool,
 }
 
@@ -315,15 +317,15 @@ pub fn reused_pid_stays(start_before: u64, start_now: Option<u64>, in_sandbox: b
 /// a file below a directory entry is left to the launcher's reopen, which
 /// the hook's walk judges.
 ///
-/// [`KIND_OPEN`]: crate::entries::KIND_OPEN
+/// [`KIND_OPEN`]: crate::lists::entries::KIND_OPEN
 pub fn denied_descriptor(
-    descriptors: &[crate::request::Descriptor],
-    held: Option<&crate::entries::DenySet>,
+    descriptors: &[crate::proto::request::Descriptor],
+    held: Option<&crate::lists::entries::DenySet>,
 ) -> Option<String> {
     let files = held?.files();
     let d = descriptors.iter().find(|d| {
-        let key = crate::entries::FileKey {
-            kind: crate::entries::KIND_OPEN,
+        let key = crate::lists::entries::FileKey {
+            kind: crate::lists::entries::KIND_OPEN,
             ..d.key
         };
         files.binary_search(&key).is_ok()
@@ -628,8 +630,8 @@ mod tests {
 
     #[test]
     fn a_descriptor_is_judged_by_its_key() {
-        use crate::entries::{DenySet, FileKey, KIND_OPEN, KIND_PATH};
-        use crate::request::Descriptor;
+        use crate::lists::entries::{DenySet, FileKey, KIND_OPEN, KIND_PATH};
+        use crate::proto::request::Descriptor;
         let key = |ino: u64, kind: u32| FileKey {
             dev: 8 << 20 | 1,
             ino,

@@ -5,7 +5,7 @@
 //! A resolver answers a launch with nothing changed by sending its previous
 //! answer again, instead of resolving every listed path anew, when (1) the
 //! lists and the home directory are byte for byte the same, (2) no mount or
-//! unmount happened in its mount namespace ([`crate::keys::KeyContext::renew`])
+//! unmount happened in its mount namespace ([`crate::resolve::keys::KeyContext::renew`])
 //! and (3) [`Watches::intact`]: no event arrived on any watch set during the
 //! last full resolution, and every directory that resolution read got one.
 //!
@@ -77,7 +77,7 @@ use std::rc::Rc;
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use crate::sys::{fs_type, open_at, statx_fd};
+use crate::os::sys::{fs_type, open_at, statx_fd};
 
 /// statfs `f_type` of the filesystems whose directory changes all pass
 /// through this kernel's VFS, and so raise inotify events
@@ -328,7 +328,7 @@ impl Watches {
         )?;
         self.set.push(wd);
         self.scan_watches += 1;
-        let stx = crate::sys::statx_at(dir.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
+        let stx = crate::os::sys::statx_at(dir.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
         Ok(stx.stx_nlink)
     }
 

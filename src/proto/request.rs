@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 
-use crate::keys::{FileKey, KIND_OPEN};
+use crate::lists::entries::{FileKey, KIND_OPEN};
 
 /// Largest request accepted, in bytes: room for [`MAX_DESCRIPTORS`]
 /// descriptor lines (at most 66 bytes each) and [`MAX_SOCKETS`] socket
@@ -128,7 +128,7 @@ pub const MAX_DESCRIPTORS: usize = 64;
 
 /// A descriptor of a regular file or directory that the launcher holds and
 /// PROGRAM would inherit, with the key of its file
-/// ([`crate::keys::descriptor_keys`]). The daemon refuses the launch if its
+/// ([`crate::resolve::keys::descriptor_keys`]). The daemon refuses the launch if its
 /// sandbox denies that key ([`crate::policy::denied_descriptor`]). Sent as
 /// `fd=<fd>:<dev>:<ino>:<subvol>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,7 +433,7 @@ pub struct StatusReply {
     /// The warnings about the uid's own list at its last apply.
     pub warnings: Vec<String>,
     /// The optional parts of the BPF programs the daemon loaded without, one
-    /// line each ([`crate::variant::Variant::describe`]); encoded as
+    /// line each ([`crate::kernel::variant::Variant::describe`]); encoded as
     /// `without=` lines.
     pub without: Vec<String>,
 }

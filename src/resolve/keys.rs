@@ -31,12 +31,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::sys::{fs_type, open_at, statx_at};
-use crate::watch::{ScanWatch, Watches};
+use crate::os::sys::{fs_type, open_at, statx_at};
+use crate::resolve::watch::{ScanWatch, Watches};
 
-pub use crate::entries::{
-    DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER,
-    KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, NAME_MAX, NameKey, kernel_dev,
+#[cfg(test)]
+use crate::lists::entries::NameKey;
+use crate::lists::entries::{
+    FileKey, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_FOLDING_DIR,
+    KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, NAME_MAX, kernel_dev,
 };
 
 /// Most inode keys one resolution adds for files found below directory
@@ -51,7 +53,7 @@ pub const MAX_SCAN_ENTRIES: usize = 1_000_000;
 #[derive(Debug, Default, Clone)]
 pub struct MountTable {
     by_id: HashMap<u64, (u32, u32)>,
-    /// Every mount point (field 5), unescaped ([`crate::procfs::unescape`]),
+    /// Every mount point (field 5), unescaped ([`crate::os::procfs::unescape`]),
     /// in table order; one path may appear more than once (stacked mounts).
     points: Vec<Vec<u8>>,
 }
@@ -65,16 +67,18 @@ impl MountTable {
     pub fn read_from(file: &mut fs::File) -> io::Result<MountTable> {
         use std::io::Seek;
         file.rewind()?;
-        Ok(MountTable::parse(&crate::procfs::read_pseudo_from(file)?))
+        Ok(MountTable::parse(&crate::os::procfs::read_pseudo_from(
+            file,
+        )?))
     }
 
     /// Parses mountinfo text; lines that do not parse are ignored.
     pub fn parse(text: &[u8]) -> MountTable {
         let mut by_id = HashMap::new();
         let mut points = Vec::new();
-        for m in crate::procfs::mountinfo(text) {
+        for m in crate::os::procfs::mountinfo(text) {
             by_id.insert(m.mount_id, (m.major, m.minor));
-            points.push(crate::procfs::unescape(m.mount_point));
+            points.push(crate::os::procfs::unescape(m.mount_point));
         }
         MountTable { by_id, points }
     }
@@ -168,7 +172,7 @@ pub struct DirScan {
     /// bound: a directory moved deeper below the entry is read all the same.
     pub incomplete: Option<String>,
     /// Why the scan's directories and files could not all be watched
-    /// ([`crate::watch`]), if so: then the resolution is not reused and the
+    /// ([`crate::resolve::watch`]), if so: then the resolution is not reused and the
     /// next launch scans again.
     pub unwatched: Option<String>,
 }
@@ -344,7 +348,7 @@ impl KeyContext {
     ///
     /// Returns whether everything the previous resolution read is known
     /// unchanged: no mount change, and its watches intact
-    /// ([`crate::watch`]). Then resolving the same paths again would find
+    /// ([`crate::resolve::watch`]). Then resolving the same paths again would find
     /// the same keys.
     ///
     /// # Errors
@@ -610,7 +614,7 @@ impl KeyContext {
             return Ok(DirScan::default());
         };
         // Every directory the scan reads is watched before it is read, and
-        // every file with one link for a new link (crate::watch), so that
+        // every file with one link for a new link (crate::resolve::watch), so that
         // the answer can be sent again while no event arrives. When that
         // fails, the answer is not reused: the next launch scans again.
         let fd = open_at(
@@ -840,7 +844,7 @@ impl KeyContext {
         if self.dirs.len() >= DIR_CACHE {
             self.dirs.remove(0);
         }
-        // Watched before the lookup below reads them (see crate::watch).
+        // Watched before the lookup below reads them (see crate::resolve::watch).
         let walked = self.watches.as_mut().map(|w| w.walk(path));
         let fd =
             open_at(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| match e
@@ -1252,7 +1256,7 @@ const LIST_KINDS: [(u32, u32); 2] = [
 /// repeats allowed); `lines` are the canonical directories of one
 /// resolution's `DIR/` lines (kind `KIND_DIR_*`) and `!DIR/` lines (kind
 /// `KIND_EXC_*`). Per list, the nearest line at or above a mount point
-/// decides, as the hook's walk does (src/denylist.rs: decide(); at one
+/// decides, as the hook's walk does (src/lists/denylist.rs: decide(); at one
 /// level a directory entry before an exception of the same directory): a
 /// directory entry marks the mount's root, an exception leaves it unmarked
 /// (its files stay allowed by any path). A mount point that is itself a
@@ -1400,7 +1404,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let probe = OwnedFd::from(std::fs::File::open(&root).unwrap());
-        if !crate::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
+        if !crate::resolve::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
             eprintln!("skipped: the temporary directory is not on a local filesystem here");
             std::fs::remove_dir_all(&root).unwrap();
             return;
@@ -1492,7 +1496,7 @@ mod tests {
         std::fs::create_dir_all(e.join("sub")).unwrap();
         std::fs::create_dir_all(out.join("d")).unwrap();
         let probe = OwnedFd::from(std::fs::File::open(&root).unwrap());
-        if !crate::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
+        if !crate::resolve::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
             eprintln!("skipped: the temporary directory is not on a local filesystem here");
             std::fs::remove_dir_all(&root).unwrap();
             return;

@@ -15,7 +15,7 @@
 //! # What an entry is
 //!
 //! The same thing the live note counts: a file key `{s_dev, i_ino, subvol}`
-//! or a name key `{directory key, name}` (see [`crate::keys`]), not a list
+//! or a name key `{directory key, name}` (see [`crate::resolve::keys`]), not a list
 //! line. A line names a place, and the note must also fire when the file
 //! listed there was moved away (its inode key is gone from the desired set
 //! while the line stays), which only the keys show. Keys are not all stable
@@ -60,8 +60,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
-use crate::procfs;
+use crate::lists::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::os::procfs;
 
 /// Largest record read or written, in bytes (a uid at the cap of 131,072
 /// file keys and as many names takes about 5.5 MB).

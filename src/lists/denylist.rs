@@ -402,7 +402,7 @@ mod tests {
             .collect()
     }
 
-    fn paths(p: &Parsed) -> Vec<(usize, Anchor, Vec<u8>)> {
+    fn paths(p: &Parsed<'_>) -> Vec<(usize, Anchor, Vec<u8>)> {
         p.entries
             .iter()
             .map(|e| (e.line, e.anchor.clone(), e.path.to_vec()))
@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(join_home(b"/", b"x"), b"/x");
     }
 
-    fn kinds(p: &Parsed) -> Vec<(Anchor, Vec<u8>, bool, bool)> {
+    fn kinds(p: &Parsed<'_>) -> Vec<(Anchor, Vec<u8>, bool, bool)> {
         p.entries
             .iter()
             .map(|e| (e.anchor.clone(), e.path.to_vec(), e.dir, e.exception))

@@ -24,6 +24,8 @@
 //! [`EXIT_REFUSED`] and one line on stderr; PROGRAM never runs. There is no
 //! flag or environment variable that skips a step.
 
+pub mod check;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -34,10 +36,12 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::denylist::SocketSpec;
-use crate::paths::Paths;
-use crate::request::{self, AllowedSocket, Received, Reply, Request, RequestError};
-use crate::{cgroup, procfs};
+use crate::lists::denylist::SocketSpec;
+use crate::os::cgroup;
+use crate::os::paths::Paths;
+use crate::os::procfs;
+use crate::proto::ready::{alive, serving_pid};
+use crate::proto::request::{self, AllowedSocket, Received, Reply, Request, RequestError};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -86,7 +90,7 @@ pub enum LaunchError {
 enum Cli<'a> {
     Help,
     Version,
-    /// `--check [LIST]`: resolve the lists offline ([`crate::check`]).
+    /// `--check [LIST]`: resolve the lists offline ([`crate::launcher::check`]).
     Check(Option<&'a OsString>),
     /// `--status [-v]`: where this process stands ([`status`]).
     Status {
@@ -164,7 +168,7 @@ pub fn main(args: &[OsString]) -> u8 {
                  \x20               daemon serves, 1 when it does not, 2 for a usage error\n\
                  See agent-sandbox-exec(1).",
                 paths.base_list.display(),
-                crate::paths::HOME_LIST
+                crate::os::paths::HOME_LIST
             );
             return 0;
         }
@@ -176,7 +180,9 @@ pub fn main(args: &[OsString]) -> u8 {
             eprintln!("agent-sandbox-exec: {why}");
             return EXIT_REFUSED;
         }
-        Cli::Check(list) => return crate::check::main(&paths, list.map(std::path::Path::new)),
+        Cli::Check(list) => {
+            return crate::launcher::check::main(&paths, list.map(std::path::Path::new));
+        }
         Cli::Status { verbose } => return status(&paths, verbose),
         Cli::Run(program, rest) => (program, rest),
     };
@@ -214,7 +220,7 @@ pub fn main(args: &[OsString]) -> u8 {
 /// # Errors
 /// [`LaunchError`] for every way the sandbox is not in place.
 pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
-    let daemon = daemon_pid(paths)?;
+    let daemon = serving_pid(paths).map_err(|e| LaunchError::NoDaemon(e.0))?;
     let uid = nix::unistd::getuid().as_raw();
     let deadline = Instant::now() + REPLY_TIMEOUT;
     let conn = connect_daemon(paths, |e| match &e {
@@ -292,11 +298,11 @@ pub const EXIT_STATUS_NOT_SERVING: u8 = 1;
 /// sandbox, whether the daemon serves (with its reason when it does not),
 /// and what its sandbox enforces for the caller's uid (counts by kind);
 /// `verbose` adds each line of the lists as they resolve now (the text only
-/// where [`crate::check::echo_allowed`] allows). Returns 0 when the daemon
+/// where [`crate::launcher::check::echo_allowed`] allows). Returns 0 when the daemon
 /// serves, [`EXIT_STATUS_NOT_SERVING`] when it does not.
 fn status(paths: &Paths, verbose: bool) -> u8 {
     let uid = nix::unistd::getuid().as_raw();
-    match crate::check::own_sandbox() {
+    match crate::launcher::check::own_sandbox() {
         Some(path) => println!("sandbox: yes, this process is in {path}"),
         None => println!("sandbox: no, this process is not in a sandbox"),
     }
@@ -331,8 +337,8 @@ fn status(paths: &Paths, verbose: bool) -> u8 {
     };
     if verbose {
         println!("your lists as they resolve now (the next launch applies them):");
-        match crate::check::check_lists(paths, None) {
-            Ok(reports) => print!("{}", crate::check::render(&reports)),
+        match crate::launcher::check::check_lists(paths, None) {
+            Ok(reports) => print!("{}", crate::launcher::check::render(&reports)),
             Err(e) => println!("cannot resolve the lists: {e}"),
         }
     }
@@ -368,7 +374,7 @@ fn connect_daemon(
 
 /// Asks the daemon for this uid's status; its pid and the answer.
 fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError> {
-    let daemon = daemon_pid(paths)?;
+    let daemon = serving_pid(paths).map_err(|e| LaunchError::NoDaemon(e.0))?;
     let conn = connect_daemon(paths, |e| LaunchError::NoDaemon(e.to_string()))?;
     let req = Request {
         pid: std::process::id() as i32,
@@ -401,20 +407,6 @@ fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError>
     }
 }
 
-/// What the launcher says when the daemon is not serving: `cause`, then the
-/// daemon's own reason if it left one, and where to look. Pure.
-pub fn not_serving(cause: &str, reason: Option<&str>) -> String {
-    match reason.map(str::trim).filter(|r| !r.is_empty()) {
-        Some(r) => format!(
-            "{cause}; the daemon's last failure: {}; see journalctl -u agent-sandbox-execd",
-            request::one_line(r)
-        ),
-        None => format!(
-            "{cause}; see systemctl status agent-sandbox-execd and journalctl -u agent-sandbox-execd"
-        ),
-    }
-}
-
 /// The descriptors of files and directories this process holds (which
 /// PROGRAM would inherit) with their files' keys, for the request.
 ///
@@ -427,8 +419,8 @@ fn descriptors() -> Result<Vec<request::Descriptor>, LaunchError> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
     // The directory's own descriptor, closed by now, is left out (EBADF).
-    let keys =
-        crate::keys::descriptor_keys(&fds).map_err(|e| LaunchError::Descriptors(e.to_string()))?;
+    let keys = crate::resolve::keys::descriptor_keys(&fds)
+        .map_err(|e| LaunchError::Descriptors(e.to_string()))?;
     if keys.len() > request::MAX_DESCRIPTORS {
         return Err(LaunchError::Descriptors(format!(
             "{} are open on files or directories, more than the {} a launch may pass on; \
@@ -468,7 +460,7 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>
         if !may_hold_socket_lines(&bytes) {
             continue;
         }
-        for line in crate::denylist::parse(&bytes).sockets {
+        for line in crate::lists::denylist::parse(&bytes).sockets {
             let at = format!("{}:{}", list.display(), line.line);
             match resolve_socket(&line.spec, |n| std::env::var_os(n)) {
                 Ok((s, _)) if out.iter().any(|o| o.key == s.key) => {}
@@ -495,7 +487,7 @@ fn may_hold_socket_lines(bytes: &[u8]) -> bool {
 }
 
 /// The socket a `socket` line names, with `env` as the environment, and the
-/// `O_PATH` descriptor its key was read from ([`crate::keys::socket_key`]).
+/// `O_PATH` descriptor its key was read from ([`crate::resolve::keys::socket_key`]).
 ///
 /// # Errors
 /// Why it names none: an unset or empty variable, a path that is not UTF-8
@@ -523,7 +515,7 @@ fn resolve_socket(
         .to_str()
         .filter(|t| !t.contains('\n') && t.starts_with('/'))
         .ok_or_else(|| format!("{shown}: not an absolute UTF-8 path; nothing allowed"))?;
-    let (key, fd) = crate::keys::socket_key(text.as_bytes())
+    let (key, fd) = crate::resolve::keys::socket_key(text.as_bytes())
         .map_err(|e| format!("{shown}: {e}; nothing allowed"))?;
     let socket = AllowedSocket {
         key,
@@ -591,45 +583,6 @@ pub fn check_inherited_fds() -> Result<(), LaunchError> {
         }
     }
     Ok(())
-}
-
-/// The serving daemon's pid, from the ready file ([`Paths::ready`]), if
-/// that process is alive.
-///
-/// # Errors
-/// [`LaunchError::NoDaemon`]: no ready file (quoting the daemon's reason
-/// from [`Paths::failure`] if it left one), a malformed one, or a pid that
-/// is gone.
-pub(crate) fn daemon_pid(paths: &Paths) -> Result<i32, LaunchError> {
-    let ready = paths.ready();
-    let reason = || fs::read_to_string(paths.failure()).ok();
-    let text = fs::read_to_string(&ready).map_err(|e| {
-        let cause = if e.kind() == io::ErrorKind::NotFound {
-            format!("{} does not exist", ready.display())
-        } else {
-            format!("{}: {e}", ready.display())
-        };
-        LaunchError::NoDaemon(not_serving(&cause, reason().as_deref()))
-    })?;
-    let pid: i32 = text
-        .trim()
-        .parse()
-        .map_err(|_| LaunchError::NoDaemon(format!("{} is malformed", ready.display())))?;
-    if !alive(pid) {
-        return Err(LaunchError::NoDaemon(format!(
-            "pid {pid} from {} is gone",
-            ready.display()
-        )));
-    }
-    Ok(pid)
-}
-
-fn alive(pid: i32) -> bool {
-    // kill(pid, 0): EPERM means it exists but is not ours (the root daemon).
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(e) => e == nix::errno::Errno::EPERM,
-    }
 }
 
 /// Waits until `deadline` for the reply on `conn`, checking every 250 ms
@@ -723,7 +676,7 @@ mod tests {
         // A path that merely contains the word is parsed (and is no socket line).
         assert!(may_hold_socket_lines(b"/run/user/1000/socket-dir/x\n"));
         assert!(
-            crate::denylist::parse(b"/run/user/1000/socket-dir/x\n")
+            crate::lists::denylist::parse(b"/run/user/1000/socket-dir/x\n")
                 .sockets
                 .is_empty()
         );
@@ -807,17 +760,6 @@ mod tests {
             Cli::Usage(why) => assert!(why.contains("--status [-v]"), "{why}"),
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn refusal_quotes_the_daemons_reason() {
-        let m = not_serving("x does not exist", Some("cannot load: EPERM\n"));
-        assert_eq!(
-            m,
-            "x does not exist; the daemon's last failure: cannot load: EPERM; see journalctl -u agent-sandbox-execd"
-        );
-        assert!(not_serving("x", None).contains("journalctl -u agent-sandbox-execd"));
-        assert!(!not_serving("x", Some("  ")).contains("last failure"));
     }
 
     #[test]

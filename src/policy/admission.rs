@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::request::{Received, Request, RequestError};
+use crate::proto::request::{Received, Request, RequestError};
 
 /// Connections one uid may have open to the daemon at once: waiting to send
 /// their request, queued for a resolution, or being answered.
@@ -224,7 +224,7 @@ pub fn screen(peer_pid: i32, received: Received) -> Screened {
         Received::TooLarge(size) => {
             let e = RequestError::TooLarge {
                 size,
-                max: crate::request::MAX_REQUEST_BYTES,
+                max: crate::proto::request::MAX_REQUEST_BYTES,
             };
             return Screened::Refuse(Abuse::TooLarge, format!("bad request: {e}"));
         }

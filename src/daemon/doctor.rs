@@ -1,7 +1,7 @@
 //! `agent-sandbox-execd --check`: the kernel doctor (root). Gathers the
 //! facts enforcement needs ([`Facts::gather`]: securityfs, the active LSM
 //! list, BTF, cgroup2, bpffs, lockdown, a trial load and attach of the
-//! programs, then the canary of [`crate::canary`] on the trial's maps) and
+//! programs, then the canary of [`crate::daemon::canary`] on the trial's maps) and
 //! turns them into findings with the exact cause and fix
 //! ([`diagnose`], pure and unit-tested: this is where "this kernel forbids
 //! BPF LSM programs" is decided).
@@ -9,11 +9,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::canary;
-use crate::cgroup::{self, Tree};
-use crate::failure::{self, ENOTSUPP};
-use crate::maps::{self, Bpf, BpfError};
-use crate::paths::Paths;
+use crate::daemon::canary;
+use crate::kernel::errno::{self, ENOTSUPP};
+use crate::kernel::maps::{self, Bpf, BpfError};
+use crate::os::cgroup::{self, Tree};
+use crate::os::paths::Paths;
 
 /// Exit status of a healthy check.
 pub const EXIT_HEALTHY: u8 = 0;
@@ -41,7 +41,7 @@ pub struct Facts {
     /// /sys/kernel/security/lockdown, e.g. `[none] integrity confidentiality`.
     pub lockdown: Option<String>,
     /// The trial load and attach: Ok((programs attached, one line per
-    /// optional part the loaded variant left out: [`crate::variant::Variant::describe`]))
+    /// optional part the loaded variant left out: [`crate::kernel::variant::Variant::describe`]))
     /// or the step that failed, its errno and, when the verifier rejected a
     /// program that no variant could leave out, that rejection.
     pub trial: Option<Result<(usize, Vec<String>), TrialFailure>>,
@@ -56,7 +56,11 @@ pub struct Facts {
 
 /// A trial load or attach that failed: what was being done, its errno,
 /// and the verifier's rejection if it named one.
-pub type TrialFailure = (String, Option<i32>, Option<crate::verifier::Rejection>);
+pub type TrialFailure = (
+    String,
+    Option<i32>,
+    Option<crate::kernel::verifier::Rejection>,
+);
 
 /// One finding: a check that passed, or a failure with its cause and fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,12 +194,12 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
                  ({} names those that exist), so this kernel cannot run the programs: report \
                  it with `uname -r` and the verifier's whole log (`RUST_LOG=debug \
                  agent-sandbox-execd --check 2>&1`)",
-                crate::variant::WITHOUT_ENV
+                crate::kernel::variant::WITHOUT_ENV
             ),
         }),
         Some(Err((what, errno, None))) => {
             let name = errno
-                .and_then(failure::errno_name)
+                .and_then(errno::errno_name)
                 .unwrap_or("an unknown errno");
             let cause = match errno {
                 Some(libc::EPERM) if prerequisites => format!(
@@ -290,11 +294,11 @@ impl Facts {
         let before = Path::new(LSM).exists();
         let lsm = maps::read_lsm_list().map(|l| l.trim().to_string());
         let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-        let cgroup2 = crate::procfs::read_pseudo_text("/proc/self/mountinfo")
+        let cgroup2 = crate::os::procfs::read_pseudo_text("/proc/self/mountinfo")
             .ok()
-            .and_then(|i| crate::cgroup::find_cgroup2(&i))
+            .and_then(|i| crate::os::cgroup::find_cgroup2(&i))
             .map(|p| p.display().to_string());
-        let bpffs = maps::ensure_bpffs().map_err(|e| crate::error_chain(&e));
+        let bpffs = maps::ensure_bpffs().map_err(|e| crate::error::error_chain(&e));
         let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
             .ok()
             .map(|l| l.trim().to_string());
@@ -318,13 +322,13 @@ impl Facts {
                 BpfError::Kernel {
                     what,
                     cause: source,
-                } => (what.clone(), failure::errno_of(source), None),
+                } => (what.clone(), errno::errno_of(source), None),
                 BpfError::Rejected { rejection, cause } => (
                     "load the BPF LSM programs".into(),
-                    failure::errno_of(cause),
+                    errno::errno_of(cause),
                     Some(rejection.clone()),
                 ),
-                other => (crate::error_chain(other), None, None),
+                other => (crate::error::error_chain(other), None, None),
             }),
         });
         Facts {
@@ -355,7 +359,7 @@ fn run_canary(bpf: &mut Bpf, root: &str, run_dir: &Path) -> Result<String, (Stri
     })?;
     let result = canary::run(bpf, tree.parent(), run_dir, "doctor").map_err(|e| {
         let fix = e.fix().to_string();
-        (crate::error_chain(&e), fix)
+        (crate::error::error_chain(&e), fix)
     });
     if !existed {
         tree.remove_if_unused();
@@ -469,8 +473,8 @@ mod tests {
     /// recorded log: the program and the reason, no "prerequisite" text.
     #[test]
     fn a_rejected_program_is_named_with_the_verifiers_reason() {
-        let log = include_str!("testdata/verifier-7.3-file_open.log");
-        let rejection = crate::verifier::rejection(log).expect("a rejection");
+        let log = include_str!("../testdata/verifier-7.3-file_open.log");
+        let rejection = crate::kernel::verifier::rejection(log).expect("a rejection");
         let f = Facts {
             trial: Some(Err((
                 "load the BPF LSM programs".into(),
@@ -511,12 +515,14 @@ mod tests {
     /// A variant without an optional part: a note per part, still healthy.
     #[test]
     fn a_variant_without_a_part_is_noted() {
-        let mut v = crate::variant::Variant::default();
+        let mut v = crate::kernel::variant::Variant::default();
         v.leave_out(
-            crate::variant::Part::WalkMemos,
-            crate::variant::Why::Rejected(
-                crate::verifier::rejection(include_str!("testdata/verifier-7.3-file_open.log"))
-                    .expect("a rejection"),
+            crate::kernel::variant::Part::WalkMemos,
+            crate::kernel::variant::Why::Rejected(
+                crate::kernel::verifier::rejection(include_str!(
+                    "../testdata/verifier-7.3-file_open.log"
+                ))
+                .expect("a rejection"),
             ),
         );
         let f = Facts {

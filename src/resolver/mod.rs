@@ -1,8 +1,52 @@
-//! The resolver process itself ([`worker_main`]): drops to the user (or stays
+//! `agent-sandbox-exec-resolver`: the resolver process ([`main`]), started
+//! only by the daemon ([`crate::daemon::pool`] starts and feeds it; the
+//! wire format is [`crate::proto::resolver`]). It drops to the user (or stays
 //! root for the base list), reads the lists it is sent and writes the keys.
+//!
+//! Turning one uid's lists into deny keys, in long-lived resolver processes.
+//!
+//! Every launch re-reads the base list ([`crate::os::paths::Paths::base_list`]) and
+//! the user's home list (`~/`[`HOME_LIST`]); the daemon itself never resolves
+//! a listed path. Per
+//! uid, it keeps two resolver processes, exec'd from its own binary as
+//! [`WORKER_NAME`] (so they share none of its memory or descriptors) and kept
+//! for [`IDLE_LIMIT`] after their last request:
+//! - the *base-list* process stays root and resolves the base list's absolute
+//!   entries as root (following a symlink in the last component);
+//! - the *user* process drops to the user's uid, gid and supplementary groups
+//!   for good when it starts (setgroups + setresgid + setresuid; a user cannot
+//!   make it read what the user cannot, and root-squashed NFS homes work), and
+//!   resolves the base list's `~/` entries and the home list, without following
+//!   a symlink in the last component of a home-list entry (symlinks higher up
+//!   resolve normally).
+//!
+//! For each launch the daemon opens the base list itself and sends its
+//! descriptor (SCM_RIGHTS) with a one-byte request over a socket pair to both;
+//! each answers with a length and its records. A user may signal or prlimit(2)
+//! the process that runs as them (it is not dumpable, so not ptrace): a process
+//! that died is replaced and the request sent again once; one whose groups or
+//! resource limits changed since it started exits on its next request
+//! ([`EXIT_STALE`]) and is replaced the same way.
+//!
+//! The daemon gives a resolution [`DEADLINE`]; processes stuck on a stalled
+//! FUSE or NFS mount are killed and only that request is refused, while other
+//! users' launches go on in the daemon's poll loop.
 
-#[allow(unused_imports)]
-use super::*;
+use crate::lists::denylist::{self, Anchor};
+use crate::lists::entries::{KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER};
+use crate::os::paths::HOME_LIST;
+use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
+use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
+use crate::resolve::list_file::{open_list, read_all};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use nix::unistd::{Pid, Uid, User};
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 
 /// Entry point of a resolver process (`agent-sandbox-exec-resolver base` or
 /// `agent-sandbox-exec-resolver user UID`), started by the daemon as root
@@ -10,7 +54,7 @@ use super::*;
 /// closes. Exit status: 0 when the daemon closed the socket, 64 for a bad
 /// command line or a start by anyone but root, 71 when the socket broke,
 /// 75 when stale (see [`EXIT_STALE`]).
-pub fn worker_main(args: &[OsString]) -> u8 {
+pub fn main(args: &[OsString]) -> u8 {
     let role = match args {
         [b] if b == "base" => Some(Role::Base),
         [u, uid] if u == "user" => uid.to_str().and_then(|s| s.parse().ok()).map(Role::User),
@@ -279,7 +323,7 @@ pub(crate) enum Source {
 
 /// What a resolution reads besides the filesystem: the lists' bytes and,
 /// for a user process, the home directory. Two resolutions of equal inputs
-/// find the same keys if nothing they looked at changed ([`crate::watch`]).
+/// find the same keys if nothing they looked at changed ([`crate::resolve::watch`]).
 #[derive(PartialEq, Eq)]
 pub(crate) struct Inputs {
     /// The base list; None when there is none.
@@ -337,7 +381,7 @@ pub(crate) fn home_list(home: &[u8]) -> PathBuf {
 /// The base list's name in messages. The daemon opened the list and sent its
 /// descriptor; the installed daemon always opens this one.
 pub(crate) fn base_list_name() -> PathBuf {
-    crate::paths::Paths::system().base_list
+    crate::os::paths::Paths::system().base_list
 }
 
 /// Resolves the base list's absolute entries (as root, following a
@@ -415,22 +459,6 @@ impl Shape {
             (false, true) => Shape::Exception,
             (true, true) => Shape::DirException,
         }
-    }
-}
-
-/// Passes a file's findings on with a mark kind: the file key and the
-/// names' directory keys get `kind` (an exception `!PATH`).
-pub(crate) struct KindSink<'s, 'a> {
-    pub(crate) inner: &'s mut Sink<'a>,
-    pub(crate) kind: u32,
-}
-
-impl ListingSink for KindSink<'_, '_> {
-    fn file(&mut self, k: FileKey) {
-        self.inner.file(k.with_kind(self.kind));
-    }
-    fn name(&mut self, dir: FileKey, name: &[u8]) {
-        self.inner.name(dir.with_kind(self.kind), name);
     }
 }
 
@@ -571,7 +599,7 @@ pub(crate) fn emit(
                              for one outside the directory before launch is not",
                             scan.unmarked,
                             MAX_SCAN_KEYS,
-                            crate::keys::MAX_SCAN_ENTRIES
+                            crate::resolve::keys::MAX_SCAN_ENTRIES
                         )
                     });
                     // The daemon removes no key after an incomplete scan
@@ -625,7 +653,7 @@ pub(crate) fn emit(
         Err(KeyError::Missing) => "its directory does not exist, so a file created there \
              is denied only from the next launch on"
             .to_string(),
-        Err(KeyError::NotRegular(crate::keys::FileKind::Symlink)) => {
+        Err(KeyError::NotRegular(crate::resolve::keys::FileKind::Symlink)) => {
             "the last component is a symbolic link; list the file it points to instead".to_string()
         }
         Err(KeyError::Stat(e)) => {
@@ -637,7 +665,7 @@ pub(crate) fn emit(
                 why: e.to_string(),
             });
         }
-        Err(KeyError::NotRegular(crate::keys::FileKind::Directory)) => {
+        Err(KeyError::NotRegular(crate::resolve::keys::FileKind::Directory)) => {
             "the path is a directory, not a regular file; add a trailing / to deny the whole \
              directory"
                 .to_string()
@@ -682,66 +710,6 @@ pub(crate) fn mark_mounts(keys: &mut KeyContext, sink: &mut Sink<'_>) {
     }
 }
 
-/// Opens a list file: Ok(None) when it does not exist. Opened without
-/// blocking (a FIFO cannot hang us); must be a regular file of at most
-/// [`MAX_LIST_BYTES`]. A symlink as the list file itself is followed.
-///
-/// # Errors
-/// The open or fstat error, or `InvalidInput` for another file type or size.
-pub fn open_list(path: &Path) -> io::Result<Option<fs::File>> {
-    let file = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
-    };
-    let md = file.metadata()?;
-    if !md.file_type().is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    if md.len() > MAX_LIST_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} bytes, more than the {MAX_LIST_BYTES} allowed", md.len()),
-        ));
-    }
-    Ok(Some(file))
-}
-
-/// Reads a list file opened by [`open_list`] from its start, with pread(2):
-/// the base list's open file is shared by two processes, so its offset is
-/// not used.
-pub(crate) fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = Vec::with_capacity(file.metadata()?.len() as usize);
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        let n = match file.read_at(&mut chunk, buf.len() as u64) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if n == 0 {
-            return Ok(buf);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() as u64 > MAX_LIST_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "grew past the size limit",
-            ));
-        }
-    }
-}
-
 /// Becomes `user` for good: supplementary groups, then gid, then uid (real,
 /// effective and saved), and checks root cannot be regained. The process is
 /// then not dumpable (the kernel makes it so on the uid change unless
@@ -772,4 +740,37 @@ pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::resolver::parse_output;
+
+    #[test]
+    fn base_process_resolves_absolute_entries() {
+        let dir = std::env::temp_dir().join(format!("asx-rb-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        fs::write(&secret, b"x").unwrap();
+        let list = format!("{}\n~/.home-entry\nrelative\n", secret.display());
+        fs::write(dir.join("base"), list).unwrap();
+        let base = read_all(&open_list(&dir.join("base")).unwrap().unwrap()).unwrap();
+        let mut out = Vec::new();
+        resolve_base(Some(&base), &mut None, &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&secret).unwrap());
+        assert_eq!(r.deny.files().len(), 1, "the absolute entry only");
+        assert_eq!(r.deny.files()[0].ino, ino);
+        assert_eq!(r.deny.names()[0].name, b"secret");
+        assert_eq!(r.admin_warnings.len(), 1, "the relative line: {r:?}");
+        assert!(r.user_warnings.is_empty());
+
+        let mut out = Vec::new();
+        resolve_base(None, &mut None, &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        assert!(r.deny.is_empty());
+        assert!(r.admin_warnings[0].contains("missing"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

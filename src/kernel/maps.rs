@@ -30,20 +30,32 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::entries::{
+use crate::lists::entries::{
     DenySet, FileKey, KIND_DIR_BASE, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
     NAME_MAX, NameKey,
 };
 
-#[allow(clippy::all, missing_docs, unused_imports, dead_code)]
+#[allow(
+    clippy::all,
+    clippy::unwrap_used,
+    missing_docs,
+    unused_imports,
+    dead_code
+)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/agent_sandbox.skel.rs"));
 }
-#[allow(clippy::all, missing_docs, unused_imports, dead_code)]
+#[allow(
+    clippy::all,
+    clippy::unwrap_used,
+    missing_docs,
+    unused_imports,
+    dead_code
+)]
 mod probe_skel {
     include!(concat!(env!("OUT_DIR"), "/probe.skel.rs"));
 }
-use crate::variant::{self, Part, Variant, Why};
+use crate::kernel::variant::{self, Part, Variant, Why};
 use skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 
 /// Where bpffs is normally mounted.
@@ -312,7 +324,7 @@ pub enum BpfError {
     #[error("{0}")]
     Unsupported(String),
     /// The kernel (or libbpf's checks before the syscall) refused to load
-    /// or attach the programs; [`crate::failure::classify`] tells from the
+    /// or attach the programs; [`crate::daemon::failure::classify`] tells from the
     /// errno whether a restart can help.
     #[error("cannot {what}: {cause:#}")]
     Kernel {
@@ -327,7 +339,7 @@ pub enum BpfError {
     #[error("cannot load the BPF LSM programs: {rejection}")]
     Rejected {
         /// The program and the verifier's reason.
-        rejection: crate::verifier::Rejection,
+        rejection: crate::kernel::verifier::Rejection,
         /// The libbpf error, carrying the errno.
         cause: libbpf_rs::Error,
     },
@@ -486,7 +498,7 @@ pub fn route_libbpf_log() {
 /// inode to `bpf_inode_storage_get()` as `file_open` does. The verifier's
 /// rejection if it refuses it (7.x), else None; a probe that fails for
 /// another reason (no verifier log) is None too: the real load then decides.
-fn probe_memo_store() -> Option<crate::verifier::Rejection> {
+fn probe_memo_store() -> Option<crate::kernel::verifier::Rejection> {
     let mut object = MaybeUninit::uninit();
     let open = probe_skel::ProbeSkelBuilder::default()
         .open(&mut object)
@@ -497,7 +509,7 @@ fn probe_memo_store() -> Option<crate::verifier::Rejection> {
     match loaded {
         Ok(_) => None,
         Err(_) => {
-            let mut r = crate::verifier::rejection(&log)?;
+            let mut r = crate::kernel::verifier::rejection(&log)?;
             r.reason.push_str(
                 " [the feature probe of file_open's walk memos in inode storage, src/bpf/probe.bpf.c]",
             );
@@ -530,7 +542,11 @@ fn object_id() -> u64 {
 /// Adds `parts` (rejected at this start) to [`variant::REMEMBERED_FILE`]
 /// `file`, keeping its lines of other kernels; a failure to write is logged
 /// (the next start then pays for the rejection again, nothing else).
-fn remember_rejections(file: &Path, kernel: &str, parts: &[(Part, crate::verifier::Rejection)]) {
+fn remember_rejections(
+    file: &Path,
+    kernel: &str,
+    parts: &[(Part, crate::kernel::verifier::Rejection)],
+) {
     let mut text: String = fs::read_to_string(file)
         .unwrap_or_default()
         .lines()
@@ -625,7 +641,7 @@ fn warn_hidden_ksyms() {
     }
 }
 
-pub use crate::policy::ApplyMode;
+use crate::policy::ApplyMode;
 
 /// Counts of one diff-apply (file keys and names together).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -893,7 +909,7 @@ impl Bpf {
                 if pinned {
                     remove_empty_pin_dirs(&pin_dir);
                 }
-                if let Some(rejection) = crate::verifier::rejection(&log) {
+                if let Some(rejection) = crate::kernel::verifier::rejection(&log) {
                     return Err(BpfError::Rejected { rejection, cause });
                 }
                 return Err(BpfError::Kernel {
@@ -1580,7 +1596,7 @@ mod tests {
 
     #[test]
     fn add_only_leaves_new_exceptions_out() {
-        use crate::keys::{KIND_DIR_USER, KIND_EXC_USER};
+        use crate::lists::entries::{KIND_DIR_USER, KIND_EXC_USER};
         let k = |ino, kind| FileKey {
             dev: 1,
             ino,
@@ -1660,7 +1676,10 @@ mod tests {
         assert_eq!(parse_deny_key(&b), Some((0x1122_3344_5566_7788, f)));
         assert_eq!(parse_deny_key(&b[..23]), None);
         // The kind of an entry is the C struct's last field.
-        let p = deny_key(7, fk(99, 42, 0).with_kind(crate::entries::KIND_LISTED_DIR));
+        let p = deny_key(
+            7,
+            fk(99, 42, 0).with_kind(crate::lists::entries::KIND_LISTED_DIR),
+        );
         assert_eq!(&p.bytes()[28..32], &2u32.to_ne_bytes());
         assert_eq!(parse_deny_key(p.bytes()).map(|(_, f)| f.kind), Some(2));
         // Layout 2 keys: {cgid, ino, dev, reserved}.

@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::procfs;
+use crate::os::procfs;
 
 /// Name of the parent cgroup directly below the cgroup2 root.
 pub const PARENT: &str = "agent-sandbox-exec";

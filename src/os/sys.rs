@@ -7,7 +7,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::entries::NAME_MAX;
+use crate::lists::entries::NAME_MAX;
 
 /// openat(2) with `O_CLOEXEC` added: a new descriptor for `name` in `dir`.
 ///

@@ -1,18 +1,23 @@
 //! The daemon's side: the idle resolver processes per uid ([`Pool`]), one
 //! resolution in flight ([`Resolver`]) and its [`Outcome`].
 
-#[allow(unused_imports)]
-use super::*;
-
-/// What one resolver process resolves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// The base list's absolute entries, as root.
-    Base,
-    /// The base list's `~/` entries and the home list of this uid, as that
-    /// uid (for good: it drops root when it starts).
-    User(u32),
-}
+use crate::proto::resolver::{
+    MAX_OUTPUT_BYTES, Resolution, ResolveError, Role, WORKER_NAME, parse_output,
+};
+use crate::resolve::list_file::open_list;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One long-lived resolver process, from the daemon's side: its pid and our
 /// end of the socket pair that is its standard input. A request is one byte
@@ -418,4 +423,67 @@ pub fn reap(pids: &mut Vec<Pid>) {
             Ok(WaitStatus::StillAlive)
         )
     });
+}
+
+/// How long a resolver may take before it is killed and the request refused.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// How long a uid's resolver processes stay alive without a request.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Most uids whose idle resolvers are kept; past it, the longest idle go.
+pub const MAX_IDLE_UIDS: usize = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn part() -> (Part, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let part = Part {
+            worker: Worker {
+                pid: Pid::from_raw(0),
+                sock: ours,
+            },
+            out: Vec::new(),
+            state: State::Reading,
+        };
+        (part, theirs)
+    }
+
+    #[test]
+    fn answer_read_without_blocking() {
+        let (mut p, mut w) = part();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "nothing yet");
+        w.write_all(&5u64.to_ne_bytes()[..3]).unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "half a length");
+        w.write_all(&5u64.to_ne_bytes()[3..]).unwrap();
+        w.write_all(b"abc").unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Reading), "3 of 5 bytes");
+        // The answer's end is not read past: what follows stays unread.
+        w.write_all(b"deXYZ").unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Done));
+        assert_eq!(p.records(), b"abcde");
+
+        // Closed before the end: a dead process, worth a retry.
+        let (mut p, mut w) = part();
+        w.write_all(&5u64.to_ne_bytes()).unwrap();
+        w.write_all(b"ab").unwrap();
+        drop(w);
+        p.pump();
+        assert!(matches!(p.state, State::Broken { retry: true, .. }));
+
+        // Too long an answer is refused before it is read, without a retry.
+        let (mut p, mut w) = part();
+        w.write_all(&(MAX_OUTPUT_BYTES as u64 + 1).to_ne_bytes())
+            .unwrap();
+        p.pump();
+        assert!(matches!(p.state, State::Broken { retry: false, .. }));
+    }
 }

@@ -9,7 +9,7 @@
 //! echoing list lines) and [`exit_status`]. [`check_list`] is the thin
 //! driver that reads the file system.
 //!
-//! The resolution is the resolver's ([`crate::keys::KeyContext::resolve`]),
+//! The resolution is the resolver's ([`crate::resolve::keys::KeyContext::resolve`]),
 //! run with the caller's credentials: the base list's absolute lines are
 //! resolved by the daemon as root, so what `--check` shows for them may
 //! differ (a directory the caller cannot read).
@@ -20,9 +20,10 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::denylist::{self, Anchor};
-use crate::keys::{FileKey, FileKind, KeyContext, KeyError, LastComponent, ListingSink};
-use crate::paths::{HOME_LIST, Paths};
+use crate::lists::denylist::{self, Anchor};
+use crate::lists::entries::FileKey;
+use crate::os::paths::{HOME_LIST, Paths};
+use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
 
 /// Exit status of `--check` when every line is in force and none looks
 /// like a mistake.
@@ -189,10 +190,10 @@ pub fn echo_allowed(symlink: bool, denied: bool, in_sandbox: bool) -> Result<(),
 /// (the cgroup v2 path is below `/agent-sandbox-exec/uid-<n>`); the uid's
 /// sandbox path if so. Pure.
 pub fn sandbox_of(proc_cgroup: &str) -> Option<&str> {
-    let path = crate::procfs::v2_path_of(proc_cgroup)?;
+    let path = crate::os::procfs::v2_path_of(proc_cgroup)?;
     let rest = path.strip_prefix("/agent-sandbox-exec/")?;
     let dir = rest.split('/').next()?;
-    crate::cgroup::parse_uid_dir(dir).map(|_| path)
+    crate::os::cgroup::parse_uid_dir(dir).map(|_| path)
 }
 
 /// One line of a list and what it amounts to.
@@ -310,12 +311,12 @@ pub fn check_list(
     in_sandbox: bool,
 ) -> ListReport {
     let mut report = ListReport::empty(path, base);
-    let bytes = match crate::resolve::open_list(path) {
+    let bytes = match crate::resolve::list_file::open_list(path) {
         Ok(None) => {
             report.missing = true;
             return report;
         }
-        Ok(Some(f)) => match crate::resolve::read_all(&f) {
+        Ok(Some(f)) => match crate::resolve::list_file::read_all(&f) {
             Ok(b) => b,
             Err(e) => {
                 report.error = Some(format!("cannot read {}: {e}", path.display()));
@@ -372,7 +373,7 @@ pub fn check_list(
         }
         report.lines.push(LineReport {
             line: e.line,
-            text: crate::request::one_line(&String::from_utf8_lossy(&text)),
+            text: crate::proto::request::one_line(&String::from_utf8_lossy(&text)),
             state,
             mistakes,
             as_root: base && e.anchor == Anchor::Root,
@@ -457,7 +458,7 @@ pub fn own_home() -> Result<Vec<u8>, String> {
 
 /// Whether this process is in a sandbox: its cgroup path if so.
 pub fn own_sandbox() -> Option<String> {
-    let text = crate::procfs::read_pseudo_text("/proc/self/cgroup").ok()?;
+    let text = crate::os::procfs::read_pseudo_text("/proc/self/cgroup").ok()?;
     sandbox_of(&text).map(str::to_owned)
 }
 

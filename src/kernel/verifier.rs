@@ -129,11 +129,11 @@ mod tests {
     use super::*;
 
     /// 7.3.4+deb13-amd64 (Debian 13 backports) rejecting f39d597's file_open.
-    const LOG_7_3: &str = include_str!("testdata/verifier-7.3-file_open.log");
+    const LOG_7_3: &str = include_str!("../testdata/verifier-7.3-file_open.log");
     /// 7.3.4 rejecting an LSM program that returns 1.
-    const LOG_7_3_RETURN: &str = include_str!("testdata/verifier-7.3-return.log");
+    const LOG_7_3_RETURN: &str = include_str!("../testdata/verifier-7.3-return.log");
     /// 6.12.x (Debian 13) rejecting the same.
-    const LOG_6_12_RETURN: &str = include_str!("testdata/verifier-6.12-return.log");
+    const LOG_6_12_RETURN: &str = include_str!("../testdata/verifier-6.12-return.log");
 
     #[test]
     fn names_program_and_reason_on_7_3() {

@@ -20,9 +20,10 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::failure;
-use crate::keys::{DenySet, FileKey, KeyContext, LastComponent, ListingSink};
-use crate::maps::{ApplyMode, Bpf, BpfError};
+use crate::kernel::maps::{Bpf, BpfError};
+use crate::lists::entries::{DenySet, FileKey};
+use crate::policy::ApplyMode;
+use crate::resolve::keys::{KeyContext, LastComponent, ListingSink};
 
 /// How long the child may take to join its cgroup and open the file (slow
 /// emulated guests take milliseconds; a stuck child is a failure).
@@ -89,7 +90,7 @@ pub enum CanaryError {
 }
 
 fn errno_text(errno: i32) -> String {
-    match failure::errno_name(errno) {
+    match crate::kernel::errno::errno_name(errno) {
         Some(n) => format!("{n} (errno {errno})"),
         None => format!("errno {errno}"),
     }
@@ -223,7 +224,7 @@ fn denied_in(
         .mode(0o700)
         .create(cgroup)
         .map_err(setup(format!("create the cgroup {}", cgroup.display())))?;
-    let id = crate::cgroup::cgroup_id(cgroup).map_err(|e| CanaryError::Setup {
+    let id = crate::os::cgroup::cgroup_id(cgroup).map_err(|e| CanaryError::Setup {
         what: format!("stat the cgroup {}", cgroup.display()),
         source: io::Error::other(e.to_string()),
     })?;

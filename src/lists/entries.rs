@@ -1,8 +1,8 @@
 //! The domain's values: the keys the LSM hook compares (a file's
 //! {s_dev, i_ino, subvolume} with the kind of entry it is, a directory's key
 //! plus a name) and the set of them a sandbox denies. No I/O: the resolver
-//! (src/keys.rs) makes them, the BPF layer (src/maps.rs) writes them, the
-//! record (src/record.rs) digests them.
+//! (src/resolve/keys.rs) makes them, the BPF layer (src/kernel/maps.rs) writes them, the
+//! record (src/daemon/record.rs) digests them.
 
 /// What the hook reads from an inode (`struct file_key` in
 /// src/bpf/agent_sandbox.h), with what a deny_map entry for it says.
@@ -29,7 +29,7 @@ pub const KIND_PATH: u32 = 1;
 /// or rename nothing in it.
 pub const KIND_LISTED_DIR: u32 = 2;
 /// `AGENT_SANDBOX_KIND_FOLDING_DIR`: a directory holding a listed name that
-/// `case_insensitive()` (src/keys.rs) found case-insensitive, for filesystems where the
+/// `case_insensitive()` (src/resolve/keys.rs) found case-insensitive, for filesystems where the
 /// hook cannot tell by itself (XFS ASCII-ci).
 pub const KIND_FOLDING_DIR: u32 = 3;
 /// `AGENT_SANDBOX_KIND_DIR_BASE`: a directory entry (`DIR/`) of the base

@@ -2,24 +2,30 @@
 //!
 //! Start-up: check the kernel (bpf LSM, BTF) → mount bpffs if needed → find
 //! the cgroup2 tree → load the program with the pinned maps, attach and pin its
-//! link → the canary ([`crate::canary`]: a temporary sandbox must be refused a
+//! link → the canary ([`crate::daemon::canary`]: a temporary sandbox must be refused a
 //! denied temporary file with EPERM) → drop state of sandboxes whose cgroup is gone → listen on the request
 //! socket → re-apply every existing sandbox's lists → write the ready file and
 //! tell systemd READY=1.
 //!
 //! One launch: a connection is accepted (non-blocking) and admitted against
-//! the per-uid and total caps ([`crate::admission`]) → its one request packet
+//! the per-uid and total caps ([`crate::policy::admission`]) → its one request packet
 //! is read, bounded in size and time → the kernel's `SO_PEERCRED` gives the
 //! requester's uid and pid; the request must name that pid; pin it with a
 //! pidfd and check its uids and executable → queue it → one resolver child
 //! per uid reads the lists ([`crate::resolve`]) → create `uid-<uid>` if
-//! needed, diff-apply the keys ([`crate::maps::Bpf::apply`]) → move each
+//! needed, diff-apply the keys ([`crate::kernel::maps::Bpf::apply`]) → move each
 //! queued process in, checking its pidfd around the write → send the reply on
 //! the connection and close it.
 //!
 //! Signals: SIGTERM/SIGINT stop serving (the program stays attached through its
 //! pinned link; new launches fail closed until a daemon is back); SIGHUP
 //! re-applies every sandbox's lists.
+
+pub mod canary;
+pub mod doctor;
+pub mod failure;
+pub mod pool;
+pub mod record;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
@@ -34,18 +40,20 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
-use crate::cgroup::{self, CgroupError, Tree};
-use crate::failure;
-use crate::keys;
-use crate::maps::{self, Bpf, BpfError};
-use crate::paths::Paths;
+use crate::kernel::maps::{self, Bpf};
+use crate::lists::entries::{DenySet, FileKey, KIND_OPEN};
+use crate::os::cgroup::{self, Tree};
+use crate::os::paths::Paths;
+use crate::os::process::{self, Pidfd};
+use crate::os::procfs;
+use crate::policy::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
 use crate::policy::{self, ApplyMode, LastApply, Requester};
-use crate::process::{self, Pidfd};
-use crate::procfs;
-use crate::record::{self, Prior, Verdict};
-use crate::request::{self, AllowedSocket, Peer, Reply, Request};
-use crate::resolve::{self, Outcome, Resolver};
+use crate::proto::ready;
+use crate::proto::request::{self, AllowedSocket, Peer, Reply, Request};
+use crate::proto::resolver::MAX_KEYS_PER_UID;
+use failure::DaemonError;
+use pool::{Answers, Outcome, Pool, Resolver};
+use record::{Prior, Verdict};
 
 /// How long an accepted connection may take to send its request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
@@ -75,28 +83,6 @@ const NOTHING_DENIED: &str = "your lists deny nothing: this sandbox denies no fi
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
-
-/// Errors that stop the daemon.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// The BPF side failed.
-    #[error(transparent)]
-    Bpf(#[from] BpfError),
-    /// The cgroup tree failed.
-    #[error(transparent)]
-    Cgroup(#[from] CgroupError),
-    /// The canary found the attached programs not denying, or could not run.
-    #[error(transparent)]
-    Canary(#[from] crate::canary::CanaryError),
-    /// Any other set-up step failed.
-    #[error("{what}: {cause}")]
-    Setup {
-        /// The step.
-        what: String,
-        /// The error.
-        cause: io::Error,
-    },
-}
 
 fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
     let what = what.into();
@@ -133,7 +119,7 @@ pub fn main(args: &[OsString]) -> u8 {
             return 0;
         }
         Some("--disable") if args.len() == 1 => return disable(&Paths::system()),
-        Some("--check") if args.len() == 1 => return crate::doctor::main(&Paths::system()),
+        Some("--check") if args.len() == 1 => return crate::daemon::doctor::main(&Paths::system()),
         Some(other) => {
             eprintln!("agent-sandbox-execd: unknown argument {other:?}; try --help");
             return 64;
@@ -154,32 +140,10 @@ pub fn main(args: &[OsString]) -> u8 {
             let other_instance = matches!(&e, DaemonError::Setup { cause, .. }
                 if cause.kind() == io::ErrorKind::AddrInUse);
             if !other_instance {
-                leave_reason(&paths, &verdict.message);
+                ready::leave_reason(&paths, &verdict.message);
             }
             verdict.class.exit_status()
         }
-    }
-}
-
-/// Leaves the reason the daemon cannot serve in the failure file
-/// ([`Paths::failure`]; 0644, replaced atomically) for the launcher to quote;
-/// the unit's `RuntimeDirectoryPreserve=yes` keeps it after the unit failed.
-fn leave_reason(paths: &Paths, message: &str) {
-    let failure = paths.failure();
-    let tmp = failure.with_extension("tmp");
-    let _ = fs::create_dir(&paths.run_dir);
-    let text = format!("{}\n", request::one_line(message));
-    let written = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| io::Write::write_all(&mut f, text.as_bytes()))
-        .and_then(|()| fs::rename(&tmp, &failure));
-    if let Err(e) = written {
-        log::warn!("cannot leave the reason in {}: {e}", failure.display());
     }
 }
 
@@ -262,7 +226,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         bpf.pin_dir().display()
     );
     // Proof that the attached programs deny, before anything is served.
-    let seen = crate::canary::run(&mut bpf, tree.parent(), &paths.run_dir, "daemon")?;
+    let seen = crate::daemon::canary::run(&mut bpf, tree.parent(), &paths.run_dir, "daemon")?;
     log::info!("canary: {seen}");
 
     let (wake_r, wake_w) =
@@ -290,7 +254,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         running: Vec::new(),
         reapply: VecDeque::new(),
         killed: Vec::new(),
-        pool: resolve::Pool::default(),
+        pool: Pool::default(),
         stuck: HashMap::new(),
         own_cgroup: procfs::read_v2_cgroup(std::process::id() as i32)
             .map_err(setup("read /proc/self/cgroup"))?,
@@ -314,7 +278,10 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         );
     }
     let _ = fs::remove_file(paths.failure());
-    publish_ready(paths)?;
+    ready::publish(paths).map_err(|e| DaemonError::Setup {
+        what: e.what,
+        cause: e.cause,
+    })?;
     sd_notify("READY=1\nSTATUS=serving");
     log::info!("ready; requests on {}", paths.socket().display());
 
@@ -327,7 +294,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     }
     d.killed.extend(d.stuck.drain().flat_map(|(_, pids)| pids));
     d.pool.clear(&mut d.killed);
-    resolve::reap(&mut d.killed);
+    pool::reap(&mut d.killed);
     log::info!(
         "stopped serving; the program stays attached (pinned in {})",
         d.bpf.pin_dir().display()
@@ -423,19 +390,6 @@ fn raise_nofile() {
     }
 }
 
-/// Writes the ready file ([`Paths::ready`]: this process's pid; 0644,
-/// replaced atomically), which the launcher reads to find the daemon.
-fn publish_ready(paths: &Paths) -> Result<(), DaemonError> {
-    let ready = paths.ready();
-    let tmp = ready.with_extension("tmp");
-    let shown = tmp.display();
-    fs::write(&tmp, format!("{}\n", std::process::id()))
-        .map_err(setup(format!("write {shown}")))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644))
-        .map_err(setup(format!("chmod {shown}")))?;
-    fs::rename(&tmp, &ready).map_err(setup(format!("rename {shown}")))
-}
-
 /// Sends a state string to systemd's notification socket, if there is one
 /// (sd_notify(3) protocol: one datagram to $NOTIFY_SOCKET, `@` = abstract).
 fn sd_notify(state: &str) {
@@ -500,7 +454,7 @@ struct Daemon {
     listener: OwnedFd,
     /// Accepted connections waiting for their request.
     incoming: Vec<Incoming>,
-    /// The connections held, per uid: the caps of [`crate::admission`].
+    /// The connections held, per uid: the caps of [`crate::policy::admission`].
     ledger: Ledger,
     /// One line per uid and kind of abuse per interval.
     abuse: LogLimiter,
@@ -512,7 +466,7 @@ struct Daemon {
     /// Ended resolver processes not reaped yet.
     killed: Vec<nix::unistd::Pid>,
     /// Idle resolver processes, kept for the next launch of their uid.
-    pool: resolve::Pool,
+    pool: Pool,
     /// Resolver processes killed at the deadline and not reaped yet, per
     /// uid: one stuck on a stalled FUSE or NFS request may never die.
     stuck: HashMap<u32, Vec<nix::unistd::Pid>>,
@@ -533,12 +487,12 @@ struct Daemon {
 }
 
 /// What a uid's last successful apply was made of. A resolver that finds
-/// nothing changed sends its last answer again (src/watch.rs); when both
+/// nothing changed sends its last answer again (src/resolve/watch.rs); when both
 /// answers are byte for byte these, and the sandbox's entries are as that
 /// apply left them ([`Bpf::unchanged_since`]), applying them again would
 /// change nothing, and the daemon skips the parse and the apply.
 struct Applied {
-    answers: resolve::Answers,
+    answers: Answers,
     cgid: u64,
     /// [`Bpf::version`] of the sandbox after that apply.
     version: u64,
@@ -547,7 +501,7 @@ struct Applied {
     /// launch from outside must otherwise try to remove again; shown in the
     /// add-only notice.
     unlisted: usize,
-    /// Of those, listed entries ([`crate::keys::DenySet::entries`]), for
+    /// Of those, listed entries ([`crate::resolve::DenySet::entries`]), for
     /// the notice.
     unlisted_entries: usize,
     /// How many entries the answers hold.
@@ -622,7 +576,7 @@ impl Daemon {
                 Err(e) => {
                     log::error!(
                         "cgroup {cgid}: cannot carry keys over: {}",
-                        crate::error_chain(&e)
+                        crate::error::error_chain(&e)
                     );
                     self.reapply_failures += 1;
                 }
@@ -655,7 +609,7 @@ impl Daemon {
     fn wait(&self, extra: &[BorrowedFd<'_>], incoming: &[Incoming]) -> nix::Result<Vec<bool>> {
         // owner[i]: which entry of the result fds[i] counts for.
         let mut owner: Vec<usize> = (0..extra.len()).collect();
-        let mut fds: Vec<PollFd> = extra
+        let mut fds: Vec<PollFd<'_>> = extra
             .iter()
             .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
             .collect();
@@ -729,9 +683,9 @@ impl Daemon {
                     trim();
                 }
             }
-            resolve::reap(&mut self.killed);
+            pool::reap(&mut self.killed);
             self.stuck.retain(|_, pids| {
-                resolve::reap(pids);
+                pool::reap(pids);
                 !pids.is_empty()
             });
         }
@@ -949,7 +903,7 @@ impl Daemon {
     /// resolver processes that have not exited ([`policy::check_stuck`]).
     fn start_resolver(&mut self, uid: u32, retried: bool) -> Result<Resolver, String> {
         if let Some(pids) = self.stuck.get_mut(&uid) {
-            resolve::reap(pids);
+            pool::reap(pids);
             policy::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
         Resolver::start(
@@ -1006,7 +960,7 @@ impl Daemon {
                 run.resolver.kill(self.stuck.entry(uid).or_default());
                 let why = format!(
                     "reading the denylists of uid {uid} took longer than {} s (a listed path on a stalled mount?)",
-                    resolve::DEADLINE.as_secs()
+                    pool::DEADLINE.as_secs()
                 );
                 self.complete(uid, run.batch, Outcome::Failed(why));
             }
@@ -1086,7 +1040,7 @@ impl Daemon {
         for w in &res.admin_warnings {
             log::warn!("{w}");
         }
-        let cap = resolve::MAX_KEYS_PER_UID;
+        let cap = MAX_KEYS_PER_UID;
         if let Err(r) = policy::check_keys(res.deny.files().len(), res.deny.names().len(), cap) {
             log::warn!("uid {uid}: {r}");
             self.refuse_all(batch, &r.to_string());
@@ -1122,7 +1076,7 @@ impl Daemon {
                 Err(e) => {
                     let why = format!(
                         "cannot load the programs again for btrfs: {}",
-                        crate::error_chain(&e)
+                        crate::error::error_chain(&e)
                     );
                     log::error!("uid {uid}: {why}");
                     self.refuse_all(batch, &why);
@@ -1168,7 +1122,10 @@ impl Daemon {
                 stats.removed
             }
             Err(e) => {
-                let why = format!("cannot apply the denylist: {}", crate::error_chain(&e));
+                let why = format!(
+                    "cannot apply the denylist: {}",
+                    crate::error::error_chain(&e)
+                );
                 log::error!("uid {uid}: {why}");
                 self.refuse_all(batch, &why);
                 return 0;
@@ -1216,7 +1173,7 @@ impl Daemon {
     /// many of those entries `desired` lacks, or, if the record cannot be
     /// used, that entries may no longer be denied (fail safe; the log says
     /// why).
-    fn recorded_notice(&self, uid: u32, prior: &Prior, desired: &keys::DenySet) -> Option<String> {
+    fn recorded_notice(&self, uid: u32, prior: &Prior, desired: &DenySet) -> Option<String> {
         match record::verdict(prior, desired, &self.boot, &mount_labels())? {
             Verdict::Gone(0) => None,
             Verdict::Gone(n) => {
@@ -1249,7 +1206,7 @@ impl Daemon {
             return;
         }
         self.recorded.remove(&uid);
-        let empty = keys::DenySet::default();
+        let empty = DenySet::default();
         let held = self.bpf.held(cgid).unwrap_or(&empty);
         let stored = record::new_key()
             .map_err(|e| format!("getrandom: {e}"))
@@ -1333,9 +1290,12 @@ impl Daemon {
                 paths.join(", ")
             )]);
         }
-        let keys: Vec<keys::FileKey> = asked.iter().map(|a| a.key).collect();
+        let keys: Vec<FileKey> = asked.iter().map(|a| a.key).collect();
         let added = self.bpf.set_sock_allow(cgid, &keys).map_err(|e| {
-            let why = format!("cannot set the allowed sockets: {}", crate::error_chain(&e));
+            let why = format!(
+                "cannot set the allowed sockets: {}",
+                crate::error::error_chain(&e)
+            );
             log::error!("uid {uid}: {why}");
             why
         })?;
@@ -1454,11 +1414,7 @@ impl Daemon {
             ..Default::default()
         };
         if let Some(set) = held {
-            answer.files = set
-                .files()
-                .iter()
-                .filter(|k| k.kind == keys::KIND_OPEN)
-                .count();
+            answer.files = set.files().iter().filter(|k| k.kind == KIND_OPEN).count();
             answer.marks = set.files().len() - answer.files;
             answer.names = set.names().len();
         }
@@ -1569,39 +1525,6 @@ mod tests {
         assert!(lock_instance(&paths).unwrap().is_none());
         drop(first);
         assert!(lock_instance(&paths).unwrap().is_some(), "free again");
-        fs::remove_dir_all(root).unwrap();
-    }
-
-    #[test]
-    fn ready_and_failure_files_reach_the_launcher() {
-        let (root, paths) = scratch("ready");
-        fs::create_dir_all(&paths.run_dir).unwrap();
-        // No daemon yet, and one that failed: the launcher quotes its reason.
-        leave_reason(
-            &paths,
-            "enforcement unavailable: the kernel said EPERM\nsecond line",
-        );
-        let text = fs::read_to_string(paths.failure()).unwrap();
-        assert_eq!(text.lines().count(), 1, "one line: {text:?}");
-        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
-        assert!(e.contains("does not exist"), "{e}");
-        assert!(e.contains("the kernel said EPERM"), "{e}");
-        assert!(e.contains("journalctl -u agent-sandbox-execd"), "{e}");
-        // Ready: the launcher finds this process.
-        publish_ready(&paths).unwrap();
-        let mode = fs::metadata(paths.ready()).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o644);
-        assert_eq!(
-            crate::launcher::daemon_pid(&paths).unwrap(),
-            std::process::id() as i32
-        );
-        // A ready file naming a pid that is gone, or garbage.
-        fs::write(paths.ready(), "2147483646\n").unwrap();
-        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
-        assert!(e.contains("is gone"), "{e}");
-        fs::write(paths.ready(), "not a pid\n").unwrap();
-        let e = crate::launcher::daemon_pid(&paths).unwrap_err().to_string();
-        assert!(e.contains("is malformed"), "{e}");
         fs::remove_dir_all(root).unwrap();
     }
 }
