@@ -20,7 +20,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::kernel::maps::{Bpf, BpfError};
+use crate::kernel::error::BpfError;
+use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, FileKey};
 use crate::policy::ApplyMode;
 use crate::resolve::keys::{KeyContext, LastComponent, ListingSink};

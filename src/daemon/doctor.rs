@@ -11,7 +11,8 @@ use std::path::Path;
 
 use crate::daemon::canary;
 use crate::kernel::errno::{self, ENOTSUPP};
-use crate::kernel::maps::{self, Bpf, BpfError};
+use crate::kernel::error::BpfError;
+use crate::kernel::programs::Bpf;
 use crate::os::cgroup::{self, Tree};
 use crate::os::paths::Paths;
 
@@ -155,12 +156,15 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
         }),
     }
     match &f.bpffs {
-        Ok(()) => out.push(Finding::Ok(format!("bpffs at {}", maps::BPFFS))),
+        Ok(()) => out.push(Finding::Ok(format!(
+            "bpffs at {}",
+            crate::kernel::preflight::BPFFS
+        ))),
         Err(why) => out.push(Finding::Fail {
             cause: why.clone(),
             fix: format!(
                 "mount -t bpf bpf {} (systemd mounts it at boot)",
-                maps::BPFFS
+                crate::kernel::preflight::BPFFS
             ),
         }),
     }
@@ -292,13 +296,14 @@ impl Facts {
     pub fn gather(paths: &Paths) -> Facts {
         const LSM: &str = "/sys/kernel/security/lsm";
         let before = Path::new(LSM).exists();
-        let lsm = maps::read_lsm_list().map(|l| l.trim().to_string());
+        let lsm = crate::kernel::preflight::read_lsm_list().map(|l| l.trim().to_string());
         let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
         let cgroup2 = crate::os::procfs::read_pseudo_text("/proc/self/mountinfo")
             .ok()
             .and_then(|i| crate::os::cgroup::find_cgroup2(&i))
             .map(|p| p.display().to_string());
-        let bpffs = maps::ensure_bpffs().map_err(|e| crate::error::error_chain(&e));
+        let bpffs =
+            crate::kernel::preflight::ensure_bpffs().map_err(|e| crate::error::error_chain(&e));
         let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown")
             .ok()
             .map(|l| l.trim().to_string());
@@ -376,7 +381,7 @@ pub fn main(paths: &Paths) -> u8 {
         eprintln!("agent-sandbox-execd: --check must run as root");
         return 2;
     }
-    maps::route_libbpf_log();
+    crate::kernel::programs::route_libbpf_log();
     let (text, code) = report(&diagnose(&Facts::gather(paths)));
     print!("{text}");
     code

@@ -14,7 +14,7 @@ use std::io;
 
 use crate::daemon::canary::CanaryError;
 use crate::kernel::errno::{ENOTSUPP, errno_name, errno_of};
-use crate::kernel::maps::BpfError;
+use crate::kernel::error::BpfError;
 use crate::os::cgroup::CgroupError;
 
 /// Errors that stop the daemon.
@@ -72,7 +72,7 @@ impl Class {
 }
 
 /// What the kernel showed before the failure (the prerequisites that
-/// [`crate::kernel::maps::check_kernel`] tests).
+/// [`crate::kernel::preflight::check_kernel`] tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelFacts {
     /// `bpf` is in /sys/kernel/security/lsm.
@@ -85,7 +85,7 @@ impl KernelFacts {
     /// Reads the facts from the running kernel (mounts securityfs if needed).
     pub fn read() -> KernelFacts {
         KernelFacts {
-            bpf_lsm: crate::kernel::maps::read_lsm_list()
+            bpf_lsm: crate::kernel::preflight::read_lsm_list()
                 .is_some_and(|l| l.trim().split(',').any(|m| m == "bpf")),
             btf: std::path::Path::new("/sys/kernel/btf/vmlinux").exists(),
         }
@@ -459,8 +459,8 @@ mod tests {
 
     #[test]
     fn prerequisites_are_permanent() {
-        let e =
-            crate::kernel::maps::check_kernel(Some("lockdown,capability,yama"), true).unwrap_err();
+        let e = crate::kernel::preflight::check_kernel(Some("lockdown,capability,yama"), true)
+            .unwrap_err();
         let v = classify(&DaemonError::Bpf(e), MET);
         assert_eq!(v.class, Class::Permanent);
         assert!(
@@ -468,7 +468,7 @@ mod tests {
             "{}",
             v.message
         );
-        let e = crate::kernel::maps::check_kernel(Some("bpf"), false).unwrap_err();
+        let e = crate::kernel::preflight::check_kernel(Some("bpf"), false).unwrap_err();
         let v = classify(&DaemonError::Bpf(e), MET);
         assert_eq!(v.class.exit_status(), 78);
         assert!(v.message.contains("no BTF"), "{}", v.message);

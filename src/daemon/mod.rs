@@ -13,7 +13,7 @@
 //! requester's uid and pid; the request must name that pid; pin it with a
 //! pidfd and check its uids and executable → queue it → one resolver child
 //! per uid reads the lists ([`crate::resolve`]) → create `uid-<uid>` if
-//! needed, diff-apply the keys ([`crate::kernel::maps::Bpf::apply`]) → move each
+//! needed, diff-apply the keys ([`crate::kernel::programs::Bpf::apply`]) → move each
 //! queued process in, checking its pidfd around the write → send the reply on
 //! the connection and close it.
 //!
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::kernel::maps::{self, Bpf};
+use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, FileKey, KIND_OPEN};
 use crate::os::cgroup::{self, Tree};
 use crate::os::paths::Paths;
@@ -170,7 +170,7 @@ fn disable(paths: &Paths) -> u8 {
             return 1;
         }
     }
-    match maps::unpin_all(&paths.pin_root) {
+    match crate::kernel::pins::unpin_all(&paths.pin_root) {
         Ok(removed) if removed.is_empty() => {
             println!(
                 "agent-sandbox-execd: nothing pinned under {}; enforcement was already off",
@@ -209,13 +209,13 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         ),
         cause: io::Error::from(io::ErrorKind::AddrInUse),
     })?;
-    maps::check_kernel(
-        maps::read_lsm_list().as_deref(),
+    crate::kernel::preflight::check_kernel(
+        crate::kernel::preflight::read_lsm_list().as_deref(),
         Path::new("/sys/kernel/btf/vmlinux").exists(),
     )?;
-    maps::ensure_bpffs()?;
+    crate::kernel::preflight::ensure_bpffs()?;
     let tree = Tree::open()?;
-    maps::route_libbpf_log();
+    crate::kernel::programs::route_libbpf_log();
     let mut bpf = Bpf::load_and_attach(&paths.pin_root, &paths.state_dir).inspect_err(|_| {
         // A first start that failed leaves no cgroup tree behind (the load
         // removes the pin directories it made).
@@ -270,7 +270,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     d.settle();
     d.carry_over_other_layouts();
     if d.reapply_failures == 0 {
-        maps::retire_other_layouts(d.bpf.pin_dir());
+        crate::kernel::pins::retire_other_layouts(d.bpf.pin_dir());
     } else {
         log::warn!(
             "{} sandbox(es) could not be re-applied; earlier map layouts (if any) stay attached",
@@ -555,7 +555,7 @@ impl Daemon {
             }
         };
         let live: std::collections::HashSet<u64> = uids.keys().copied().collect();
-        let (found, errors) = maps::keys_in_other_layouts(self.bpf.pin_dir(), &live);
+        let (found, errors) = crate::kernel::pins::keys_in_other_layouts(self.bpf.pin_dir(), &live);
         for e in errors {
             log::warn!("{e}");
             self.reapply_failures += 1;

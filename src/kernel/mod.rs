@@ -1,9 +1,25 @@
-//! The BPF object from userspace, and the only user of its skeleton:
-//! loading, attaching and pinning the programs, the sandbox maps
-//! ([`maps`]); which optional parts a load holds ([`variant`]) and what a
-//! kernel's verifier said when it refused one ([`verifier`]).
+//! The BPF object from userspace, and the only user of its skeleton
+//! ([`skel`]): the kernel's prerequisites ([`preflight`]), loading,
+//! attaching and pinning the programs ([`programs`], [`pins`]), the
+//! sandboxes in the maps ([`sandboxes`]: mirror, diff-apply), the arrays
+//! written through mmap ([`filter`]: slots and key filter), the keys'
+//! layouts ([`codec`]); which optional parts a load holds ([`variant`]),
+//! what a verifier said when it refused one ([`verifier`]), and errnos
+//! ([`errno`]).
+//!
+//! Maps (src/bpf/agent_sandbox.h has the layout): `deny_map` (file keys),
+//! `name_map` (directory key + name), `agent_cgid_set` (sandbox cgroup
+//! ids), `sock_allow`, and the arrays `sandbox_slots`, `key_filter` and
+//! `walk_gens` the daemon writes through mmap.
 
+pub mod codec;
 pub mod errno;
-pub mod maps;
+pub mod error;
+pub mod filter;
+pub mod pins;
+pub mod preflight;
+pub mod programs;
+pub mod sandboxes;
+pub mod skel;
 pub mod variant;
 pub mod verifier;

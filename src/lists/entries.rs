@@ -1,7 +1,7 @@
 //! The domain's values: the keys the LSM hook compares (a file's
 //! {s_dev, i_ino, subvolume} with the kind of entry it is, a directory's key
 //! plus a name) and the set of them a sandbox denies. No I/O: the resolver
-//! (src/resolve/keys.rs) makes them, the BPF layer (src/kernel/maps.rs) writes them, the
+//! (src/resolve/keys.rs) makes them, the BPF layer (src/kernel/sandboxes.rs) writes them, the
 //! record (src/daemon/record.rs) digests them.
 
 /// What the hook reads from an inode (`struct file_key` in

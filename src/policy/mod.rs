@@ -146,7 +146,7 @@ pub struct LastApply {
     pub unlisted: usize,
     /// Whether the sandbox's entries are still as that apply left them: no
     /// other apply, no key dropped by the kernel (`inode_free_security`)
-    /// since ([`crate::kernel::maps::Bpf::unchanged_since`]).
+    /// since ([`crate::kernel::programs::Bpf::unchanged_since`]).
     pub unchanged: bool,
 }
 

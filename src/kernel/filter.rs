@@ -1,0 +1,185 @@
+//! The two arrays the daemon writes through mmap: `sandbox_slots` (the
+//! cheap "is this cgroup a sandbox" gate of every hook) and `key_filter`
+//! (the "certainly not listed" bitmap, kept here as per-bit counts), and
+//! `walk_gens` (the walk memos' generation).
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::kernel::error::{BpfError, io_e};
+use crate::lists::entries::{
+    DenySet, FileKey, KIND_DIR_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
+};
+
+/// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED and
+/// AGENT_SANDBOX_SLOT_DIRS (agent_sandbox.h).
+pub(super) const SLOTS: usize = 4096;
+
+pub(super) const SLOT_SHARED: u64 = u64::MAX;
+
+pub(super) const SLOT_DIRS: u64 = 1 << 63;
+
+/// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
+/// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
+pub(super) const WALK_GENS: usize = 2;
+
+pub(super) const WALK_GEN_MARKS: usize = 0;
+
+/// AGENT_SANDBOX_FILTER_BITS_LOG2 (agent_sandbox.h).
+pub(super) const FILTER_BITS_LOG2: u32 = 23;
+
+pub(super) const FILTER_WORDS: usize = 1 << (FILTER_BITS_LOG2 - 6);
+
+pub(super) const TAG_FILE: u64 = 0;
+
+pub(super) const TAG_DIR: u64 = 1;
+
+/// Whether deny_map entry `f` has a key_filter bit: only [`KIND_OPEN`] ones,
+/// which the open hook looks up; the hooks that read the other kinds
+/// (rmdir, unlink, rename, and opens in case-insensitive directories) are
+/// rare enough to go to the map directly.
+pub(super) fn uses_filter(f: &FileKey) -> bool {
+    f.kind == KIND_OPEN || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind)
+}
+
+/// Whether `set` holds directory entries (the [`KIND_HAS_DIRS`] key).
+pub(super) fn has_dirs(set: &DenySet) -> bool {
+    set.files()
+        .binary_search(&FileKey {
+            dev: 0,
+            ino: 0,
+            subvol: 0,
+            kind: KIND_HAS_DIRS,
+        })
+        .is_ok()
+}
+
+/// The key_filter bit of inode number `ino` under `tag` ([`TAG_FILE`] or
+/// [`TAG_DIR`]), in `0..2^FILTER_BITS_LOG2`: agent_sandbox_filter_bit() in
+/// src/bpf/agent_sandbox.h, the same arithmetic (Fibonacci hashing of
+/// `ino << 1 | tag`). Only the inode number is hashed; s_dev and the btrfs
+/// subvolume are checked by the map lookup after a hit.
+pub fn filter_bit(ino: u64, tag: u64) -> u32 {
+    ((ino << 1 | tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS_LOG2)) as u32
+}
+
+/// A shared, writable mapping of a BPF_F_MMAPABLE array of u64 values.
+pub(super) struct WordArray {
+    ptr: NonNull<AtomicU64>,
+    len: usize,
+}
+
+impl WordArray {
+    pub(super) fn map(map: &impl AsFd, len: usize, what: &str) -> Result<WordArray, BpfError> {
+        let bytes = len * 8;
+        // SAFETY: maps `bytes` of the array map's value area, shared; the
+        // kernel keeps it alive while mapped; freed in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io_e(format!("mmap {what}"))(io::Error::last_os_error()));
+        }
+        Ok(WordArray {
+            ptr: NonNull::new(p.cast()).ok_or_else(|| {
+                io_e(format!("mmap {what}"))(io::Error::from(io::ErrorKind::Other))
+            })?,
+            len,
+        })
+    }
+
+    pub(super) fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: in bounds of the mapping; u64 slots are 8-byte aligned (page-aligned base).
+        unsafe { &*self.ptr.as_ptr().add(i) }
+    }
+}
+
+impl Drop for WordArray {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what map() mapped.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len * 8) };
+    }
+}
+
+/// key_filter with the count of live keys behind every set bit. A bit is set
+/// before its key can matter and cleared only when its count drops to zero;
+/// keys the kernel dropped (freed inodes) keep their counts, which costs a
+/// little filter precision until the next daemon start, never a miss.
+pub(super) struct Filter {
+    pub(super) words: WordArray,
+    pub(super) counts: HashMap<u32, u32>,
+}
+
+impl Filter {
+    pub(super) fn add(&mut self, bit: u32) {
+        let c = self.counts.entry(bit).or_insert(0);
+        *c += 1;
+        if *c == 1 {
+            self.words
+                .word((bit >> 6) as usize)
+                .fetch_or(1 << (bit & 63), Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn remove(&mut self, bit: u32) {
+        if let Some(c) = self.counts.get_mut(&bit) {
+            *c -= 1;
+            if *c == 0 {
+                self.counts.remove(&bit);
+                self.words
+                    .word((bit >> 6) as usize)
+                    .fetch_and(!(1 << (bit & 63)), Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Rewrites every word from the counts (start-up: the mirror is complete).
+    pub(super) fn rewrite(&mut self) {
+        let mut words = vec![0u64; FILTER_WORDS];
+        for &bit in self.counts.keys() {
+            words[(bit >> 6) as usize] |= 1 << (bit & 63);
+        }
+        for (i, w) in words.into_iter().enumerate() {
+            self.words.word(i).store(w, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn filter_bits_are_spread_and_tagged() {
+        // Values agent_sandbox_filter_bit() in src/bpf/agent_sandbox.h gives
+        // for the same inode numbers (compiled with gcc on x86-64): a change
+        // on either side must show here.
+        assert_eq!(filter_bit(0, TAG_FILE), 0);
+        assert_eq!(filter_bit(1234, TAG_FILE), 2_582_720);
+        assert_eq!(filter_bit(256, TAG_FILE), 3_635_641);
+        assert_eq!(filter_bit(42, TAG_DIR), 4_470_197);
+        assert_eq!(filter_bit(256, TAG_DIR), 431_478);
+        let a = filter_bit(1234, TAG_FILE);
+        assert_ne!(a, filter_bit(1234, TAG_DIR));
+        assert!(a < 1 << FILTER_BITS_LOG2);
+        // 100,000 consecutive inode numbers fill about as many distinct bits
+        // as a uniform hash would (1 - e^(-n/m) of 2^23 bits), and so do the
+        // directory bits of the same numbers.
+        for tag in [TAG_FILE, TAG_DIR] {
+            let bits: HashSet<u32> = (0..100_000u64).map(|i| filter_bit(1000 + i, tag)).collect();
+            assert!(bits.len() > 99_000, "{} distinct bits", bits.len());
+        }
+    }
+}

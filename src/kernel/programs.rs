@@ -1,0 +1,541 @@
+//! The programs: open the object, choose the variant a kernel's verifier
+//! accepts, pin the maps, load, attach and pin the links ([`Bpf::load_and_attach`]),
+//! or load them unpinned for the doctor's trial ([`Bpf::load_unpinned`]).
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+
+use crate::kernel::error::{BpfError, io_e, lb};
+use crate::kernel::filter::{FILTER_WORDS, Filter, SLOTS, WALK_GENS, WordArray};
+use crate::kernel::pins::{remove_empty_pin_dirs, remove_other_links};
+use crate::kernel::preflight::{COMPAT_IOCTL_HOOK, probe_memo_store, warn_hidden_ksyms};
+use crate::kernel::skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
+use crate::kernel::variant::{self, Part, Variant, Why};
+use crate::lists::entries::DenySet;
+
+/// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`
+/// shows them). Failures reach the log once, as this module's errors; libbpf's
+/// generic hints (such as raising `ulimit -l` on EPERM) would mislead there.
+pub fn route_libbpf_log() {
+    fn print(_level: libbpf_rs::PrintLevel, msg: String) {
+        log::debug!(target: "libbpf", "{}", msg.trim_end());
+        if let Ok(mut c) = CAPTURED.lock()
+            && let Some(buf) = c.as_mut()
+            && buf.len() + msg.len() <= MAX_CAPTURED
+        {
+            buf.push_str(&msg);
+        }
+    }
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
+}
+
+/// libbpf's lines while a load runs ([`capture_libbpf_log`]).
+pub(super) static CAPTURED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Most bytes of libbpf's lines kept for one load: a rejected program's
+/// verifier log runs to about 0.6 MB on 7.3 (the reason is at its end).
+pub(super) const MAX_CAPTURED: usize = 8 << 20;
+
+/// Starts (`on`) keeping libbpf's lines (routed by [`route_libbpf_log`]), or
+/// stops and returns what was kept since.
+pub(super) fn capture_libbpf_log(on: bool) -> String {
+    let mut c = CAPTURED.lock().unwrap_or_else(|p| p.into_inner());
+    let kept = c.take().unwrap_or_default();
+    if on {
+        *c = Some(String::new());
+    }
+    kept
+}
+
+/// The running kernel, for [`variant::REMEMBERED_FILE`]: its release and
+/// build (`/proc/sys/kernel/osrelease`, `/proc/sys/kernel/version`).
+pub(super) fn kernel_id() -> String {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    format!(
+        "{} {}",
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/kernel/version")
+    )
+}
+
+/// A hash of the embedded BPF object, for [`variant::REMEMBERED_FILE`]: a
+/// new build is tried in full again.
+pub(super) fn object_id() -> u64 {
+    use std::hash::Hasher;
+    static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/agent_sandbox.bpf.o"));
+    let mut h = siphasher::sip::SipHasher13::new();
+    h.write(OBJECT);
+    h.finish()
+}
+
+/// Adds `parts` (rejected at this start) to [`variant::REMEMBERED_FILE`]
+/// `file`, keeping its lines of other kernels; a failure to write is logged
+/// (the next start then pays for the rejection again, nothing else).
+pub(super) fn remember_rejections(
+    file: &Path,
+    kernel: &str,
+    parts: &[(Part, crate::kernel::verifier::Rejection)],
+) {
+    let mut text: String = fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{}\t", kernel.replace(['\t', '\n'], " "))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for (part, r) in parts {
+        text.push_str(&variant::remembered_line(kernel, object_id(), *part, r));
+    }
+    let write = || -> io::Result<()> {
+        if let Some(dir) = file.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp = file.with_extension("tmp");
+        fs::write(&tmp, &text)?;
+        fs::rename(&tmp, file)
+    };
+    if let Err(e) = write() {
+        log::warn!(
+            "cannot remember the rejected parts in {}: {e}",
+            file.display()
+        );
+    }
+}
+
+/// The object's maps that a load leaves unpinned: per-CPU scratch room
+/// (`name_scratch`), the count of keys the kernel dropped since this load
+/// (`dropped_keys`, which the daemon compares with its own record of this
+/// load) and the hash walk memos (`walk_memo_hash`, keyed by inode
+/// addresses that mean nothing to the next load). Every other map is pinned,
+/// so a map added to src/bpf/ outlives the daemon unless it is named here.
+const UNPINNED_MAPS: [&str; 3] = ["dropped_keys", "name_scratch", "walk_memo_hash"];
+
+/// Whether the map `name` of the object is pinned: not libbpf's own map of a
+/// data section (`.rodata`, `.bss`: their names hold a dot) nor in
+/// [`UNPINNED_MAPS`].
+pub(super) fn pinned_map(name: &str) -> bool {
+    !name.contains('.') && !UNPINNED_MAPS.contains(&name)
+}
+
+/// The storage of one opened BPF object (`OpenObject`, which the skeleton
+/// borrows for as long as it lives), on the heap at a fixed address and
+/// freed when this is dropped. Whatever borrows it must be dropped first:
+/// [`Bpf`] declares its `skel` before its `storage`, and a load's locals
+/// declare the storage before the skeleton (Rust drops fields in order and
+/// locals in reverse).
+pub(super) struct ObjectStorage(NonNull<MaybeUninit<libbpf_rs::OpenObject>>);
+
+impl ObjectStorage {
+    fn new() -> ObjectStorage {
+        let raw = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        // Box::into_raw never returns null.
+        ObjectStorage(NonNull::new(raw).unwrap_or_else(|| unreachable!()))
+    }
+
+    /// The storage, for the skeleton to open the object in.
+    ///
+    /// # Safety
+    /// Call once; everything that borrows the result must be dropped
+    /// before `self` is.
+    unsafe fn borrow(&self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
+        // SAFETY: the pointer came from Box::into_raw and stays valid until
+        // Drop; the caller holds the only reference and drops it first.
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
+
+impl Drop for ObjectStorage {
+    fn drop(&mut self) {
+        // SAFETY: made by Box::into_raw in new(); the skeleton that borrowed
+        // it is gone (see the type's docs) and has dropped the object in it.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// The loaded, attached programs and their maps, with a mirror of their content.
+pub struct Bpf {
+    /// Declared before `storage`, which it borrows: dropped first.
+    pub(super) skel: AgentSandboxSkel<'static>,
+    /// The object's storage ([`ObjectStorage`]).
+    pub(super) _storage: ObjectStorage,
+    pub(super) pin_dir: PathBuf,
+    /// Name prefix of this daemon's link pins (`link-<ns>-`).
+    pub(super) generation: String,
+    /// The programs attached (and pinned), by name.
+    pub(super) attached: Vec<String>,
+    /// cgid -> what the daemon put in deny_map and name_map for that sandbox
+    /// (a superset of deny_map: the kernel drops keys of freed inodes).
+    pub(super) mirror: HashMap<u64, DenySet>,
+    /// Sandbox cgroup ids currently in agent_cgid_set.
+    pub(super) sandboxes: HashSet<u64>,
+    pub(super) slots: WordArray,
+    /// walk_gens (agent_sandbox.h): its `marks` count is bumped here.
+    pub(super) walk_gens: WordArray,
+    pub(super) filter: Filter,
+    /// Per sandbox: dropped_keys as of its last apply that wrote every
+    /// desired file key. Per sandbox, not one value: a drop may have taken a
+    /// key of any sandbox, so each must rewrite its keys once after it.
+    pub(super) drops_seen: HashMap<u64, u64>,
+    /// The links of an unpinned load ([`Bpf::load_unpinned`]): the programs
+    /// stay attached while these live. Empty for a pinned load.
+    pub(super) _links: Vec<libbpf_rs::Link>,
+    /// Whether the btrfs types were in the kernel's BTF when the programs
+    /// were loaded (else btrfs keys cannot match; see [`Bpf::needs_reload_for`]).
+    pub(super) btrfs_loaded: bool,
+    /// Per sandbox: a number that changes whenever its entries in the maps
+    /// or the mirror do (see [`Bpf::version`]).
+    pub(super) versions: HashMap<u64, u64>,
+    /// The optional parts this load left out ([`Bpf::variant`]).
+    pub(super) variant: Variant,
+}
+
+impl Bpf {
+    /// Opens the object, reuses the pinned maps (or creates and pins them),
+    /// loads and attaches the programs, pins their links and then unpins the
+    /// links of earlier daemons. The parts a verifier rejected are
+    /// remembered in `state_dir` ([`variant::REMEMBERED_FILE`]) for the next
+    /// start on the same kernel.
+    ///
+    /// # Errors
+    /// [`BpfError`]; the kernel's refusal to load or attach is
+    /// [`BpfError::Kernel`] with its errno.
+    pub fn load_and_attach(pin_root: &Path, state_dir: &Path) -> Result<Bpf, BpfError> {
+        Bpf::load(Some(pin_root), Some(state_dir))
+    }
+
+    /// The doctor's trial (`agent-sandbox-execd --check`): the object with
+    /// fresh, unpinned maps, loaded and attached; dropping the result
+    /// detaches the programs and frees the maps. Nothing pinned is read or
+    /// written, so a running daemon is not disturbed; with empty
+    /// maps the programs deny nothing while attached.
+    ///
+    /// # Errors
+    /// As [`Bpf::load_and_attach`].
+    pub fn load_unpinned() -> Result<Bpf, BpfError> {
+        Bpf::load(None, None)
+    }
+
+    /// The variant loaded: the optional parts left out, and why.
+    pub fn variant(&self) -> &Variant {
+        &self.variant
+    }
+
+    /// How many programs are attached.
+    pub fn attached_count(&self) -> usize {
+        self.attached.len()
+    }
+
+    /// [`Bpf::load_and_attach`] with the pins below `pin_root`, or
+    /// [`Bpf::load_unpinned`] without. Starts from the full variant less
+    /// the parts [`variant::WITHOUT_ENV`] names; when the verifier rejects a
+    /// program that holds an optional part ([`variant::fallback`]), loads
+    /// again without that part, logging once what is missing and what it
+    /// costs.
+    pub(super) fn load(pin_root: Option<&Path>, state_dir: Option<&Path>) -> Result<Bpf, BpfError> {
+        let forced = std::env::var(variant::WITHOUT_ENV).unwrap_or_default();
+        let forced = variant::parse_without(&forced).map_err(BpfError::Unsupported)?;
+        let mut variant = Variant::without(&forced);
+        // Without the hook in the kernel, loading its program would fail.
+        let compat = libbpf_rs::btf::Btf::from_vmlinux()
+            .map(|btf| {
+                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
+                    .is_some()
+            })
+            .unwrap_or(false);
+        if !compat {
+            variant.leave_out(
+                Part::CompatIoctl,
+                Why::NotInKernel(format!(
+                    "no {COMPAT_IOCTL_HOOK} (kernels before 6.8 without the backport send \
+                     32-bit ioctls to the file_ioctl hook, which checks them)"
+                )),
+            );
+        }
+        if variant.has(Part::MemoInodeStorage)
+            && variant.has(Part::WalkMemos)
+            && let Some(rejection) = probe_memo_store()
+        {
+            variant.leave_out(Part::MemoInodeStorage, Why::Rejected(rejection));
+        }
+        let kernel = kernel_id();
+        let remembered_file = state_dir.map(|d| d.join(variant::REMEMBERED_FILE));
+        let mut remembered = Vec::new();
+        if let Some(file) = &remembered_file {
+            let text = fs::read_to_string(file).unwrap_or_default();
+            for (part, mut r) in variant::remembered(&text, &kernel, object_id()) {
+                r.reason
+                    .push_str(" [remembered from an earlier start on this kernel]");
+                variant.leave_out(part, Why::Rejected(r));
+            }
+        }
+        loop {
+            match Bpf::load_variant(pin_root, &variant) {
+                Ok(mut bpf) => {
+                    for line in variant.describe() {
+                        log::warn!("loaded without {line}");
+                    }
+                    if let Some(file) = &remembered_file
+                        && !remembered.is_empty()
+                    {
+                        remember_rejections(file, &kernel, &remembered);
+                    }
+                    bpf.variant = variant;
+                    return Ok(bpf);
+                }
+                Err(BpfError::Rejected { rejection, cause }) => {
+                    match variant::fallback(&rejection.program, &variant) {
+                        Some(part) => {
+                            log::warn!(
+                                "{rejection}; loading again without {} ({})",
+                                part.name(),
+                                part.cost()
+                            );
+                            remembered.push((part, rejection.clone()));
+                            variant.leave_out(part, Why::Rejected(rejection));
+                        }
+                        None => return Err(BpfError::Rejected { rejection, cause }),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One load of `variant` (see [`Bpf::load`]).
+    pub(super) fn load_variant(
+        pin_root: Option<&Path>,
+        variant: &Variant,
+    ) -> Result<Bpf, BpfError> {
+        let pinned = pin_root.is_some();
+        // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
+        // (module or vmlinux) is then there for the CO-RE relocations.
+        let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
+        let storage = ObjectStorage::new();
+        // SAFETY: borrowed once; `open` and the skeleton it becomes are
+        // dropped before `storage` (declared after it, or moved into the Bpf
+        // before it, below).
+        let object = unsafe { storage.borrow() };
+        let mut open = AgentSandboxSkelBuilder::default()
+            .open(object)
+            .map_err(lb("open the BPF object"))?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_mut()
+            .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
+        let layout = rodata.layout_version;
+        rodata.walk_memo_store = variant::memo_store(variant);
+        // Unpinned: no directory (an empty path, used for nothing).
+        let pin_dir = pin_root
+            .map(|r| r.join(format!("v{layout}")))
+            .unwrap_or_default();
+        if pinned {
+            fs::create_dir_all(&pin_dir).map_err(io_e(format!("create {}", pin_dir.display())))?;
+        }
+        if pinned {
+            for mut map in open.open_object_mut().maps_mut() {
+                let name = map.name().to_string_lossy().into_owned();
+                if !pinned_map(&name) {
+                    continue;
+                }
+                map.set_pin_path(pin_dir.join(&name))
+                    .map_err(lb(format!("set the {name} pin path")))?;
+            }
+        }
+        open.progs
+            .file_ioctl_compat
+            .set_autoload(variant.has(Part::CompatIoctl));
+        // The hash memos' map takes memory only where they are used.
+        if variant::memo_store(variant) != 2 {
+            open.maps
+                .walk_memo_hash
+                .set_max_entries(1)
+                .map_err(lb("size the walk_memo_hash map"))?;
+        }
+        // Its only job is to keep memos valid.
+        open.progs
+            .vfs_rename_exit
+            .set_autoload(variant.has(Part::WalkMemos));
+        capture_libbpf_log(true);
+        let loaded = open.load();
+        let log = capture_libbpf_log(false);
+        let skel = match loaded {
+            Ok(s) => s,
+            Err(cause) => {
+                // libbpf unpins the maps it pinned for a load that failed
+                // (bpf_object_load), leaving the directories it was given.
+                if pinned {
+                    remove_empty_pin_dirs(&pin_dir);
+                }
+                if let Some(rejection) = crate::kernel::verifier::rejection(&log) {
+                    return Err(BpfError::Rejected { rejection, cause });
+                }
+                return Err(BpfError::Kernel {
+                    what: "load the BPF LSM programs".into(),
+                    cause,
+                });
+            }
+        };
+        warn_hidden_ksyms();
+        let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
+        let walk_gens = WordArray::map(&skel.maps.walk_gens, WALK_GENS, "walk_gens")?;
+        let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let generation = format!("link-{stamp}-");
+        let mut attached = Vec::new();
+        let mut links = Vec::new();
+        for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
+            let name = prog.name().to_string_lossy().into_owned();
+            // By its section: lsm/ hooks and the one fexit/ program.
+            let mut link = prog.attach().map_err(|cause| BpfError::Kernel {
+                what: format!("attach the {name} program"),
+                cause,
+            })?;
+            if pinned {
+                link.pin(pin_dir.join(format!("{generation}{name}")))
+                    .map_err(lb(format!("pin the {name} link")))?;
+                // Pinned: the program now stays attached after we exit.
+                link.disconnect();
+            } else {
+                links.push(link);
+            }
+            attached.push(name);
+        }
+        if pinned {
+            remove_other_links(&pin_dir, &generation);
+        }
+        let mut bpf = Bpf {
+            skel,
+            _storage: storage,
+            pin_dir,
+            generation,
+            attached,
+            mirror: HashMap::new(),
+            versions: HashMap::new(),
+            sandboxes: HashSet::new(),
+            slots,
+            walk_gens,
+            filter: Filter {
+                words,
+                counts: HashMap::new(),
+            },
+            btrfs_loaded,
+            drops_seen: HashMap::new(),
+            _links: links,
+            variant: Variant::default(),
+        };
+        bpf.load_mirror();
+        Ok(bpf)
+    }
+
+    /// The directory holding this layout's pins.
+    pub fn pin_dir(&self) -> &Path {
+        &self.pin_dir
+    }
+
+    /// Whether the programs must be loaded again before `set` can match:
+    /// it holds btrfs keys and btrfs was not loaded when they were.
+    pub fn needs_reload_for(&self, set: &DenySet) -> bool {
+        !self.btrfs_loaded
+            && (set.files().iter().any(|f| f.subvol != 0)
+                || set.names().iter().any(|n| n.dir.subvol != 0))
+    }
+
+    /// Whether this daemon's program links are still pinned (an
+    /// administrator's `--disable` or `rm` unpins, and so detaches, them).
+    pub fn links_pinned(&self) -> bool {
+        self.attached.iter().all(|p| {
+            self.pin_dir
+                .join(format!("{}{p}", self.generation))
+                .exists()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pinned_maps_are_the_state_a_restart_keeps() {
+        let storage = ObjectStorage::new();
+        // SAFETY: borrowed once; `open` is dropped before `storage`.
+        let object = unsafe { storage.borrow() };
+        let mut open = AgentSandboxSkelBuilder::default().open(object).unwrap();
+        let mut pinned: Vec<String> = open
+            .open_object_mut()
+            .maps_mut()
+            .map(|m| m.name().to_string_lossy().into_owned())
+            .filter(|n| pinned_map(n))
+            .collect();
+        pinned.sort();
+        assert_eq!(
+            pinned,
+            [
+                "agent_cgid_set",
+                "deny_map",
+                "key_filter",
+                "name_map",
+                "sandbox_slots",
+                "sock_allow",
+                "walk_gens",
+                "walk_memos"
+            ]
+        );
+    }
+
+    #[test]
+    fn object_carries_the_hooks_and_maps() {
+        let obj = include_bytes!(concat!(env!("OUT_DIR"), "/agent_sandbox.bpf.o"));
+        let has = |needle: &[u8]| obj.windows(needle.len()).any(|w| w == needle);
+        for p in [
+            "file_open",
+            "inode_link",
+            "inode_rename",
+            "inode_create",
+            "inode_mknod",
+            "inode_symlink",
+            "inode_mkdir",
+            "inode_unlink",
+            "inode_rmdir",
+            "file_ioctl",
+            "file_ioctl_compat",
+            "inode_free_security",
+            "ptrace_access_check",
+            "task_kill",
+            "task_setrlimit",
+            "file_fcntl",
+            "unix_stream_connect",
+            "unix_may_send",
+            "file_receive",
+            "sb_mount",
+            "move_mount",
+            "sb_umount",
+            "inode_setattr",
+        ] {
+            assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
+        }
+        assert!(has(b"fexit/vfs_rename"), "vfs_rename");
+        for m in [
+            "deny_map",
+            "name_map",
+            "agent_cgid_set",
+            "sandbox_slots",
+            "key_filter",
+            "sock_allow",
+            "walk_gens",
+            "walk_memos",
+        ] {
+            assert!(has(m.as_bytes()), "{m}");
+        }
+    }
+}
