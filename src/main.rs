@@ -87,8 +87,8 @@ pub extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    // SAFETY: sets a signal disposition before any thread exists.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // Before any thread exists.
+    os::sys::ignore_sigpipe();
     let code = std::panic::catch_unwind(run).unwrap_or(101);
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::ffi::c_int::from(code)

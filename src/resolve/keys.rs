@@ -26,11 +26,17 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs;
 use std::io;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use crate::os::fd;
+use crate::os::ioctl::{
+    FS_CASEFOLD_FL, XFS_FSOP_GEOM_FLAGS_DIRV2CI, btrfs_subvol, fs_flags, xfs_geometry_flags,
+};
 use crate::os::sys::{fs_type, open_at, statx_at};
 use crate::resolve::watch::{ScanWatch, Watches};
 
@@ -225,18 +231,6 @@ pub fn unstable_inode_numbers(f_type: i64) -> Option<&'static str> {
     }
 }
 
-/// include/uapi/linux/btrfs_tree.h.
-const BTRFS_FIRST_FREE_OBJECTID: u64 = 256;
-
-/// `struct btrfs_ioctl_ino_lookup_args` (include/uapi/linux/btrfs.h), 4096 bytes.
-#[repr(C)]
-struct InoLookupArgs {
-    treeid: u64,
-    objectid: u64,
-    name: [u8; 4080],
-}
-nix::ioctl_readwrite!(btrfs_ino_lookup, 0x94, 18, InoLookupArgs);
-
 /// A directory already examined in this resolution.
 struct Dir {
     fd: OwnedFd,
@@ -356,16 +350,12 @@ impl KeyContext {
     pub fn renew(&mut self) -> io::Result<bool> {
         self.dirs.clear();
         self.take_marks();
-        let mut fds = [libc::pollfd {
-            fd: self.mountinfo.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        }];
-        // SAFETY: polls one descriptor we own, without waiting.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if fds[0].revents & (libc::POLLPRI | libc::POLLERR) != 0 {
+        let mut fds = [PollFd::new(self.mountinfo.as_fd(), PollFlags::POLLPRI)];
+        poll(&mut fds, PollTimeout::ZERO)?;
+        if fds[0]
+            .revents()
+            .is_none_or(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR))
+        {
             self.mounts = MountTable::read_from(&mut self.mountinfo)?;
             return Ok(false);
         }
@@ -395,29 +385,20 @@ impl KeyContext {
                 return Ok(());
             };
             let mut fds = [
-                libc::pollfd {
-                    fd: sock.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: w.as_fd().as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                PollFd::new(sock, PollFlags::POLLIN),
+                PollFd::new(w.as_fd(), PollFlags::POLLIN),
             ];
-            // SAFETY: polls two descriptors we own, until one is ready.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
             }
-            if fds[0].revents != 0 {
+            // Any bit, known to nix or not.
+            let (sock_ready, changed) = (ready(&fds[0]), ready(&fds[1]));
+            if sock_ready {
                 return Ok(());
             }
-            if fds[1].revents != 0 {
+            if changed {
                 w.stop()?;
             }
         }
@@ -999,6 +980,12 @@ impl KeyContext {
     }
 }
 
+/// Whether poll(2) returned any event for `fd` (a bit nix does not name
+/// counts too).
+fn ready(fd: &PollFd<'_>) -> bool {
+    fd.revents().is_none_or(|r| !r.is_empty())
+}
+
 /// The names in the open directory `fd` (without `.` and `..`).
 fn read_names(fd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
     let mut names = Vec::new();
@@ -1100,14 +1087,11 @@ pub fn descriptor_keys(
     let mut mountinfo = fs::File::open("/proc/self/mountinfo")?;
     let mut mounts = MountTable::read_from(&mut mountinfo)?;
     for &n in fds {
-        // SAFETY: F_GETFL only reads the flags of descriptor n, if open.
-        let flags = unsafe { libc::fcntl(n, libc::F_GETFL) };
-        if flags < 0 {
-            match io::Error::last_os_error() {
-                e if e.raw_os_error() == Some(libc::EBADF) => continue,
-                e => return Err(e),
-            }
-        }
+        let flags = match fd::status_flags(n) {
+            Ok(flags) => flags,
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => continue,
+            Err(e) => return Err(e),
+        };
         if flags & libc::O_PATH != 0 {
             continue;
         }
@@ -1116,18 +1100,10 @@ pub fn descriptor_keys(
         if kind != libc::S_IFREG && kind != libc::S_IFDIR {
             continue;
         }
-        // SAFETY: n is open (F_GETFL succeeded) and stays open while this
-        // borrow lives; the duplicate is closed when dropped.
-        let fd = unsafe { BorrowedFd::borrow_raw(n) }.try_clone_to_owned()?;
+        // A duplicate, closed when dropped: n is not ours to keep.
+        let fd = fd::dup(n)?;
         let subvol = if fs_type(&fd)? == BTRFS_SUPER_MAGIC {
-            let mut args = InoLookupArgs {
-                treeid: 0,
-                objectid: BTRFS_FIRST_FREE_OBJECTID,
-                name: [0; 4080],
-            };
-            // SAFETY: fd is an open btrfs file; args is the ioctl's in/out struct.
-            unsafe { btrfs_ino_lookup(fd.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
-            args.treeid
+            btrfs_subvol(fd.as_fd())?
         } else {
             0
         };
@@ -1147,31 +1123,9 @@ pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name 
      there and the hook compares bytes, so a sandbox may open, create, link or rename no file \
      in that directory (the name is watched by refusal, not by match)";
 
-nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
-nix::ioctl_read!(xfs_ioc_fsgeometry_v1, b'X', 100, XfsGeometryV1);
-
-/// `FS_CASEFOLD_FL` (include/uapi/linux/fs.h): a case-insensitive directory.
-const FS_CASEFOLD_FL: libc::c_long = 0x4000_0000;
-/// `XFS_FSOP_GEOM_FLAGS_DIRV2CI` (fs/xfs/libxfs/xfs_fs.h): ASCII-ci names.
-const XFS_FSOP_GEOM_FLAGS_DIRV2CI: u32 = 0x1000;
 const EXT4_SUPER_MAGIC: i64 = 0xef53;
 const F2FS_SUPER_MAGIC: i64 = 0xf2f5_2010;
 const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
-
-/// `struct xfs_fsop_geom_v1` (fs/xfs/libxfs/xfs_fs.h), 112 bytes.
-#[repr(C)]
-struct XfsGeometryV1 {
-    sizes: [u32; 8],
-    blocks: [u64; 4],
-    uuid: [u8; 16],
-    sunit: u32,
-    swidth: u32,
-    version: i32,
-    flags: u32,
-    logsectsize: u32,
-    rtsectsize: u32,
-    dirblocksize: u32,
-}
 
 /// Whether directory `fd` (on a filesystem of statfs type `f_type`) looks
 /// names up without regard to case: an ext4 or F2FS directory with
@@ -1193,17 +1147,10 @@ fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
         return false;
     };
     if f_type == XFS_SUPER_MAGIC {
-        let mut geo = MaybeUninit::<XfsGeometryV1>::zeroed();
-        // SAFETY: dir is an open XFS directory; geo is the ioctl's out-buffer.
-        return unsafe { xfs_ioc_fsgeometry_v1(dir.as_raw_fd(), geo.as_mut_ptr()) }.is_ok()
-            // SAFETY: the ioctl succeeded, so it filled the buffer.
-            && unsafe { geo.assume_init() }.flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0;
+        return xfs_geometry_flags(dir.as_fd())
+            .is_ok_and(|flags| flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0);
     }
-    let mut flags: libc::c_long = 0;
-    // SAFETY: dir is open; flags is the ioctl's out-parameter (the kernel
-    // writes an int there, the low bytes on this little-endian machine, or a
-    // long on others).
-    unsafe { fs_ioc_getflags(dir.as_raw_fd(), &mut flags) }.is_ok() && flags & FS_CASEFOLD_FL != 0
+    fs_flags(dir.as_fd()).is_ok_and(|flags| flags & FS_CASEFOLD_FL != 0)
 }
 
 /// The btrfs subvolume holding the inode behind the O_PATH descriptor `fd`,
@@ -1211,14 +1158,7 @@ fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
 fn subvol_of(fd: &OwnedFd, flags: i32) -> io::Result<u64> {
     let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let file = open_at(libc::AT_FDCWD, proc_path.as_bytes(), flags)?;
-    let mut args = InoLookupArgs {
-        treeid: 0,
-        objectid: BTRFS_FIRST_FREE_OBJECTID,
-        name: [0; 4080],
-    };
-    // SAFETY: file is an open btrfs file; args is the ioctl's in/out struct.
-    unsafe { btrfs_ino_lookup(file.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
-    Ok(args.treeid)
+    btrfs_subvol(file.as_fd())
 }
 
 /// Looks `mnt_id` up, re-reading the table once (from the open `mountinfo`)

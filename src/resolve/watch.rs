@@ -75,6 +75,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use crate::os::sys::{fs_type, open_at, statx_fd};
@@ -219,14 +220,9 @@ impl Watches {
         if !self.complete {
             return false;
         }
-        let mut fds = [libc::pollfd {
-            fd: self.inotify.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: polls one descriptor we own, without waiting.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-        n == 0
+        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        // An error (never expected) counts as a change.
+        poll(&mut fds, PollTimeout::ZERO) == Ok(0)
     }
 
     /// Removes every watch and discards the events queued so far, for a new

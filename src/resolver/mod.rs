@@ -34,16 +34,18 @@
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER};
+use crate::os::fd;
 use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
 use crate::resolve::list_file::{open_list, read_all};
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
 use nix::unistd::{Pid, Uid, User};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -64,15 +66,14 @@ pub fn main(args: &[OsString]) -> u8 {
         eprintln!("{WORKER_NAME}: internal to agent-sandbox-execd, which starts it as root");
         return 64;
     };
-    // SAFETY: fd 0 is the socket the daemon passed (checked below).
-    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
-    if sock.local_addr().is_err() {
+    // The socket the daemon passed (checked below).
+    let sock = fd::take_stdin().map(UnixStream::from);
+    let Some(sock) = sock.filter(|s| s.local_addr().is_ok()) else {
         eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
         return 64;
-    }
+    };
     let daemon = nix::unistd::getppid();
-    // SAFETY: a plain prctl call.
-    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    let _ = prctl::set_no_new_privs();
     if !die_with(daemon) {
         return 0;
     }
@@ -83,27 +84,37 @@ pub fn main(args: &[OsString]) -> u8 {
 /// credentials clears it, prctl(2)) and checks the parent is still `daemon`
 /// (it may have died before). False if it is not.
 pub(crate) fn die_with(daemon: Pid) -> bool {
-    // SAFETY: a plain prctl call.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let _ = prctl::set_pdeathsig(Signal::SIGKILL);
     nix::unistd::getppid() == daemon
 }
 
 /// The resource limits of this process, to notice a change made from outside
 /// (a process of the same uid may lower them with prlimit(2)).
 pub(crate) fn limits() -> Vec<(libc::rlim_t, libc::rlim_t)> {
-    // RLIM_NLIMITS: 16 resources since Linux 2.6.25
+    use nix::sys::resource::Resource as R;
+    // RLIM_NLIMITS: 16 resources since Linux 2.6.25, by number
     // (include/uapi/asm-generic/resource.h).
-    (0..16)
-        .map(|r| {
-            let mut l = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit writes into the local struct.
-            unsafe { libc::getrlimit(r as _, &mut l) };
-            (l.rlim_cur, l.rlim_max)
-        })
-        .collect()
+    [
+        R::RLIMIT_CPU,
+        R::RLIMIT_FSIZE,
+        R::RLIMIT_DATA,
+        R::RLIMIT_STACK,
+        R::RLIMIT_CORE,
+        R::RLIMIT_RSS,
+        R::RLIMIT_NPROC,
+        R::RLIMIT_NOFILE,
+        R::RLIMIT_MEMLOCK,
+        R::RLIMIT_AS,
+        R::RLIMIT_LOCKS,
+        R::RLIMIT_SIGPENDING,
+        R::RLIMIT_MSGQUEUE,
+        R::RLIMIT_NICE,
+        R::RLIMIT_RTPRIO,
+        R::RLIMIT_RTTIME,
+    ]
+    .into_iter()
+    .map(|r| nix::sys::resource::getrlimit(r).unwrap_or((0, 0)))
+    .collect()
 }
 
 /// Whether this process still has the groups a fresh resolver for `user`
@@ -273,45 +284,17 @@ pub(crate) fn receive(
     sock: &UnixStream,
 ) -> io::Result<Option<Result<Option<fs::File>, ResolveError>>> {
     let mut tag = [0u8; 1];
-    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    loop {
-        let mut iov = [io::IoSliceMut::new(&mut tag)];
-        let msg = match recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(m) => m,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        if msg.bytes == 0 {
-            return Ok(None);
-        }
-        let mut files: Vec<fs::File> = Vec::new();
-        let truncated = match msg.cmsgs() {
-            Ok(cmsgs) => {
-                for c in cmsgs {
-                    if let ControlMessageOwned::ScmRights(fds) = c {
-                        // SAFETY: descriptors just received are ours.
-                        files.extend(
-                            fds.into_iter()
-                                .map(|fd| fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })),
-                        );
-                    }
-                }
-                false
-            }
-            Err(_) => true,
-        };
-        return Ok(Some(match (tag[0], files.len(), truncated) {
-            (b'N', 0, false) => Ok(None),
-            (b'B', 1, false) => Ok(files.pop()),
-            (b'B', _, _) => Err(ResolveError::NoDescriptor),
-            (t, ..) => Err(ResolveError::BadRequest(char::from(t))),
-        }));
+    let got = fd::recv_with_fd(sock.as_fd(), &mut tag)?;
+    if got.bytes == 0 {
+        return Ok(None);
     }
+    let mut files: Vec<fs::File> = got.fds.into_iter().map(fs::File::from).collect();
+    Ok(Some(match (tag[0], files.len(), got.truncated) {
+        (b'N', 0, false) => Ok(None),
+        (b'B', 1, false) => Ok(files.pop()),
+        (b'B', _, _) => Err(ResolveError::NoDescriptor),
+        (t, ..) => Err(ResolveError::BadRequest(char::from(t))),
+    }))
 }
 
 /// Which list an entry came from, for messages and the symlink rule.
@@ -732,13 +715,8 @@ pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
     if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
         return Err(fail("root could be regained afterwards".into()));
     }
-    // SAFETY: a plain prctl call.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(fail(format!(
-            "PR_SET_DUMPABLE: {}",
-            io::Error::last_os_error()
-        )));
-    }
+    prctl::set_dumpable(false)
+        .map_err(|e| fail(format!("PR_SET_DUMPABLE: {}", io::Error::from(e))))?;
     Ok(())
 }
 
