@@ -38,6 +38,7 @@ use crate::lists::entries::{
 #[allow(
     clippy::all,
     clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
     missing_docs,
     unused_imports,
     dead_code
@@ -48,6 +49,7 @@ mod skel {
 #[allow(
     clippy::all,
     clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
     missing_docs,
     unused_imports,
     dead_code

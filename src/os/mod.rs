@@ -6,7 +6,8 @@
 //! installed files live ([`paths`]). Imports only [`crate::lists`].
 //!
 //! With [`crate::kernel`], the only place with `unsafe` code: every other
-//! module reaches the system through safe interfaces (nix's, or these).
+//! module reaches the system through safe interfaces (nix's, or these), and
+//! the `import_rule` test in main.rs checks it.
 
 pub mod cgroup;
 pub mod child;
