@@ -25,6 +25,7 @@ use crate::lists::entries::{DenySet, FileKey};
 use crate::os::child::{self, STEP_JOIN, STEP_OPEN};
 use crate::policy::ApplyMode;
 use crate::resolve::keys::{KeyContext, LastComponent, ListingSink};
+use crate::resolve::witness::NoWitness;
 
 /// How long the child may take to join its cgroup and open the file (slow
 /// emulated guests take milliseconds; a stuck child is a failure).
@@ -207,7 +208,7 @@ fn denied_in(
     )))?;
     let mut ctx = KeyContext::new().map_err(setup("read the mount table".into()))?;
     let mut one = OneFile(None);
-    ctx.resolve(file, LastComponent::NoFollow, &mut one)
+    ctx.resolve(file, LastComponent::NoFollow, &mut one, &mut NoWitness)
         .map_err(|e| CanaryError::Key {
             path: file.to_path_buf(),
             why: e.to_string(),

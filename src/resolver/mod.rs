@@ -31,6 +31,11 @@
 //! The daemon gives a resolution [`DEADLINE`]; processes stuck on a stalled
 //! FUSE or NFS mount are killed and only that request is refused, while other
 //! users' launches go on in the daemon's poll loop.
+//!
+//! A request with nothing changed since the last one gets the last answer
+//! again, without a lookup ([`reuse`]).
+
+pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER};
@@ -39,6 +44,7 @@ use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
 use crate::resolve::list_file::{open_list, read_all};
+use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::unistd::{Pid, Uid, User};
@@ -155,15 +161,15 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
     let mut served = 0u64;
     // Kept across requests: the mount table is read again only after a
     // mount change (see KeyContext::renew), and the watches of the last
-    // resolution tell whether its answer still holds.
-    let mut keys: Option<KeyContext> = None;
+    // resolution tell whether its answer still holds (reuse).
+    let mut keys: Option<Keys> = None;
     let mut last: Option<Answer> = None;
     loop {
         if let Some(k) = keys.as_mut() {
             // The first event settles it (the next resolution is a full
             // one): stop watching then, rather than have every change in
             // the watched directories queue an event until the next launch.
-            if let Err(e) = k.stop_watching_on_change(sock.as_fd()) {
+            if let Err(e) = k.reuse.stop_watching_on_change(sock.as_fd()) {
                 eprintln!("{WORKER_NAME}: {e}");
                 return 71;
             }
@@ -194,7 +200,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
         served += 1;
         // With no context yet, no path was resolved: the answer rests on
         // the lists alone.
-        let unchanged = match keys.as_mut().map(KeyContext::renew) {
+        let unchanged = match keys.as_mut().map(|k| k.reuse.renew(&mut k.ctx)) {
             None => true,
             Some(Ok(unchanged)) => unchanged,
             Some(Err(_)) => {
@@ -218,7 +224,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
         };
         if !hit {
             if let Some(k) = keys.as_mut() {
-                k.watch_anew();
+                k.reuse.watch_anew();
             }
             // Its length (filled in below), then the records.
             let mut records = vec![0u8; 8];
@@ -234,21 +240,23 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                 if result.is_ok() {
                     mark_mounts(k, &mut Sink { out: &mut records });
                 }
-                let marks = k.take_marks();
+                let marks = k.ctx.take_marks();
                 if result.is_ok() {
                     let mut sink = Sink { out: &mut records };
                     for m in marks {
                         sink.mark(m);
                     }
                 }
-                k.forget_dirs(); // hold no mount busy while idle
+                // Hold no mount busy while idle.
+                k.ctx.forget_dirs();
+                k.reuse.forget_dirs();
             }
             let inputs = match result {
                 // Reusable only if every directory read is watched and
                 // none changed while it was read.
                 Ok(inputs) => keys
                     .as_ref()
-                    .is_none_or(KeyContext::settled)
+                    .is_none_or(|k| k.reuse.settled())
                     .then_some(inputs),
                 Err(fatal) => {
                     Sink { out: &mut records }.record(b'F', &fatal.to_string());
@@ -258,7 +266,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
             if inputs.is_none()
                 && let Some(k) = keys.as_mut()
             {
-                k.drop_watches();
+                k.reuse.drop_watches();
             }
             let len = (records.len() - 8) as u64;
             records[..8].copy_from_slice(&len.to_ne_bytes());
@@ -306,7 +314,7 @@ pub(crate) enum Source {
 
 /// What a resolution reads besides the filesystem: the lists' bytes and,
 /// for a user process, the home directory. Two resolutions of equal inputs
-/// find the same keys if nothing they looked at changed ([`crate::resolve::watch`]).
+/// find the same keys if nothing they looked at changed ([`reuse`]).
 #[derive(PartialEq, Eq)]
 pub(crate) struct Inputs {
     /// The base list; None when there is none.
@@ -371,7 +379,7 @@ pub(crate) fn base_list_name() -> PathBuf {
 /// symlink in the last component), with its warnings for the log.
 pub(crate) fn resolve_base(
     base: Option<&[u8]>,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let Some(bytes) = base else {
@@ -404,7 +412,7 @@ pub(crate) fn emit_base(
     line: usize,
     path: &[u8],
     shape: Shape,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
 ) -> Result<(), ResolveError> {
     let path = Path::new(OsStr::from_bytes(path));
     let list = base_list_name();
@@ -451,12 +459,23 @@ pub(crate) fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, Reso
         .transpose()
 }
 
-/// The key context, made on first use (reading the mount table is the
-/// largest fixed cost of a resolution, and a list may have no entry of a
-/// kind).
-pub(crate) fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, ResolveError> {
+/// A resolver's key context and the watches on what it read ([`reuse`]),
+/// made together and kept across requests.
+pub(crate) struct Keys {
+    pub(crate) ctx: KeyContext,
+    pub(crate) reuse: Reuse,
+}
+
+/// The key context and its watches, made on first use (reading the mount
+/// table is the largest fixed cost of a resolution, and a list may have no
+/// entry of a kind).
+pub(crate) fn context(keys: &mut Option<Keys>) -> Result<&mut Keys, ResolveError> {
     if keys.is_none() {
-        *keys = Some(KeyContext::new().map_err(|e| ResolveError::MountTable(e.to_string()))?);
+        let ctx = KeyContext::new().map_err(|e| ResolveError::MountTable(e.to_string()))?;
+        *keys = Some(Keys {
+            ctx,
+            reuse: Reuse::new(),
+        });
     }
     Ok(keys.as_mut().expect("just set"))
 }
@@ -467,7 +486,7 @@ pub(crate) fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, 
 pub(crate) fn resolve_user(
     user: &User,
     inputs: &Inputs,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let home = user.dir.as_os_str().as_bytes();
@@ -541,7 +560,7 @@ pub(crate) fn emit(
     path: &Path,
     shape: Shape,
     last: LastComponent,
-    keys: &mut KeyContext,
+    keys: &mut Keys,
 ) -> Result<(), ResolveError> {
     let tag = if source == Source::Home { b'U' } else { b'A' };
     // The user's list names paths by line number only: it is read outside
@@ -557,15 +576,17 @@ pub(crate) fn emit(
         Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
         Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
     };
+    let Keys { ctx, reuse } = keys;
     let found = match shape {
-        Shape::File => keys.resolve(path, last, sink),
-        Shape::Exception => keys.resolve(
+        Shape::File => ctx.resolve(path, last, sink, reuse),
+        Shape::Exception => ctx.resolve(
             path,
             last,
             &mut KindSink {
                 inner: sink,
                 kind: exc_kind,
             },
+            reuse,
         ),
         Shape::Dir | Shape::DirException => {
             let (kind, budget) = if shape == Shape::Dir {
@@ -573,7 +594,7 @@ pub(crate) fn emit(
             } else {
                 (exc_kind, None)
             };
-            match keys.resolve_dir(path, kind, budget, sink) {
+            match ctx.resolve_dir(path, kind, budget, sink, reuse) {
                 Ok(scan) => {
                     let unmarked = (scan.unmarked > 0).then(|| {
                         format!(
@@ -664,8 +685,8 @@ pub(crate) fn emit(
 /// warning naming each mount point that could not be examined (for the user
 /// for the user's list, for the log for the base list). A mount table that
 /// cannot be read is a warning too: the entries themselves still apply.
-pub(crate) fn mark_mounts(keys: &mut KeyContext, sink: &mut Sink<'_>) {
-    let problems = match keys.mark_mounts_below(sink) {
+pub(crate) fn mark_mounts(keys: &mut Keys, sink: &mut Sink<'_>) {
+    let problems = match keys.ctx.mark_mounts_below(sink, &mut keys.reuse) {
         Ok(p) => p,
         Err(e) => {
             sink.record(
