@@ -201,8 +201,8 @@ fn sysloop(args: &[OsString]) -> Res<()> {
     match op.as_str() {
         // SAFETY: kill has no memory arguments.
         "kill0" => op_loop(iters, runs, || call("kill", unsafe { libc::kill(pid, 0) })),
-        // SAFETY: as above.
         "kill" => op_loop(iters, runs, || {
+            // SAFETY: kill has no memory arguments.
             call("kill", unsafe { libc::kill(pid, libc::SIGWINCH) })
         }),
         "fcntl" => {
@@ -211,8 +211,8 @@ fn sysloop(args: &[OsString]) -> Res<()> {
             call("pipe2", unsafe {
                 libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC)
             })?;
-            // SAFETY: fds[0] is our pipe's read end; F_SETOWN takes an int.
             op_loop(iters, runs, || {
+                // SAFETY: fds[0] is our pipe's read end; F_SETOWN takes an int.
                 call("fcntl F_SETOWN", unsafe {
                     libc::fcntl(fds[0], libc::F_SETOWN, pid)
                 })
@@ -674,6 +674,7 @@ fn landlock(cmd: &[OsString]) -> Res<()> {
     sys("PR_SET_NO_NEW_PRIVS", unsafe {
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into()
     })?;
+    // SAFETY: a plain syscall on the ruleset fd we own.
     sys("landlock_restrict_self", unsafe {
         libc::syscall(
             libc::SYS_landlock_restrict_self,

@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 use crate::kernel::error::BpfError;
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, FileKey};
+use crate::os::child::{self, STEP_JOIN, STEP_OPEN};
 use crate::policy::ApplyMode;
 use crate::resolve::keys::{KeyContext, LastComponent, ListingSink};
+use crate::resolve::witness::NoWitness;
 
 /// How long the child may take to join its cgroup and open the file (slow
 /// emulated guests take milliseconds; a stuck child is a failure).
@@ -142,11 +144,6 @@ impl ListingSink for OneFile {
     fn name(&mut self, _dir: FileKey, _name: &[u8]) {}
 }
 
-/// What the child reports on its pipe: the step (1 join, 2 open) and the
-/// result (0, or the errno).
-const STEP_JOIN: u8 = 1;
-const STEP_OPEN: u8 = 2;
-
 /// Runs the canary with `bpf`'s maps below the cgroup `parent` (the sandbox
 /// tree's parent directory); `tag` tells the daemon's and the doctor's
 /// temporary names apart. Returns a one-line description of what was seen.
@@ -212,7 +209,7 @@ fn denied_in(
     )))?;
     let mut ctx = KeyContext::new().map_err(setup("read the mount table".into()))?;
     let mut one = OneFile(None);
-    ctx.resolve(file, LastComponent::NoFollow, &mut one)
+    ctx.resolve(file, LastComponent::NoFollow, &mut one, &mut NoWitness)
         .map_err(|e| CanaryError::Key {
             path: file.to_path_buf(),
             why: e.to_string(),
@@ -257,72 +254,26 @@ fn denied_in(
 }
 
 /// Forks a child that writes `0` (itself) to `procs`, then opens `file`
-/// read-only, and reports (step, errno) on a pipe. Only async-signal-safe
-/// calls run in the child; everything it needs is prepared before the fork.
+/// read-only, and reports (step, errno) on a pipe
+/// ([`child::fork_join_open`]: only async-signal-safe calls in the child).
 fn child_open(procs: &Path, file: &Path) -> Result<(u8, i32), CanaryError> {
     let c_procs = std::ffi::CString::new(procs.as_os_str().as_bytes())
         .map_err(|_| setup("name the cgroup".into())(io::ErrorKind::InvalidInput.into()))?;
     let c_file = std::ffi::CString::new(file.as_os_str().as_bytes())
         .map_err(|_| setup("name the file".into())(io::ErrorKind::InvalidInput.into()))?;
-    let mut fds = [0i32; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(setup("create a pipe".into())(io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the child runs only async-signal-safe calls (open, write,
-    // close, _exit) on memory prepared before the fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(setup("fork".into())(io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        let w = w.as_raw_fd();
-        // SAFETY: async-signal-safe calls only, see above.
-        unsafe {
-            let p = libc::open(c_procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if p < 0 || libc::write(p, b"0\n".as_ptr().cast(), 2) != 2 {
-                child_report(w, STEP_JOIN, *libc::__errno_location());
-            }
-            let f = libc::open(c_file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            let errno = if f < 0 { *libc::__errno_location() } else { 0 };
-            child_report(w, STEP_OPEN, errno);
-        }
-    }
-    drop(w);
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| setup("create a pipe".into())(e.into()))?;
+    let pid = child::fork_join_open(&c_procs, &c_file, w).map_err(setup("fork".into()))?;
     let answer = read_answer(&r);
     if answer.is_err() {
-        // SAFETY: pid is our child, not reaped yet.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
     }
-    let mut status = 0;
-    // SAFETY: pid is our child; status is a valid out-pointer.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let _ = nix::sys::wait::waitpid(pid, None);
     answer
 }
 
-/// The child's last act: writes (step, errno) to `w` and exits.
-///
-/// # Safety
-/// Only in the forked child: it never returns.
-unsafe fn child_report(w: std::os::fd::RawFd, step: u8, errno: i32) -> ! {
-    let mut msg = [0u8; 5];
-    msg[0] = step;
-    msg[1..].copy_from_slice(&errno.to_ne_bytes());
-    // SAFETY: msg is valid for msg.len() bytes; _exit never returns.
-    unsafe {
-        libc::write(w, msg.as_ptr().cast(), msg.len());
-        libc::_exit(0)
-    }
-}
-
 fn read_answer(r: &OwnedFd) -> Result<(u8, i32), CanaryError> {
-    let mut pfd = [libc::pollfd {
-        fd: r.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let deadline = Instant::now() + CHILD_DEADLINE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -332,25 +283,20 @@ fn read_answer(r: &OwnedFd) -> Result<(u8, i32), CanaryError> {
                 CHILD_DEADLINE.as_secs()
             )));
         }
-        // SAFETY: pfd is one valid pollfd.
-        let n = unsafe { libc::poll(pfd.as_mut_ptr(), 1, left.as_millis() as i32) };
-        if n > 0 {
-            break;
-        }
-        if n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(setup("poll the child's pipe".into())(
-                io::Error::last_os_error(),
-            ));
+        let mut pfd = [PollFd::new(r.as_fd(), PollFlags::POLLIN)];
+        // Below 20 s: in range.
+        let timeout = PollTimeout::try_from(left.as_millis()).unwrap_or(PollTimeout::MAX);
+        match poll(&mut pfd, timeout) {
+            Ok(n) if n > 0 => break,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(setup("poll the child's pipe".into())(e.into())),
         }
     }
-    let mut msg = [0u8; 5];
-    // SAFETY: msg has room for msg.len() bytes.
-    let n = unsafe { libc::read(r.as_raw_fd(), msg.as_mut_ptr().cast(), msg.len()) };
-    if n != msg.len() as isize {
+    let mut msg = [0u8; child::REPORT_LEN];
+    if nix::unistd::read(r, &mut msg) != Ok(msg.len()) {
         return Err(CanaryError::Child("exited without answering".into()));
     }
-    let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
-    Ok((msg[0], errno))
+    Ok(child::parse_report(&msg))
 }
 
 #[cfg(test)]

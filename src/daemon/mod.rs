@@ -31,7 +31,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -307,9 +307,9 @@ fn lock_file(paths: &Paths) -> std::path::PathBuf {
     paths.run_dir.join("daemon.lock")
 }
 
-/// Takes the instance lock: Some(file) while we hold it, None if another
-/// process (a running daemon, even one still starting) holds it.
-fn lock_instance(paths: &Paths) -> Result<Option<fs::File>, DaemonError> {
+/// Takes the instance lock: Some(locked file) while we hold it, None if
+/// another process (a running daemon, even one still starting) holds it.
+fn lock_instance(paths: &Paths) -> Result<Option<nix::fcntl::Flock<fs::File>>, DaemonError> {
     let run = paths.run_dir.display();
     match fs::create_dir(&paths.run_dir) {
         Ok(()) => fs::set_permissions(&paths.run_dir, fs::Permissions::from_mode(0o755))
@@ -326,15 +326,11 @@ fn lock_instance(paths: &Paths) -> Result<Option<fs::File>, DaemonError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&lock)
         .map_err(setup(format!("open {}", lock.display())))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(Some(file));
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => Ok(Some(locked)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(setup(format!("lock {}", lock.display()))(e.into())),
     }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Ok(None);
-    }
-    Err(setup(format!("lock {}", lock.display()))(e))
 }
 
 /// Checks /run/agent-sandbox-exec, removes the request directory of 0.5.0
@@ -370,23 +366,19 @@ fn prepare_socket(paths: &Paths) -> Result<OwnedFd, DaemonError> {
 /// daemon accepts. A failure is logged: the caps still hold, and accept(2)
 /// failing with EMFILE only delays connections.
 fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            log::warn!("getrlimit(RLIMIT_NOFILE): {}", io::Error::last_os_error());
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (cur, max) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(lim) => lim,
+        Err(e) => {
+            log::warn!("getrlimit(RLIMIT_NOFILE): {}", io::Error::from(e));
             return;
         }
-        let want = NOFILE_WANTED.min(lim.rlim_max);
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                log::warn!("setrlimit(RLIMIT_NOFILE): {}", io::Error::last_os_error());
-            }
-        }
+    };
+    let want = NOFILE_WANTED.min(max);
+    if cur < want
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, want, max)
+    {
+        log::warn!("setrlimit(RLIMIT_NOFILE): {}", io::Error::from(e));
     }
 }
 
@@ -1443,11 +1435,7 @@ impl Daemon {
 
 /// Returns the heap's free pages to the kernel (malloc_trim(3)).
 fn trim() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only releases free heap memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::os::sys::trim_heap();
 }
 
 /// Stable names of the file systems mounted in the daemon's namespace
@@ -1498,8 +1486,8 @@ fn authenticate(uid: u32, pid: i32) -> Result<Pidfd, String> {
 
 fn drain(fd: &OwnedFd) {
     let mut buf = [0u8; 64];
-    // SAFETY: reads into a local buffer from a non-blocking pipe we own.
-    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    // A non-blocking pipe: read until it is empty (EAGAIN) or closed.
+    while matches!(nix::unistd::read(fd, &mut buf), Ok(n) if n > 0) {}
 }
 
 #[cfg(test)]

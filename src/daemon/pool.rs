@@ -1,6 +1,7 @@
 //! The daemon's side: the idle resolver processes per uid ([`Pool`]), one
 //! resolution in flight ([`Resolver`]) and its [`Outcome`].
 
+use crate::os::child;
 use crate::proto::resolver::{
     MAX_OUTPUT_BYTES, Resolution, ResolveError, Role, WORKER_NAME, parse_output,
 };
@@ -48,15 +49,8 @@ impl Worker {
             Role::Base => cmd.arg("base"),
             Role::User(uid) => cmd.arg("user").arg(uid.to_string()),
         };
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                // Dies with the daemon; no descriptor but stdio crosses exec.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
-                Ok(())
-            });
-        }
+        // Dies with the daemon; no descriptor but stdio crosses exec.
+        child::die_with_parent(&mut cmd);
         let child = cmd.spawn()?;
         ours.set_nonblocking(true)?;
         Ok(Worker {

@@ -61,7 +61,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::lists::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
-use crate::os::procfs;
+use crate::os::{procfs, sys};
 
 /// Largest record read or written, in bytes (a uid at the cap of 131,072
 /// file keys and as many names takes about 5.5 MB).
@@ -481,19 +481,7 @@ pub fn store(dir: &Path, uid: u32, text: &[u8]) -> Result<(), RecordError> {
 /// The getrandom error.
 pub fn new_key() -> io::Result<[u64; 2]> {
     let mut b = [0u8; 16];
-    let mut got = 0;
-    while got < b.len() {
-        // SAFETY: writes at most the remaining bytes of a local buffer.
-        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        got += n as usize;
-    }
+    sys::fill_random(&mut b)?;
     let (a, c) = b.split_at(8);
     Ok([
         u64::from_le_bytes(a.try_into().unwrap_or_default()),

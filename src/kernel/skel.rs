@@ -4,6 +4,7 @@
 #![allow(
     clippy::all,
     clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
     missing_docs,
     unused_imports,
     dead_code

@@ -24,6 +24,7 @@ use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::FileKey;
 use crate::os::paths::{HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
+use crate::resolve::witness::NoWitness;
 
 /// Exit status of `--check` when every line is in force and none looks
 /// like a mistake.
@@ -354,7 +355,7 @@ pub fn check_list(
         };
         let full = Path::new(OsStr::from_bytes(full));
         let mut found = Found::default();
-        let result = ctx.resolve(full, last, &mut found);
+        let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
         let state = state_of(&result, !found.files.is_empty(), base);
         if state == State::Denied {
             denied_keys.extend(found.files.iter().copied());
@@ -382,7 +383,7 @@ pub fn check_list(
     // Is the list itself one of the files it denies (a link an agent made)?
     let mut me = Found::default();
     let denied = ctx
-        .resolve(path, LastComponent::Follow, &mut me)
+        .resolve(path, LastComponent::Follow, &mut me, &mut NoWitness)
         .is_ok_and(|_| me.files.iter().any(|k| denied_keys.contains(k)));
     report.echo = echo_allowed(symlink, denied, in_sandbox);
     report

@@ -34,7 +34,9 @@ use std::os::unix::process::CommandExt;
 
 use std::time::{Duration, Instant};
 
+use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::stat::Mode;
 
 use crate::lists::denylist::SocketSpec;
 use crate::os::cgroup;
@@ -552,29 +554,21 @@ pub fn check_inherited_fds() -> Result<(), LaunchError> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
     for fd in fds {
-        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-        // SAFETY: st is a valid out-buffer; a closed fd (the read_dir one) fails with EBADF.
-        if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        // A closed fd (the read_dir one) fails with EBADF.
+        let Ok(st) = crate::os::fd::fstat(fd) else {
             continue;
-        }
-        // SAFETY: fstat() returned 0, so it filled the buffer.
-        let mode = unsafe { st.assume_init() }.st_mode;
+        };
+        let mode = st.st_mode;
         let kind = mode & libc::S_IFMT;
         if kind != libc::S_IFREG && kind != libc::S_IFDIR {
             continue;
         }
         let proc_path = format!("/proc/self/fd/{fd}");
-        let c = std::ffi::CString::new(proc_path.clone()).unwrap_or_default();
-        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
-        // SAFETY: c is NUL-terminated; the descriptor is closed below.
-        let reopened = unsafe { libc::open(c.as_ptr(), flags) };
-        let errno = if reopened < 0 {
-            io::Error::last_os_error().raw_os_error()
-        } else {
-            // SAFETY: open() returned a descriptor that only we hold.
-            unsafe { libc::close(reopened) };
-            None
-        };
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
+        // Closed at once (dropped) if it opens.
+        let errno = nix::fcntl::open(proc_path.as_str(), flags, Mode::empty())
+            .err()
+            .map(|e| e as i32);
         if descriptor_refused(mode, errno) {
             let path = fs::read_link(&proc_path)
                 .map(|p| p.to_string_lossy().into_owned())

@@ -1,6 +1,7 @@
 //! Thin wrappers of the system calls the resolver and the watches share:
 //! `openat(2)`, `statx(2)`, `fstatfs(2)`, with owned descriptors and
-//! `io::Error`s.
+//! `io::Error`s; and of the process-wide calls nix has no safe form of:
+//! `getrandom(2)`, `malloc_trim(3)`, ignoring `SIGPIPE`.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -80,4 +81,47 @@ pub fn fs_type(fd: &OwnedFd) -> io::Result<i64> {
 /// statx's.
 pub fn statx_fd(fd: RawFd) -> io::Result<libc::statx> {
     statx_at(fd, b"", libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// Fills `buf` with random bytes from getrandom(2) (the urandom source,
+/// blocking only until it is initialised at boot), retrying on `EINTR`.
+///
+/// # Errors
+/// getrandom's, other than `EINTR`.
+pub fn fill_random(buf: &mut [u8]) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let rest = &mut buf[got..];
+        // SAFETY: writes at most rest.len() bytes into rest.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        got += n as usize;
+    }
+    Ok(())
+}
+
+/// Returns the heap's free pages to the kernel (malloc_trim(3), glibc only;
+/// nothing elsewhere).
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Ignores `SIGPIPE` (signal(2) with `SIG_IGN`): a write to a closed pipe
+/// or socket is then an `EPIPE` error, not death; exec(2) restores the
+/// default for the program. Call before any thread exists.
+#[cfg_attr(test, allow(dead_code))] // the C entry point's, not built for tests
+pub fn ignore_sigpipe() {
+    // SAFETY: SIG_IGN is no handler of ours; sets a signal disposition,
+    // before any thread exists (the caller's promise).
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }

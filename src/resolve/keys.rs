@@ -26,13 +26,20 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs;
 use std::io;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use crate::os::fd;
+use crate::os::ioctl::{
+    FS_CASEFOLD_FL, XFS_FSOP_GEOM_FLAGS_DIRV2CI, btrfs_subvol, fs_flags, xfs_geometry_flags,
+};
 use crate::os::sys::{fs_type, open_at, statx_at};
-use crate::resolve::watch::{ScanWatch, Watches};
+#[cfg(test)]
+use crate::resolve::witness::NoWitness;
+use crate::resolve::witness::Witness;
 
 #[cfg(test)]
 use crate::lists::entries::NameKey;
@@ -225,18 +232,6 @@ pub fn unstable_inode_numbers(f_type: i64) -> Option<&'static str> {
     }
 }
 
-/// include/uapi/linux/btrfs_tree.h.
-const BTRFS_FIRST_FREE_OBJECTID: u64 = 256;
-
-/// `struct btrfs_ioctl_ino_lookup_args` (include/uapi/linux/btrfs.h), 4096 bytes.
-#[repr(C)]
-struct InoLookupArgs {
-    treeid: u64,
-    objectid: u64,
-    name: [u8; 4080],
-}
-nix::ioctl_readwrite!(btrfs_ino_lookup, 0x94, 18, InoLookupArgs);
-
 /// A directory already examined in this resolution.
 struct Dir {
     fd: OwnedFd,
@@ -253,7 +248,8 @@ struct Dir {
 /// caller's mount namespace. Holds the mount table and a small cache of open
 /// directories (lists tend to name several files per directory). A
 /// long-lived resolver keeps one across resolutions and calls
-/// [`KeyContext::renew`] before each.
+/// [`KeyContext::renew`] before each. What it reads it tells a
+/// [`Witness`] first.
 pub struct KeyContext {
     mounts: MountTable,
     /// /proc/self/mountinfo, kept open to learn of mount changes by poll(2).
@@ -261,9 +257,6 @@ pub struct KeyContext {
     /// Open directories by path, most recently opened last (lists name
     /// their files directory by directory, so a hit is usually the last one).
     dirs: Vec<(Vec<u8>, Dir)>,
-    /// Watches on every directory the current resolution read; None when
-    /// inotify is not available (then nothing is ever known unchanged).
-    watches: Option<Watches>,
     /// The [`KIND_PATH`] and [`KIND_LISTED_DIR`] keys found in the current
     /// resolution (see [`KeyContext::take_marks`]).
     marks: HashSet<FileKey>,
@@ -296,7 +289,6 @@ impl KeyContext {
             mounts: MountTable::read_from(&mut mountinfo)?,
             mountinfo,
             dirs: Vec::new(),
-            watches: Watches::new().ok(),
             marks: HashSet::new(),
             marked_paths: HashSet::new(),
             last_listed: None,
@@ -332,109 +324,35 @@ impl KeyContext {
     /// EBUSY) for as long as a long-lived resolver waits for its next request.
     pub fn forget_dirs(&mut self) {
         self.dirs.clear();
-        if let Some(w) = self.watches.as_mut() {
-            w.forget_dirs();
-        }
     }
 
     /// Prepares a new resolution: forgets the cached directories (a name may
-    /// now be another directory) and re-reads the mount table if a mount or
-    /// unmount happened in this mount namespace since it was read. The kernel
-    /// reports one as POLLERR|POLLPRI on an open mountinfo file, once per
-    /// change of the namespace's event count (fs/proc_namespace.c,
-    /// `mounts_poll`; proc(5), /proc/pid/mounts). Mount ids are reused after
-    /// an unmount, so a table kept across a change could map a new mount to
-    /// an old device.
+    /// now be another directory) and the marks, and re-reads the mount table
+    /// if a mount or unmount happened in this mount namespace since it was
+    /// read. The kernel reports one as POLLERR|POLLPRI on an open mountinfo
+    /// file, once per change of the namespace's event count
+    /// (fs/proc_namespace.c, `mounts_poll`; proc(5), /proc/pid/mounts).
+    /// Mount ids are reused after an unmount, so a table kept across a
+    /// change could map a new mount to an old device.
     ///
-    /// Returns whether everything the previous resolution read is known
-    /// unchanged: no mount change, and its watches intact
-    /// ([`crate::resolve::watch`]). Then resolving the same paths again would find
-    /// the same keys.
+    /// Returns whether a mount changed (the table was read again): then
+    /// what the previous resolution found may have changed too.
     ///
     /// # Errors
     /// The poll or read error of /proc/self/mountinfo.
     pub fn renew(&mut self) -> io::Result<bool> {
         self.dirs.clear();
         self.take_marks();
-        let mut fds = [libc::pollfd {
-            fd: self.mountinfo.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        }];
-        // SAFETY: polls one descriptor we own, without waiting.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if fds[0].revents & (libc::POLLPRI | libc::POLLERR) != 0 {
-            self.mounts = MountTable::read_from(&mut self.mountinfo)?;
-            return Ok(false);
-        }
-        Ok(self.settled())
-    }
-
-    /// Starts watching anew, for a resolution of every path: the watches of
-    /// the previous one are removed. Without inotify (or when removing
-    /// fails), nothing is watched and [`KeyContext::settled`] stays false.
-    pub fn watch_anew(&mut self) {
-        if let Some(w) = self.watches.as_mut()
-            && w.restart().is_err()
+        let mut fds = [PollFd::new(self.mountinfo.as_fd(), PollFlags::POLLPRI)];
+        poll(&mut fds, PollTimeout::ZERO)?;
+        if fds[0]
+            .revents()
+            .is_none_or(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR))
         {
-            self.watches = None;
+            self.mounts = MountTable::read_from(&mut self.mountinfo)?;
+            return Ok(true);
         }
-    }
-
-    /// Waits until `sock` is readable; if a watched directory changes
-    /// meanwhile, removes the watches and discards the events (the next
-    /// resolution will be a full one) and goes on waiting.
-    ///
-    /// # Errors
-    /// poll(2)'s, other than `EINTR`.
-    pub fn stop_watching_on_change(&mut self, sock: BorrowedFd<'_>) -> io::Result<()> {
-        loop {
-            let Some(w) = self.watches.as_mut().filter(|w| w.intact()) else {
-                return Ok(());
-            };
-            let mut fds = [
-                libc::pollfd {
-                    fd: sock.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: w.as_fd().as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: polls two descriptors we own, until one is ready.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if fds[0].revents != 0 {
-                return Ok(());
-            }
-            if fds[1].revents != 0 {
-                w.stop()?;
-            }
-        }
-    }
-
-    /// Removes the watches of the current resolution, which will not be
-    /// reused (a fatal problem, or the lists cannot be compared).
-    pub fn drop_watches(&mut self) {
-        if let Some(w) = self.watches.as_mut() {
-            w.give_up();
-        }
-    }
-
-    /// Whether every directory read since [`KeyContext::watch_anew`] (or
-    /// since this context was made) is watched and none changed.
-    pub fn settled(&self) -> bool {
-        self.watches.as_ref().is_some_and(Watches::intact)
+        Ok(false)
     }
 
     /// Resolves one listed path: the directory part is followed through
@@ -451,14 +369,15 @@ impl KeyContext {
     #[cfg(test)]
     pub fn listing(&mut self, path: &Path, last: LastComponent) -> Result<Listing, KeyError> {
         let mut listing = Listing::default();
-        listing.unwatched = self.resolve(path, last, &mut listing)?;
+        listing.unwatched = self.resolve(path, last, &mut listing, &mut NoWitness)?;
         Ok(listing)
     }
 
     /// [`KeyContext::listing`] without collecting: the file key and the names
-    /// go to `sink` as they are found. Returns why a name could not be
-    /// watched, if so. On an error, `sink` may already hold some of the
-    /// path's findings: the caller discards them.
+    /// go to `sink` as they are found; the directories read are told to
+    /// `witness` first. Returns why a name could not be watched, if so. On
+    /// an error, `sink` may already hold some of the path's findings: the
+    /// caller discards them.
     ///
     /// # Errors
     /// As [`KeyContext::listing`].
@@ -467,6 +386,7 @@ impl KeyContext {
         path: &Path,
         last: LastComponent,
         sink: &mut impl ListingSink,
+        witness: &mut impl Witness,
     ) -> Result<Option<String>, KeyError> {
         let bytes = path.as_os_str().as_bytes();
         let (dir_part, name) = match bytes.iter().rposition(|&b| b == b'/') {
@@ -482,7 +402,7 @@ impl KeyContext {
                 libc::ENAMETOOLONG,
             )));
         }
-        let at = self.dir(dir_part)?;
+        let at = self.dir(dir_part, witness)?;
         let dir = &self.dirs[at].1;
         let unwatched = match &dir.watchable {
             Ok(()) => {
@@ -538,11 +458,9 @@ impl KeyContext {
                 Ok(unwatched)
             }
             libc::S_IFLNK if last == LastComponent::Follow => {
-                if let Some(w) = self.watches.as_mut() {
-                    // The directories of the symlinks it goes through,
-                    // watched before the kernel follows them below.
-                    w.walk(bytes);
-                }
+                // The directories of the symlinks it goes through, watched
+                // before the kernel follows them below.
+                witness.before_lookup(bytes);
                 let fd = match open_at(dir_fd, name, libc::O_PATH) {
                     Ok(fd) => fd,
                     // Dangling: the listed name is watched; the target is not known.
@@ -551,7 +469,7 @@ impl KeyContext {
                 };
                 let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
                     .map_err(KeyError::Stat)?;
-                let t = self.resolve(&target, LastComponent::NoFollow, sink)?;
+                let t = self.resolve(&target, LastComponent::NoFollow, sink, witness)?;
                 Ok(unwatched.or(t))
             }
             _ => Err(KeyError::NotRegular(kind_of(mode))),
@@ -578,6 +496,7 @@ impl KeyContext {
         kind: u32,
         scan_budget: Option<usize>,
         sink: &mut impl ListingSink,
+        witness: &mut impl Witness,
     ) -> Result<DirScan, KeyError> {
         let bytes = path.as_os_str().as_bytes();
         match statx_at(libc::AT_FDCWD, bytes, 0) {
@@ -588,18 +507,18 @@ impl KeyContext {
                 )));
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                return self.missing_dir(bytes, kind, sink);
+                return self.missing_dir(bytes, kind, sink, witness);
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(KeyError::Missing),
             Err(e) => return Err(KeyError::Stat(e)),
         }
-        let at = self.dir(bytes)?;
+        let at = self.dir(bytes, witness)?;
         let key = self.dirs[at].1.key;
         sink.file(key.with_kind(kind));
         if let Some(i) = bytes.iter().rposition(|&b| b == b'/') {
             let (parent, name) = (&bytes[..i.max(1)], &bytes[i + 1..]);
             if !name.is_empty() && name.len() <= NAME_MAX {
-                let p = self.dir(parent)?;
+                let p = self.dir(parent, witness)?;
                 if self.dirs[p].1.watchable.is_ok() {
                     sink.name(self.dirs[p].1.key.with_kind(kind), name);
                 }
@@ -613,10 +532,11 @@ impl KeyContext {
         let Some(budget) = scan_budget else {
             return Ok(DirScan::default());
         };
-        // Every directory the scan reads is watched before it is read, and
-        // every file with one link for a new link (crate::resolve::watch), so that
-        // the answer can be sent again while no event arrives. When that
-        // fails, the answer is not reused: the next launch scans again.
+        // Every directory the scan reads is told to the witness before it is
+        // read, and every file with one link (answer reuse watches them for a
+        // new link, crate::resolve::watch), so that the answer can be sent
+        // again while no event arrives. When that fails, the answer is not
+        // reused: the next launch scans again.
         let fd = open_at(
             libc::AT_FDCWD,
             bytes,
@@ -627,10 +547,8 @@ impl KeyContext {
         let mut seen = 0usize;
         let mut todo = vec![(fd, key)];
         while let Some((fd, dkey)) = todo.pop() {
-            if let Some(w) = self.watches.as_mut()
-                && let Err(e) = w.watch_scanned_dir(&fd)
-            {
-                w.give_up();
+            if let Err(e) = witness.before_reading(&fd) {
+                witness.distrust();
                 scan.unwatched = Some(e.to_string());
             }
             let names = read_names(&fd).map_err(KeyError::Stat)?;
@@ -640,10 +558,8 @@ impl KeyContext {
                     scan.unmarked += 1;
                     scan.incomplete = Some(format!("more than {MAX_SCAN_ENTRIES} names below it"));
                     // The rest is unread and unwatched.
-                    if let Some(w) = self.watches.as_mut()
-                        && w.watching()
-                    {
-                        w.give_up();
+                    if witness.trusting() {
+                        witness.distrust();
                         scan.unwatched =
                             Some(format!("more than {MAX_SCAN_ENTRIES} names below it"));
                     }
@@ -652,25 +568,22 @@ impl KeyContext {
                 let stx = match statx_at(fd.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW) {
                     Ok(stx) => stx,
                     Err(e) => {
-                        self.unwatchable_below(&mut scan, &e, "examine a name");
+                        unwatchable_below(&mut scan, &e, "examine a name", witness);
                         continue;
                     }
                 };
                 let mode = u32::from(stx.stx_mode);
-                let mut nlink = stx.stx_nlink;
-                if ScanWatch::of(mode, nlink) == ScanWatch::LinkCount
-                    && let Some(w) = self.watches.as_mut()
-                {
-                    match w.watch_scanned_file(&fd, &name, (stx.stx_dev_major, stx.stx_dev_minor)) {
-                        Ok(now) => nlink = now,
-                        // Gone meanwhile: its directory's watch saw that.
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-                        Err(e) => {
-                            w.give_up();
-                            scan.unwatched = Some(e.to_string());
-                        }
+                let dev = (stx.stx_dev_major, stx.stx_dev_minor);
+                let nlink = match witness.scanned_file(&fd, &name, mode, stx.stx_nlink, dev) {
+                    Ok(now) => now,
+                    // Gone meanwhile: its directory's watch saw that.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(e) => {
+                        witness.distrust();
+                        scan.unwatched = Some(e.to_string());
+                        stx.stx_nlink
                     }
-                }
+                };
                 match mode & libc::S_IFMT {
                     libc::S_IFREG if nlink > 1 => {
                         if scan.marked >= budget {
@@ -703,7 +616,7 @@ impl KeyContext {
                         ) {
                             Ok(sub) => sub,
                             Err(e) => {
-                                self.unwatchable_below(&mut scan, &e, "open a directory");
+                                unwatchable_below(&mut scan, &e, "open a directory", witness);
                                 continue;
                             }
                         };
@@ -727,27 +640,6 @@ impl KeyContext {
             }
         }
         Ok(scan)
-    }
-
-    /// A name below a directory entry that the scan cannot examine or read
-    /// (EACCES, say; `what` the scan tried, for the message): skipped, as
-    /// are its contents, and the scan is incomplete ([`DirScan::incomplete`]).
-    /// A permission change that would let a later scan read it raises no
-    /// event on the watched directory holding it, so the answer is not
-    /// reused. A name gone meanwhile (ENOENT) raised an event there already.
-    fn unwatchable_below(&mut self, scan: &mut DirScan, e: &io::Error, what: &str) {
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            return;
-        }
-        if scan.incomplete.is_none() {
-            scan.incomplete = Some(format!("cannot {what} below it: {e}"));
-        }
-        if let Some(w) = self.watches.as_mut()
-            && w.watching()
-        {
-            w.give_up();
-            scan.unwatched = Some(format!("a name below it cannot be examined: {e}"));
-        }
     }
 
     /// Marks, for every `DIR/` line resolved since the last call, the root
@@ -778,6 +670,7 @@ impl KeyContext {
     pub fn mark_mounts_below(
         &mut self,
         sink: &mut impl ListingSink,
+        witness: &mut impl Witness,
     ) -> io::Result<Vec<(u32, Vec<u8>, String)>> {
         let lines = std::mem::take(&mut self.dir_lines);
         if lines.is_empty() {
@@ -787,7 +680,7 @@ impl KeyContext {
         let todo = mounts_to_mark(self.mounts.points(), &lines);
         let mut problems = Vec::new();
         for (point, kind) in todo {
-            match self.dir(&point) {
+            match self.dir(&point, witness) {
                 Ok(at) => sink.file(self.dirs[at].1.key.with_kind(kind)),
                 Err(KeyError::Missing) => {}
                 Err(e) => problems.push((kind, point, e.to_string())),
@@ -809,6 +702,7 @@ impl KeyContext {
         path: &[u8],
         kind: u32,
         sink: &mut impl ListingSink,
+        witness: &mut impl Witness,
     ) -> Result<DirScan, KeyError> {
         let Some(i) = path.iter().rposition(|&b| b == b'/') else {
             return Err(KeyError::Missing);
@@ -817,12 +711,12 @@ impl KeyContext {
         if name.is_empty() || name == b"." || name == b".." || name.len() > NAME_MAX {
             return Err(KeyError::Missing);
         }
-        let p = self.dir(parent)?;
+        let p = self.dir(parent, witness)?;
         let dir = &self.dirs[p].1;
         if dir.watchable.is_err() {
             return Err(KeyError::Missing);
         }
-        // The parent was read after its watch was set (Self::dir): a
+        // The parent was read after the witness was told (Self::dir): a
         // directory made at the name since then raises an event there.
         match statx_at(dir.fd.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
@@ -835,9 +729,9 @@ impl KeyContext {
         Ok(DirScan::default())
     }
 
-    /// Opens and examines directory `path` (cached); returns its index in
-    /// `self.dirs`.
-    fn dir(&mut self, path: &[u8]) -> Result<usize, KeyError> {
+    /// Opens and examines directory `path` (cached), told to `witness`
+    /// first; returns its index in `self.dirs`.
+    fn dir(&mut self, path: &[u8], witness: &mut impl Witness) -> Result<usize, KeyError> {
         if let Some(at) = self.dirs.iter().rposition(|(p, _)| p == path) {
             return Ok(at);
         }
@@ -845,7 +739,7 @@ impl KeyContext {
             self.dirs.remove(0);
         }
         // Watched before the lookup below reads them (see crate::resolve::watch).
-        let walked = self.watches.as_mut().map(|w| w.walk(path));
+        let walked = witness.before_lookup(path);
         let fd =
             open_at(libc::AT_FDCWD, path, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| match e
                 .raw_os_error()
@@ -854,11 +748,9 @@ impl KeyContext {
                 _ => KeyError::Stat(e),
             })?;
         let stx = statx_at(fd.as_raw_fd(), b"", libc::AT_EMPTY_PATH).map_err(KeyError::Stat)?;
-        if let (Some(w), Some(end)) = (self.watches.as_mut(), walked)
-            && end != Some((stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor))
-        {
+        if walked != Some((stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor)) {
             // The walk and this lookup disagree: trust neither to be watched.
-            w.give_up();
+            witness.distrust();
         }
         let fs_type = fs_type(&fd).map_err(KeyError::Stat)?;
         if let Some(name) = unstable_inode_numbers(fs_type) {
@@ -999,6 +891,25 @@ impl KeyContext {
     }
 }
 
+/// A name below a directory entry that the scan cannot examine or read
+/// (EACCES, say; `what` the scan tried, for the message): skipped, as
+/// are its contents, and the scan is incomplete ([`DirScan::incomplete`]).
+/// A permission change that would let a later scan read it raises no
+/// event on the watched directory holding it, so `witness` distrusts the
+/// resolution. A name gone meanwhile (ENOENT) raised an event there already.
+fn unwatchable_below(scan: &mut DirScan, e: &io::Error, what: &str, witness: &mut impl Witness) {
+    if e.raw_os_error() == Some(libc::ENOENT) {
+        return;
+    }
+    if scan.incomplete.is_none() {
+        scan.incomplete = Some(format!("cannot {what} below it: {e}"));
+    }
+    if witness.trusting() {
+        witness.distrust();
+        scan.unwatched = Some(format!("a name below it cannot be examined: {e}"));
+    }
+}
+
 /// The names in the open directory `fd` (without `.` and `..`).
 fn read_names(fd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
     let mut names = Vec::new();
@@ -1100,14 +1011,11 @@ pub fn descriptor_keys(
     let mut mountinfo = fs::File::open("/proc/self/mountinfo")?;
     let mut mounts = MountTable::read_from(&mut mountinfo)?;
     for &n in fds {
-        // SAFETY: F_GETFL only reads the flags of descriptor n, if open.
-        let flags = unsafe { libc::fcntl(n, libc::F_GETFL) };
-        if flags < 0 {
-            match io::Error::last_os_error() {
-                e if e.raw_os_error() == Some(libc::EBADF) => continue,
-                e => return Err(e),
-            }
-        }
+        let flags = match fd::status_flags(n) {
+            Ok(flags) => flags,
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => continue,
+            Err(e) => return Err(e),
+        };
         if flags & libc::O_PATH != 0 {
             continue;
         }
@@ -1116,18 +1024,10 @@ pub fn descriptor_keys(
         if kind != libc::S_IFREG && kind != libc::S_IFDIR {
             continue;
         }
-        // SAFETY: n is open (F_GETFL succeeded) and stays open while this
-        // borrow lives; the duplicate is closed when dropped.
-        let fd = unsafe { BorrowedFd::borrow_raw(n) }.try_clone_to_owned()?;
+        // A duplicate, closed when dropped: n is not ours to keep.
+        let fd = fd::dup(n)?;
         let subvol = if fs_type(&fd)? == BTRFS_SUPER_MAGIC {
-            let mut args = InoLookupArgs {
-                treeid: 0,
-                objectid: BTRFS_FIRST_FREE_OBJECTID,
-                name: [0; 4080],
-            };
-            // SAFETY: fd is an open btrfs file; args is the ioctl's in/out struct.
-            unsafe { btrfs_ino_lookup(fd.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
-            args.treeid
+            btrfs_subvol(fd.as_fd())?
         } else {
             0
         };
@@ -1147,31 +1047,9 @@ pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name 
      there and the hook compares bytes, so a sandbox may open, create, link or rename no file \
      in that directory (the name is watched by refusal, not by match)";
 
-nix::ioctl_read!(fs_ioc_getflags, b'f', 1, libc::c_long);
-nix::ioctl_read!(xfs_ioc_fsgeometry_v1, b'X', 100, XfsGeometryV1);
-
-/// `FS_CASEFOLD_FL` (include/uapi/linux/fs.h): a case-insensitive directory.
-const FS_CASEFOLD_FL: libc::c_long = 0x4000_0000;
-/// `XFS_FSOP_GEOM_FLAGS_DIRV2CI` (fs/xfs/libxfs/xfs_fs.h): ASCII-ci names.
-const XFS_FSOP_GEOM_FLAGS_DIRV2CI: u32 = 0x1000;
 const EXT4_SUPER_MAGIC: i64 = 0xef53;
 const F2FS_SUPER_MAGIC: i64 = 0xf2f5_2010;
 const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
-
-/// `struct xfs_fsop_geom_v1` (fs/xfs/libxfs/xfs_fs.h), 112 bytes.
-#[repr(C)]
-struct XfsGeometryV1 {
-    sizes: [u32; 8],
-    blocks: [u64; 4],
-    uuid: [u8; 16],
-    sunit: u32,
-    swidth: u32,
-    version: i32,
-    flags: u32,
-    logsectsize: u32,
-    rtsectsize: u32,
-    dirblocksize: u32,
-}
 
 /// Whether directory `fd` (on a filesystem of statfs type `f_type`) looks
 /// names up without regard to case: an ext4 or F2FS directory with
@@ -1193,17 +1071,10 @@ fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
         return false;
     };
     if f_type == XFS_SUPER_MAGIC {
-        let mut geo = MaybeUninit::<XfsGeometryV1>::zeroed();
-        // SAFETY: dir is an open XFS directory; geo is the ioctl's out-buffer.
-        return unsafe { xfs_ioc_fsgeometry_v1(dir.as_raw_fd(), geo.as_mut_ptr()) }.is_ok()
-            // SAFETY: the ioctl succeeded, so it filled the buffer.
-            && unsafe { geo.assume_init() }.flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0;
+        return xfs_geometry_flags(dir.as_fd())
+            .is_ok_and(|flags| flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0);
     }
-    let mut flags: libc::c_long = 0;
-    // SAFETY: dir is open; flags is the ioctl's out-parameter (the kernel
-    // writes an int there, the low bytes on this little-endian machine, or a
-    // long on others).
-    unsafe { fs_ioc_getflags(dir.as_raw_fd(), &mut flags) }.is_ok() && flags & FS_CASEFOLD_FL != 0
+    fs_flags(dir.as_fd()).is_ok_and(|flags| flags & FS_CASEFOLD_FL != 0)
 }
 
 /// The btrfs subvolume holding the inode behind the O_PATH descriptor `fd`,
@@ -1211,14 +1082,7 @@ fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
 fn subvol_of(fd: &OwnedFd, flags: i32) -> io::Result<u64> {
     let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let file = open_at(libc::AT_FDCWD, proc_path.as_bytes(), flags)?;
-    let mut args = InoLookupArgs {
-        treeid: 0,
-        objectid: BTRFS_FIRST_FREE_OBJECTID,
-        name: [0; 4080],
-    };
-    // SAFETY: file is an open btrfs file; args is the ioctl's in/out struct.
-    unsafe { btrfs_ino_lookup(file.as_raw_fd(), &mut args) }.map_err(io::Error::from)?;
-    Ok(args.treeid)
+    btrfs_subvol(file.as_fd())
 }
 
 /// Looks `mnt_id` up, re-reading the table once (from the open `mountinfo`)
@@ -1418,7 +1282,13 @@ mod tests {
         // the parent with the entry's kind (the walk checks every level's name).
         let mut l = Listing::default();
         let scan = k
-            .resolve_dir(&root.join("later"), KIND_DIR_BASE, Some(100), &mut l)
+            .resolve_dir(
+                &root.join("later"),
+                KIND_DIR_BASE,
+                Some(100),
+                &mut l,
+                &mut NoWitness,
+            )
             .unwrap();
         assert_eq!(scan, DirScan::default());
         assert_eq!(l.file, None);
@@ -1429,42 +1299,43 @@ mod tests {
         // Its parent missing too: skipped, as before.
         let mut l = Listing::default();
         assert!(matches!(
-            k.resolve_dir(&root.join("no/later"), KIND_DIR_BASE, Some(100), &mut l),
+            k.resolve_dir(
+                &root.join("no/later"),
+                KIND_DIR_BASE,
+                Some(100),
+                &mut l,
+                &mut NoWitness
+            ),
             Err(KeyError::Missing)
         ));
         // A file on the way: not a directory there, skipped.
         std::fs::write(root.join("f"), b"").unwrap();
         let mut l = Listing::default();
         assert!(matches!(
-            k.resolve_dir(&root.join("f/later"), KIND_DIR_BASE, Some(100), &mut l),
+            k.resolve_dir(
+                &root.join("f/later"),
+                KIND_DIR_BASE,
+                Some(100),
+                &mut l,
+                &mut NoWitness
+            ),
             Err(KeyError::Missing)
         ));
         // Made: resolved in full (its own key and its name).
         k.renew().unwrap();
         std::fs::create_dir(root.join("later")).unwrap();
         let mut l = Listing::default();
-        k.resolve_dir(&root.join("later"), KIND_DIR_BASE, Some(100), &mut l)
-            .unwrap();
+        k.resolve_dir(
+            &root.join("later"),
+            KIND_DIR_BASE,
+            Some(100),
+            &mut l,
+            &mut NoWitness,
+        )
+        .unwrap();
         assert_eq!(l.file.map(|f| f.kind), Some(KIND_DIR_BASE));
         assert_eq!(l.names.len(), 1);
         std::fs::remove_dir_all(&root).unwrap();
-    }
-
-    /// Resolves directory entry `e` anew (as a resolver's full resolution
-    /// does) until no event arrived meanwhile; its scan.
-    fn scan_quietly(k: &mut KeyContext, e: &Path) -> DirScan {
-        for _ in 0..200 {
-            k.renew().unwrap();
-            k.watch_anew();
-            let mut l = Listing::default();
-            let scan = k.resolve_dir(e, KIND_DIR_USER, Some(100), &mut l).unwrap();
-            k.take_marks();
-            k.forget_dirs();
-            if k.settled() {
-                return scan;
-            }
-        }
-        panic!("an event after every one of 200 scans");
     }
 
     #[test]
@@ -1482,68 +1353,12 @@ mod tests {
         let ino = std::fs::metadata(root.join("m")).unwrap().ino();
         let mut k = KeyContext::new().unwrap();
         let mut l = Listing::default();
-        let scan = k.resolve_dir(&e, KIND_DIR_USER, Some(100), &mut l).unwrap();
+        let scan = k
+            .resolve_dir(&e, KIND_DIR_USER, Some(100), &mut l, &mut NoWitness)
+            .unwrap();
         std::fs::remove_dir_all(&root).unwrap();
         assert_eq!((scan.marked, scan.unmarked, scan.incomplete), (1, 0, None));
         assert_eq!(l.file.map(|f| (f.ino, f.kind)), Some((ino, KIND_OPEN)));
-    }
-
-    #[test]
-    fn a_scan_is_reused_until_what_it_marks_may_change() {
-        let root = std::env::temp_dir().join(format!("asx-scan-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let (e, out) = (root.join("e"), root.join("out"));
-        std::fs::create_dir_all(e.join("sub")).unwrap();
-        std::fs::create_dir_all(out.join("d")).unwrap();
-        let probe = OwnedFd::from(std::fs::File::open(&root).unwrap());
-        if !crate::resolve::watch::LOCAL_FILESYSTEMS.contains(&fs_type(&probe).unwrap()) {
-            eprintln!("skipped: the temporary directory is not on a local filesystem here");
-            std::fs::remove_dir_all(&root).unwrap();
-            return;
-        }
-        std::fs::write(e.join("f"), b"").unwrap();
-        std::fs::write(e.join("sub/g"), b"").unwrap();
-        std::fs::write(e.join("m"), b"").unwrap();
-        std::fs::hard_link(e.join("m"), out.join("m")).unwrap();
-        let mut k = KeyContext::new().unwrap();
-        let scan = scan_quietly(&mut k, &e);
-        assert_eq!((scan.marked, scan.unwatched), (1, None));
-        // Reading and listing change nothing.
-        std::fs::read(e.join("sub/g")).unwrap();
-        std::fs::read_dir(e.join("sub")).unwrap().for_each(drop);
-        assert!(k.settled());
-        // The outside name of a marked file removed: no event, and the last
-        // answer, which still marks it, is the stricter one.
-        std::fs::remove_file(out.join("m")).unwrap();
-        assert!(k.settled());
-        // A single-link file deep below linked from outside.
-        std::fs::hard_link(e.join("sub/g"), out.join("g")).unwrap();
-        assert!(!k.settled());
-        assert_eq!(
-            scan_quietly(&mut k, &e).marked,
-            1,
-            "sub/g, not m (one link now)"
-        );
-        // A new directory with a file linked from outside.
-        std::fs::create_dir(e.join("new")).unwrap();
-        std::fs::write(e.join("new/h"), b"").unwrap();
-        std::fs::hard_link(e.join("new/h"), out.join("h")).unwrap();
-        assert!(!k.settled());
-        assert_eq!(scan_quietly(&mut k, &e).marked, 2);
-        // A directory holding such a file moved in.
-        std::fs::write(out.join("d/x"), b"").unwrap();
-        std::fs::hard_link(out.join("d/x"), out.join("x")).unwrap();
-        let _ = scan_quietly(&mut k, &e);
-        std::fs::rename(out.join("d"), e.join("sub/d")).unwrap();
-        assert!(!k.settled());
-        assert_eq!(scan_quietly(&mut k, &e).marked, 3);
-        // A directory moved out, and the entry itself renamed.
-        std::fs::rename(e.join("sub/d"), out.join("d")).unwrap();
-        assert!(!k.settled());
-        assert_eq!(scan_quietly(&mut k, &e).marked, 2);
-        std::fs::rename(&e, root.join("e2")).unwrap();
-        assert!(!k.settled());
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
@@ -1660,7 +1475,7 @@ mod tests {
         std::fs::rename(&dir, dir.with_extension("old")).unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&file, b"y").unwrap();
-        assert!(!cx.renew().unwrap(), "the directory's rename was watched");
+        assert!(!cx.renew().unwrap(), "no mount changed");
         let again = cx.listing(&file, LastComponent::NoFollow).unwrap();
         assert_ne!(again.names[0].dir.ino, old_dir_ino);
         assert_eq!(

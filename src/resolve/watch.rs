@@ -7,7 +7,9 @@
 //! lists and the home directory are byte for byte the same, (2) no mount or
 //! unmount happened in its mount namespace ([`crate::resolve::keys::KeyContext::renew`])
 //! and (3) [`Watches::intact`]: no event arrived on any watch set during the
-//! last full resolution, and every directory that resolution read got one.
+//! last full resolution, and every directory that resolution read got one
+//! (the resolver's `reuse` module decides; [`Watches`] is the
+//! [`Witness`] key derivation tells what it reads).
 //!
 //! What a lookup of a path depends on is the entries of the directories it
 //! reads, their permissions and the mounts on the way. [`Watches::walk`]
@@ -75,9 +77,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use crate::os::sys::{fs_type, open_at, statx_fd};
+use crate::resolve::witness::{WalkEnd, Witness};
 
 /// statfs `f_type` of the filesystems whose directory changes all pass
 /// through this kernel's VFS, and so raise inotify events
@@ -157,11 +161,6 @@ impl ScanWatch {
 /// `MAXSYMLINKS` (include/linux/namei.h).
 const MAX_SYMLINKS: usize = 40;
 
-/// The directory a walk ended in: inode number and the `st_dev` statx
-/// reports for it (major, minor), to compare with what the kernel's own
-/// lookup found.
-pub type WalkEnd = (u64, u32, u32);
-
 /// One inotify instance and the watches of the current resolution.
 pub struct Watches {
     inotify: Inotify,
@@ -219,14 +218,9 @@ impl Watches {
         if !self.complete {
             return false;
         }
-        let mut fds = [libc::pollfd {
-            fd: self.inotify.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: polls one descriptor we own, without waiting.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-        n == 0
+        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        // An error (never expected) counts as a change.
+        poll(&mut fds, PollTimeout::ZERO) == Ok(0)
     }
 
     /// Removes every watch and discards the events queued so far, for a new
@@ -545,6 +539,41 @@ impl Watches {
         }
         self.watched.insert(id);
         Ok(end)
+    }
+}
+
+/// Key derivation's reads, watched: a lookup is walked first
+/// ([`Watches::walk`]), a scanned directory and a scanned single-link file
+/// watched ([`Watches::watch_scanned_dir`], [`Watches::watch_scanned_file`]).
+impl Witness for Watches {
+    fn before_lookup(&mut self, path: &[u8]) -> Option<WalkEnd> {
+        self.walk(path)
+    }
+
+    fn distrust(&mut self) {
+        self.give_up();
+    }
+
+    fn trusting(&self) -> bool {
+        self.watching()
+    }
+
+    fn before_reading(&mut self, dir: &OwnedFd) -> io::Result<()> {
+        self.watch_scanned_dir(dir)
+    }
+
+    fn scanned_file(
+        &mut self,
+        dir: &OwnedFd,
+        name: &[u8],
+        mode: u32,
+        nlink: u32,
+        dev: (u32, u32),
+    ) -> io::Result<u32> {
+        if ScanWatch::of(mode, nlink) != ScanWatch::LinkCount {
+            return Ok(nlink);
+        }
+        self.watch_scanned_file(dir, name, dev)
     }
 }
 

@@ -31,19 +31,27 @@
 //! The daemon gives a resolution [`DEADLINE`]; processes stuck on a stalled
 //! FUSE or NFS mount are killed and only that request is refused, while other
 //! users' launches go on in the daemon's poll loop.
+//!
+//! A request with nothing changed since the last one gets the last answer
+//! again, without a lookup ([`reuse`]).
+
+pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER};
+use crate::os::fd;
 use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
 use crate::resolve::list_file::{open_list, read_all};
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use crate::resolver::reuse::Reuse;
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
 use nix::unistd::{Pid, Uid, User};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -64,15 +72,14 @@ pub fn main(args: &[OsString]) -> u8 {
         eprintln!("{WORKER_NAME}: internal to agent-sandbox-execd, which starts it as root");
         return 64;
     };
-    // SAFETY: fd 0 is the socket the daemon passed (checked below).
-    let sock = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
-    if sock.local_addr().is_err() {
+    // The socket the daemon passed (checked below).
+    let sock = fd::take_stdin().map(UnixStream::from);
+    let Some(sock) = sock.filter(|s| s.local_addr().is_ok()) else {
         eprintln!("{WORKER_NAME}: standard input is not the daemon's socket");
         return 64;
-    }
+    };
     let daemon = nix::unistd::getppid();
-    // SAFETY: a plain prctl call.
-    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    let _ = prctl::set_no_new_privs();
     if !die_with(daemon) {
         return 0;
     }
@@ -83,27 +90,37 @@ pub fn main(args: &[OsString]) -> u8 {
 /// credentials clears it, prctl(2)) and checks the parent is still `daemon`
 /// (it may have died before). False if it is not.
 pub(crate) fn die_with(daemon: Pid) -> bool {
-    // SAFETY: a plain prctl call.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let _ = prctl::set_pdeathsig(Signal::SIGKILL);
     nix::unistd::getppid() == daemon
 }
 
 /// The resource limits of this process, to notice a change made from outside
 /// (a process of the same uid may lower them with prlimit(2)).
 pub(crate) fn limits() -> Vec<(libc::rlim_t, libc::rlim_t)> {
-    // RLIM_NLIMITS: 16 resources since Linux 2.6.25
+    use nix::sys::resource::Resource as R;
+    // RLIM_NLIMITS: 16 resources since Linux 2.6.25, by number
     // (include/uapi/asm-generic/resource.h).
-    (0..16)
-        .map(|r| {
-            let mut l = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit writes into the local struct.
-            unsafe { libc::getrlimit(r as _, &mut l) };
-            (l.rlim_cur, l.rlim_max)
-        })
-        .collect()
+    [
+        R::RLIMIT_CPU,
+        R::RLIMIT_FSIZE,
+        R::RLIMIT_DATA,
+        R::RLIMIT_STACK,
+        R::RLIMIT_CORE,
+        R::RLIMIT_RSS,
+        R::RLIMIT_NPROC,
+        R::RLIMIT_NOFILE,
+        R::RLIMIT_MEMLOCK,
+        R::RLIMIT_AS,
+        R::RLIMIT_LOCKS,
+        R::RLIMIT_SIGPENDING,
+        R::RLIMIT_MSGQUEUE,
+        R::RLIMIT_NICE,
+        R::RLIMIT_RTPRIO,
+        R::RLIMIT_RTTIME,
+    ]
+    .into_iter()
+    .map(|r| nix::sys::resource::getrlimit(r).unwrap_or((0, 0)))
+    .collect()
 }
 
 /// Whether this process still has the groups a fresh resolver for `user`
@@ -144,15 +161,15 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
     let mut served = 0u64;
     // Kept across requests: the mount table is read again only after a
     // mount change (see KeyContext::renew), and the watches of the last
-    // resolution tell whether its answer still holds.
-    let mut keys: Option<KeyContext> = None;
+    // resolution tell whether its answer still holds (reuse).
+    let mut keys: Option<Keys> = None;
     let mut last: Option<Answer> = None;
     loop {
         if let Some(k) = keys.as_mut() {
             // The first event settles it (the next resolution is a full
             // one): stop watching then, rather than have every change in
             // the watched directories queue an event until the next launch.
-            if let Err(e) = k.stop_watching_on_change(sock.as_fd()) {
+            if let Err(e) = k.reuse.stop_watching_on_change(sock.as_fd()) {
                 eprintln!("{WORKER_NAME}: {e}");
                 return 71;
             }
@@ -183,7 +200,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
         served += 1;
         // With no context yet, no path was resolved: the answer rests on
         // the lists alone.
-        let unchanged = match keys.as_mut().map(KeyContext::renew) {
+        let unchanged = match keys.as_mut().map(|k| k.reuse.renew(&mut k.ctx)) {
             None => true,
             Some(Ok(unchanged)) => unchanged,
             Some(Err(_)) => {
@@ -207,7 +224,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
         };
         if !hit {
             if let Some(k) = keys.as_mut() {
-                k.watch_anew();
+                k.reuse.watch_anew();
             }
             // Its length (filled in below), then the records.
             let mut records = vec![0u8; 8];
@@ -223,21 +240,23 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
                 if result.is_ok() {
                     mark_mounts(k, &mut Sink { out: &mut records });
                 }
-                let marks = k.take_marks();
+                let marks = k.ctx.take_marks();
                 if result.is_ok() {
                     let mut sink = Sink { out: &mut records };
                     for m in marks {
                         sink.mark(m);
                     }
                 }
-                k.forget_dirs(); // hold no mount busy while idle
+                // Hold no mount busy while idle.
+                k.ctx.forget_dirs();
+                k.reuse.forget_dirs();
             }
             let inputs = match result {
                 // Reusable only if every directory read is watched and
                 // none changed while it was read.
                 Ok(inputs) => keys
                     .as_ref()
-                    .is_none_or(KeyContext::settled)
+                    .is_none_or(|k| k.reuse.settled())
                     .then_some(inputs),
                 Err(fatal) => {
                     Sink { out: &mut records }.record(b'F', &fatal.to_string());
@@ -247,7 +266,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
             if inputs.is_none()
                 && let Some(k) = keys.as_mut()
             {
-                k.drop_watches();
+                k.reuse.drop_watches();
             }
             let len = (records.len() - 8) as u64;
             records[..8].copy_from_slice(&len.to_ne_bytes());
@@ -273,45 +292,17 @@ pub(crate) fn receive(
     sock: &UnixStream,
 ) -> io::Result<Option<Result<Option<fs::File>, ResolveError>>> {
     let mut tag = [0u8; 1];
-    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    loop {
-        let mut iov = [io::IoSliceMut::new(&mut tag)];
-        let msg = match recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(m) => m,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        if msg.bytes == 0 {
-            return Ok(None);
-        }
-        let mut files: Vec<fs::File> = Vec::new();
-        let truncated = match msg.cmsgs() {
-            Ok(cmsgs) => {
-                for c in cmsgs {
-                    if let ControlMessageOwned::ScmRights(fds) = c {
-                        // SAFETY: descriptors just received are ours.
-                        files.extend(
-                            fds.into_iter()
-                                .map(|fd| fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })),
-                        );
-                    }
-                }
-                false
-            }
-            Err(_) => true,
-        };
-        return Ok(Some(match (tag[0], files.len(), truncated) {
-            (b'N', 0, false) => Ok(None),
-            (b'B', 1, false) => Ok(files.pop()),
-            (b'B', _, _) => Err(ResolveError::NoDescriptor),
-            (t, ..) => Err(ResolveError::BadRequest(char::from(t))),
-        }));
+    let got = fd::recv_with_fd(sock.as_fd(), &mut tag)?;
+    if got.bytes == 0 {
+        return Ok(None);
     }
+    let mut files: Vec<fs::File> = got.fds.into_iter().map(fs::File::from).collect();
+    Ok(Some(match (tag[0], files.len(), got.truncated) {
+        (b'N', 0, false) => Ok(None),
+        (b'B', 1, false) => Ok(files.pop()),
+        (b'B', _, _) => Err(ResolveError::NoDescriptor),
+        (t, ..) => Err(ResolveError::BadRequest(char::from(t))),
+    }))
 }
 
 /// Which list an entry came from, for messages and the symlink rule.
@@ -323,7 +314,7 @@ pub(crate) enum Source {
 
 /// What a resolution reads besides the filesystem: the lists' bytes and,
 /// for a user process, the home directory. Two resolutions of equal inputs
-/// find the same keys if nothing they looked at changed ([`crate::resolve::watch`]).
+/// find the same keys if nothing they looked at changed ([`reuse`]).
 #[derive(PartialEq, Eq)]
 pub(crate) struct Inputs {
     /// The base list; None when there is none.
@@ -388,7 +379,7 @@ pub(crate) fn base_list_name() -> PathBuf {
 /// symlink in the last component), with its warnings for the log.
 pub(crate) fn resolve_base(
     base: Option<&[u8]>,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let Some(bytes) = base else {
@@ -421,7 +412,7 @@ pub(crate) fn emit_base(
     line: usize,
     path: &[u8],
     shape: Shape,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
 ) -> Result<(), ResolveError> {
     let path = Path::new(OsStr::from_bytes(path));
     let list = base_list_name();
@@ -468,12 +459,23 @@ pub(crate) fn read_base(base: Option<&fs::File>) -> Result<Option<Vec<u8>>, Reso
         .transpose()
 }
 
-/// The key context, made on first use (reading the mount table is the
-/// largest fixed cost of a resolution, and a list may have no entry of a
-/// kind).
-pub(crate) fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, ResolveError> {
+/// A resolver's key context and the watches on what it read ([`reuse`]),
+/// made together and kept across requests.
+pub(crate) struct Keys {
+    pub(crate) ctx: KeyContext,
+    pub(crate) reuse: Reuse,
+}
+
+/// The key context and its watches, made on first use (reading the mount
+/// table is the largest fixed cost of a resolution, and a list may have no
+/// entry of a kind).
+pub(crate) fn context(keys: &mut Option<Keys>) -> Result<&mut Keys, ResolveError> {
     if keys.is_none() {
-        *keys = Some(KeyContext::new().map_err(|e| ResolveError::MountTable(e.to_string()))?);
+        let ctx = KeyContext::new().map_err(|e| ResolveError::MountTable(e.to_string()))?;
+        *keys = Some(Keys {
+            ctx,
+            reuse: Reuse::new(),
+        });
     }
     Ok(keys.as_mut().expect("just set"))
 }
@@ -484,7 +486,7 @@ pub(crate) fn context(keys: &mut Option<KeyContext>) -> Result<&mut KeyContext, 
 pub(crate) fn resolve_user(
     user: &User,
     inputs: &Inputs,
-    keys: &mut Option<KeyContext>,
+    keys: &mut Option<Keys>,
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let home = user.dir.as_os_str().as_bytes();
@@ -558,7 +560,7 @@ pub(crate) fn emit(
     path: &Path,
     shape: Shape,
     last: LastComponent,
-    keys: &mut KeyContext,
+    keys: &mut Keys,
 ) -> Result<(), ResolveError> {
     let tag = if source == Source::Home { b'U' } else { b'A' };
     // The user's list names paths by line number only: it is read outside
@@ -574,15 +576,17 @@ pub(crate) fn emit(
         Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
         Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
     };
+    let Keys { ctx, reuse } = keys;
     let found = match shape {
-        Shape::File => keys.resolve(path, last, sink),
-        Shape::Exception => keys.resolve(
+        Shape::File => ctx.resolve(path, last, sink, reuse),
+        Shape::Exception => ctx.resolve(
             path,
             last,
             &mut KindSink {
                 inner: sink,
                 kind: exc_kind,
             },
+            reuse,
         ),
         Shape::Dir | Shape::DirException => {
             let (kind, budget) = if shape == Shape::Dir {
@@ -590,7 +594,7 @@ pub(crate) fn emit(
             } else {
                 (exc_kind, None)
             };
-            match keys.resolve_dir(path, kind, budget, sink) {
+            match ctx.resolve_dir(path, kind, budget, sink, reuse) {
                 Ok(scan) => {
                     let unmarked = (scan.unmarked > 0).then(|| {
                         format!(
@@ -681,8 +685,8 @@ pub(crate) fn emit(
 /// warning naming each mount point that could not be examined (for the user
 /// for the user's list, for the log for the base list). A mount table that
 /// cannot be read is a warning too: the entries themselves still apply.
-pub(crate) fn mark_mounts(keys: &mut KeyContext, sink: &mut Sink<'_>) {
-    let problems = match keys.mark_mounts_below(sink) {
+pub(crate) fn mark_mounts(keys: &mut Keys, sink: &mut Sink<'_>) {
+    let problems = match keys.ctx.mark_mounts_below(sink, &mut keys.reuse) {
         Ok(p) => p,
         Err(e) => {
             sink.record(
@@ -732,13 +736,8 @@ pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
     if !user.uid.is_root() && nix::unistd::setuid(Uid::from_raw(0)).is_ok() {
         return Err(fail("root could be regained afterwards".into()));
     }
-    // SAFETY: a plain prctl call.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(fail(format!(
-            "PR_SET_DUMPABLE: {}",
-            io::Error::last_os_error()
-        )));
-    }
+    prctl::set_dumpable(false)
+        .map_err(|e| fail(format!("PR_SET_DUMPABLE: {}", io::Error::from(e))))?;
     Ok(())
 }
 
