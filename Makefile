@@ -228,11 +228,12 @@ vm-test: package package-next guest-tools
 	  else t0=$$(date +%s); t1=; { $(call vm_suite,$(s)) && { t1=$$(date +%s); $(call vm_no_bpf,$(s)); }; } || rc=1; \
 	    printf '%s %s %s\n' "$$t1" "$$t0" "$$(date +%s)" >build/vm-$(s).times; fi; ) \
 	for p in $$pids; do wait "$$p" || rc=1; done; \
+	scripts/vm-times.sh "$$started" $(VM_SUITES); \
 	for log in $(foreach s,$(VM_SUITES),build/vm-$(s).log build/vm-$(s)-no-bpf.log); do \
 	  [ -e "$$log" ] || { echo "== vm-test: $$log: not run (its suite failed first)"; continue; }; \
-	  printf '== vm-test: %s: %s\n' "$$log" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' "$$log" | tr '\n' ' ')"; \
+	  printf '== vm-test: %s: %s\n' "$$log" "$$(grep -aE 'passed, [0-9]+ failed|^GUEST SUITE:|^vm-test: ' "$$log" | tail -n 4 | tr '\n' ' ')"; \
+	  grep -aE '^ *FAIL|^not ok|TIMEOUT|timed out|Kernel panic' "$$log" | grep -v 'the bpf LSM is not active' | head -n 8 | sed 's/^/    /'; \
 	done; \
-	scripts/vm-times.sh "$$started" $(VM_SUITES); \
 	exit "$$rc"
 
 # The short extra boot of vm-test: a kernel whose LSM list lacks bpf (boot,
