@@ -16,9 +16,6 @@ use crate::kernel::skel::{self};
 /// Where bpffs is normally mounted.
 pub const BPFFS: &str = "/sys/fs/bpf";
 
-/// statfs f_type of bpffs (include/uapi/linux/magic.h: BPF_FS_MAGIC).
-pub(super) const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-
 /// The program that only kernels with `security_file_ioctl_compat()` can
 /// attach ("lsm: new security_file_ioctl_compat() hook": mainline 6.8, and
 /// the 6.1 and 6.6 stable series); found by its BPF LSM attach point in the
@@ -75,7 +72,7 @@ pub fn read_lsm_list() -> Option<String> {
 pub fn ensure_bpffs() -> Result<(), BpfError> {
     let is_bpffs = |p: &str| {
         nix::sys::statfs::statfs(p)
-            .map(|s| s.filesystem_type().0 == BPF_FS_MAGIC)
+            .map(|s| s.filesystem_type().0 == crate::os::fs_magic::BPFFS)
             .unwrap_or(false)
     };
     if is_bpffs(BPFFS) {

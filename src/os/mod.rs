@@ -12,6 +12,7 @@
 pub mod cgroup;
 pub mod child;
 pub mod fd;
+pub mod fs_magic;
 pub mod ioctl;
 pub mod paths;
 pub mod process;

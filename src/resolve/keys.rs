@@ -33,6 +33,7 @@ use std::path::Path;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::os::fd;
+use crate::os::fs_magic;
 use crate::os::ioctl::{
     FS_CASEFOLD_FL, XFS_FSOP_GEOM_FLAGS_DIRV2CI, btrfs_subvol, fs_flags, xfs_geometry_flags,
 };
@@ -217,17 +218,13 @@ pub enum KeyError {
     Stat(io::Error),
 }
 
-/// statfs f_type values (include/uapi/linux/magic.h).
-const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
-const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
-
 /// Filesystems that number inodes with iunique() when an inode enters the
 /// cache (fs/fat/inode.c fat_build_inode, fs/exfat/inode.c exfat_build_inode),
 /// so the number a key holds may not be the number the hook sees later.
 pub fn unstable_inode_numbers(f_type: i64) -> Option<&'static str> {
     match f_type {
-        0x4d44 => Some("a FAT (vfat/msdos) filesystem"),
-        0x2011_bab0 => Some("an exFAT filesystem"),
+        fs_magic::MSDOS => Some("a FAT (vfat/msdos) filesystem"),
+        fs_magic::EXFAT => Some("an exFAT filesystem"),
         _ => None,
     }
 }
@@ -436,7 +433,7 @@ impl KeyContext {
                 } else {
                     let fd = open_at(dir_fd, name, libc::O_PATH | libc::O_NOFOLLOW)
                         .map_err(KeyError::Stat)?;
-                    if fs_type(&fd).map_err(KeyError::Stat)? == BTRFS_SUPER_MAGIC {
+                    if fs_type(&fd).map_err(KeyError::Stat)? == fs_magic::BTRFS {
                         subvol_of(&fd, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)
                             .map_err(KeyError::Stat)?
                     } else {
@@ -621,7 +618,7 @@ impl KeyContext {
                             }
                         };
                         let ft = fs_type(&sub).map_err(KeyError::Stat)?;
-                        let subvol = if ft == BTRFS_SUPER_MAGIC {
+                        let subvol = if ft == fs_magic::BTRFS {
                             subvol_of(&sub, libc::O_RDONLY | libc::O_DIRECTORY)
                                 .map_err(KeyError::Stat)?
                         } else {
@@ -758,12 +755,12 @@ impl KeyContext {
         }
         self.mark_path(path).map_err(KeyError::Stat)?;
         let dev = self.device(&stx);
-        let subvol = if fs_type == BTRFS_SUPER_MAGIC {
+        let subvol = if fs_type == fs_magic::BTRFS {
             subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY).map_err(KeyError::Stat)?
         } else {
             0
         };
-        let watchable = if fs_type == OVERLAYFS_SUPER_MAGIC
+        let watchable = if fs_type == fs_magic::OVERLAYFS
             && kernel_dev(stx.stx_dev_major, stx.stx_dev_minor) != dev
         {
             Err(
@@ -836,11 +833,11 @@ impl KeyContext {
                 let dev = self.device(&stx);
                 let mode = u32::from(stx.stx_mode) & libc::S_IFMT;
                 let subvol = match mode {
-                    libc::S_IFDIR if fs_type(&fd)? == BTRFS_SUPER_MAGIC => {
+                    libc::S_IFDIR if fs_type(&fd)? == fs_magic::BTRFS => {
                         subvol_of(&fd, libc::O_RDONLY | libc::O_DIRECTORY)?
                     }
                     // A symlink is never a subvolume root: its directory's.
-                    libc::S_IFLNK if fs_type(&fd)? == BTRFS_SUPER_MAGIC => {
+                    libc::S_IFLNK if fs_type(&fd)? == fs_magic::BTRFS => {
                         let at = part.iter().rposition(|&b| b == b'/').unwrap_or(0);
                         let parent = if at == 0 { &b"/"[..] } else { &part[..at] };
                         let dir =
@@ -952,7 +949,7 @@ pub fn socket_key(path: &[u8]) -> Result<(FileKey, OwnedFd), SocketKeyError> {
     let mut mountinfo = fs::File::open("/proc/self/mountinfo").map_err(SocketKeyError::Stat)?;
     let mut mounts = MountTable::read_from(&mut mountinfo).map_err(SocketKeyError::Stat)?;
     let dev = device_of_statx(&stx, &mut mounts, &mut mountinfo);
-    let subvol = if fs_type(&fd).map_err(SocketKeyError::Stat)? == BTRFS_SUPER_MAGIC {
+    let subvol = if fs_type(&fd).map_err(SocketKeyError::Stat)? == fs_magic::BTRFS {
         // A socket cannot be opened for the ioctl; its directory is in the
         // same subvolume.
         let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -1026,7 +1023,7 @@ pub fn descriptor_keys(
         }
         // A duplicate, closed when dropped: n is not ours to keep.
         let fd = fd::dup(n)?;
-        let subvol = if fs_type(&fd)? == BTRFS_SUPER_MAGIC {
+        let subvol = if fs_type(&fd)? == fs_magic::BTRFS {
             btrfs_subvol(fd.as_fd())?
         } else {
             0
@@ -1047,10 +1044,6 @@ pub const CASE_INSENSITIVE: &str = "its directory is case-insensitive: one name 
      there and the hook compares bytes, so a sandbox may open, create, link or rename no file \
      in that directory (the name is watched by refusal, not by match)";
 
-const EXT4_SUPER_MAGIC: i64 = 0xef53;
-const F2FS_SUPER_MAGIC: i64 = 0xf2f5_2010;
-const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
-
 /// Whether directory `fd` (on a filesystem of statfs type `f_type`) looks
 /// names up without regard to case: an ext4 or F2FS directory with
 /// `FS_CASEFOLD_FL` (`chattr +F`), or any directory of an XFS made with
@@ -1059,7 +1052,7 @@ const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
 /// when it cannot be told (a directory the resolver may not open for
 /// reading; the hook still sees ext4 and F2FS casefold by itself).
 fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
-    if ![EXT4_SUPER_MAGIC, F2FS_SUPER_MAGIC, XFS_SUPER_MAGIC].contains(&f_type) {
+    if ![fs_magic::EXT4, fs_magic::F2FS, fs_magic::XFS].contains(&f_type) {
         return false;
     }
     let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -1070,7 +1063,7 @@ fn case_insensitive(fd: &OwnedFd, f_type: i64) -> bool {
     ) else {
         return false;
     };
-    if f_type == XFS_SUPER_MAGIC {
+    if f_type == fs_magic::XFS {
         return xfs_geometry_flags(dir.as_fd())
             .is_ok_and(|flags| flags & XFS_FSOP_GEOM_FLAGS_DIRV2CI != 0);
     }
@@ -1252,9 +1245,9 @@ mod tests {
         // statfs f_type values from include/uapi/linux/magic.h.
         assert!(unstable_inode_numbers(0x4d44).is_some());
         assert!(unstable_inode_numbers(0x2011_bab0).is_some());
-        assert_eq!(unstable_inode_numbers(0xef53), None, "ext4");
+        assert_eq!(unstable_inode_numbers(fs_magic::EXT4), None, "ext4");
         assert_eq!(unstable_inode_numbers(0x0102_1994), None, "tmpfs");
-        assert_eq!(unstable_inode_numbers(BTRFS_SUPER_MAGIC), None);
+        assert_eq!(unstable_inode_numbers(fs_magic::BTRFS), None);
         let e = KeyError::Unsupported("an exFAT filesystem").to_string();
         assert!(
             e.contains("exFAT") && e.contains("cannot be denied reliably"),

@@ -80,14 +80,20 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
+use crate::os::fs_magic;
 use crate::os::sys::{fs_type, open_at, statx_fd};
 use crate::resolve::witness::{WalkEnd, Witness};
 
 /// statfs `f_type` of the filesystems whose directory changes all pass
 /// through this kernel's VFS, and so raise inotify events
 /// (include/uapi/linux/magic.h): ext2/3/4, XFS, btrfs, tmpfs, F2FS.
-pub const LOCAL_FILESYSTEMS: [i64; 5] =
-    [0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994, 0xf2f5_2010];
+pub const LOCAL_FILESYSTEMS: [i64; 5] = [
+    fs_magic::EXT4,
+    fs_magic::XFS,
+    fs_magic::BTRFS,
+    fs_magic::TMPFS,
+    fs_magic::F2FS,
+];
 
 /// Directories watched in one resolution at most; past that, the resolution
 /// is not reusable (see the module docs). inotify watches count against the
