@@ -26,7 +26,7 @@
 #define AGENT_SANDBOX_MAX_SANDBOXES 65536
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
- * be used (agent_sandbox.bpf.c: walk_memo_store): about 120 bytes each,
+ * be used (maps.bpf.h: walk_memo_store): about 120 bytes each,
  * preallocated (2 MiB); not pinned, so not part of the layout.
  */
 #define AGENT_SANDBOX_MEMO_HASH_ENTRIES 16384
