@@ -32,7 +32,8 @@ static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_
 	 * KIND_OPEN keys after a drop, and a lost mark of a freed inode is
 	 * never needed again.
 	 */
-	for (__u32 kind = AGENT_SANDBOX_KIND_DIR_BASE; kind <= AGENT_SANDBOX_KIND_EXC_USER; kind++) {
+	for (__u32 kind = AGENT_SANDBOX_KIND_DIR_BASE; kind <= AGENT_SANDBOX_KIND_EXC_USER;
+	     kind++) {
 		dk.file.kind = kind;
 		bpf_map_delete_elem(&deny_map, &dk);
 	}

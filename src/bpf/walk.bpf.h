@@ -70,14 +70,14 @@ extern const void mount_lock __ksym __weak;
 /* The state of one walk; its pointers are plain numbers, read through probe reads. */
 struct walk_ctx {
 	__u64 cgid;
-	__u64 dentry; /* struct dentry * of this level */
-	__u64 mnt;    /* struct mount * of that dentry, 0: do not cross mounts */
-	__u32 base;   /* WALK_* for the base list */
-	__u32 user;   /* WALK_* for the user's list */
-	__u32 done;   /* the root was reached or both lists decided */
+	__u64 dentry;  /* struct dentry * of this level */
+	__u64 mnt;     /* struct mount * of that dentry, 0: do not cross mounts */
+	__u32 base;    /* WALK_* for the base list */
+	__u32 user;    /* WALK_* for the user's list */
+	__u32 done;    /* the root was reached or both lists decided */
 	__u32 sb_base; /* base and user as the first superblock root was reached */
 	__u32 sb_user;
-	__u32 at_sb;   /* 1 once the walk has passed the first superblock root */
+	__u32 at_sb;      /* 1 once the walk has passed the first superblock root */
 	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
 	__u32 pad;
 };
@@ -204,7 +204,8 @@ static long walk_step(__u64 index, void *ctx)
 				size = len;
 				asm volatile("%[size] &= 255" : [size] "+r"(size));
 				if (bpf_probe_read_kernel(nk->name, size, name))
-					c->base = c->user = WALK_DENY; /* unreadable name: fail closed */
+					c->base = c->user =
+						WALK_DENY; /* unreadable name: fail closed */
 				else
 					note_marks(&c->base, &c->user, &name_map, nk,
 						   &nk->dir.kind);
