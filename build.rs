@@ -8,7 +8,19 @@ use libbpf_cargo::SkeletonBuilder;
 const SRC: &str = "src/bpf/agent_sandbox.bpf.c";
 /// The feature probes the daemon loads before the programs (src/kernel/variant.rs).
 const PROBE_SRC: &str = "src/bpf/probe.bpf.c";
-const HEADERS: [&str; 2] = ["src/bpf/agent_sandbox.h", "bpf/kernel_types.h"];
+/// The kernel types both include; the headers of src/bpf/ are found by `bpf_headers()`.
+const KERNEL_TYPES: &str = "bpf/kernel_types.h";
+
+/// Every `src/bpf/*.h`, sorted: agent_sandbox.h and the `*.bpf.h` that SRC includes.
+fn bpf_headers() -> Vec<PathBuf> {
+    let mut headers: Vec<PathBuf> = std::fs::read_dir("src/bpf")
+        .expect("reading src/bpf")
+        .map(|entry| entry.expect("reading src/bpf").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "h"))
+        .collect();
+    headers.sort();
+    headers
+}
 
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -27,7 +39,8 @@ fn main() {
         .expect("compiling src/bpf/probe.bpf.c (needs clang; run `make deps`)");
     println!("cargo:rerun-if-changed={SRC}");
     println!("cargo:rerun-if-changed={PROBE_SRC}");
-    for header in HEADERS {
-        println!("cargo:rerun-if-changed={header}");
+    println!("cargo:rerun-if-changed={KERNEL_TYPES}");
+    for header in bpf_headers() {
+        println!("cargo:rerun-if-changed={}", header.display());
     }
 }

@@ -2,7 +2,7 @@
 /*
  * The one definition of the map layout shared by the BPF program and the
  * daemon. The skeleton generator turns these types into Rust
- * (`types::deny_key`, ...); `src/maps.rs` checks its own key types against
+ * (`types::deny_key`, ...); `src/kernel/codec.rs` checks its own key types against
  * them and repeats filter_bit() (its unit test holds values computed with gcc
  * from this header).
  *
@@ -26,7 +26,7 @@
 #define AGENT_SANDBOX_MAX_SANDBOXES 65536
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
- * be used (agent_sandbox.bpf.c: walk_memo_store): about 120 bytes each,
+ * be used (maps.bpf.h: walk_memo_store): about 120 bytes each,
  * preallocated (2 MiB); not pinned, so not part of the layout.
  */
 #define AGENT_SANDBOX_MEMO_HASH_ENTRIES 16384
@@ -179,7 +179,7 @@ struct name_key {
 /*
  * The filter's bit index for inode number `ino` under `tag`: Fibonacci
  * hashing (multiply by 2^64 / golden ratio, keep the top bits), which spreads
- * runs of consecutive inode numbers evenly. src/maps.rs repeats it; its unit
+ * runs of consecutive inode numbers evenly. src/kernel/filter.rs repeats it; its unit
  * test holds values computed with gcc from this function.
  */
 static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)

@@ -4,7 +4,7 @@
  * never attaches) before the real ones, so that it can choose the variant of
  * agent_sandbox.bpf.c a kernel's verifier accepts at once, instead of paying
  * for the verification of the whole object only to have it rejected
- * (src/variant.rs).
+ * (src/kernel/variant.rs).
  *
  * probe_memo_store: walk memos in inode storage. file_open passes the
  * opened file's directory inode, reached as file->f_path.dentry->d_parent->

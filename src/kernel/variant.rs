@@ -21,7 +21,7 @@ pub enum Part {
     /// with [`Part::WalkMemos`]) they live in an LRU hash keyed by the
     /// directory inode's address, which the inode's free deletes.
     MemoInodeStorage,
-    /// Walk memos (`walk_memos_on` in the program's .rodata, the
+    /// Walk memos (`walk_memo_store` in the program's .rodata, the
     /// `vfs_rename_exit` fexit program that keeps them valid): in a sandbox
     /// with directory entries, an open takes the directories above the
     /// file from its directory's memo instead of walking them.

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Every map of agent_sandbox.bpf.o and its load-time constants (.rodata),
+ * in one place: what the programs keep, and what the daemon reads and writes
+ * (src/kernel/sandboxes.rs and filter.rs, through the skeleton). The key and value types are in
+ * agent_sandbox.h, shared with the daemon.
+ * Uses: no other .bpf.h. Hooks: none.
+ */
+#ifndef AGENT_SANDBOX_MAPS_BPF_H
+#define AGENT_SANDBOX_MAPS_BPF_H
+
+/* Read by the daemon from the skeleton's rodata to name its pin directory. */
+const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
+
+/*
+ * Where walk memos live, set by the daemon before load (src/kernel/variant.rs):
+ * MEMO_INODE_STORAGE, the directory's inode storage; MEMO_HASH, the LRU hash
+ * walk_memo_hash keyed by the directory inode's address, for a kernel whose
+ * verifier refuses inode storage there (7.x types file->f_path.dentry as
+ * untrusted, and bpf_inode_storage_get() refuses the directory's inode
+ * reached through it); MEMO_NONE, no memos (every open in a sandbox with
+ * directory entries walks from the file). .rodata is frozen at load, so the
+ * verifier takes this for a constant and never visits the branches it rules
+ * out (kernel/bpf/verifier.c: a load from a read-only map whose value is
+ * known; dead branches are removed before JIT), and the test costs nothing
+ * at run time.
+ */
+#define MEMO_NONE 0
+#define MEMO_INODE_STORAGE 1
+#define MEMO_HASH 2
+const volatile __u32 walk_memo_store = MEMO_INODE_STORAGE;
+
+/* {sandbox cgroup id, file key} -> 1. Written by agent-sandbox-execd; keys of freed inodes are deleted here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_DENY);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct deny_key);
+	__type(value, __u8);
+} deny_map SEC(".maps");
+
+/* {sandbox cgroup id, directory key, name} -> 1. Written only by agent-sandbox-execd. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_DENY);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct name_key);
+	__type(value, __u8);
+} name_map SEC(".maps");
+
+/* Set of sandbox cgroup ids (u64 -> 1). Written only by agent-sandbox-execd. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_SANDBOXES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, __u8);
+} agent_cgid_set SEC(".maps");
+
+/* Low bits of a cgroup id -> that sandbox's id, 0 or SLOT_SHARED (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} sandbox_slots SEC(".maps");
+
+/* The listed-key bitmap (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_FILTER_WORDS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} key_filter SEC(".maps");
+
+/*
+ * Count of deny_map keys dropped by inode_free_security, for the daemon: while
+ * it is unchanged, the daemon's record of deny_map is exact and a no-change
+ * apply need not write the keys again.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} dropped_keys SEC(".maps");
+
+/* Per-CPU room for a name_key, too big for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct name_key);
+} name_scratch SEC(".maps");
+
+/* ---- Walk memos (walk.bpf.h: "Directory entries and exceptions") ---- */
+
+/* One struct walk_gens (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct walk_gens);
+} walk_gens SEC(".maps");
+
+/* Directory inode -> its walk memo (agent_sandbox.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct walk_memo);
+} walk_memos SEC(".maps");
+
+/*
+ * The same memos for MEMO_HASH: {directory inode's address, i_ino} -> memo.
+ * inode_free_security deletes a directory's memo before the inode's memory
+ * can be reused, as inode storage is freed with its inode; LRU, so that
+ * memos of directories that stay cached cannot fill it (an evicted memo is
+ * a walk, nothing else). max_entries is set by the daemon (1 when unused).
+ */
+struct memo_key {
+	__u64 inode;
+	__u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MEMO_HASH_ENTRIES);
+	__type(key, struct memo_key);
+	__type(value, struct walk_memo);
+} walk_memo_hash SEC(".maps");
+
+/* ---- Side doors I (sockets.bpf.h) ---- */
+
+/* Room for allowed sockets, shared by all sandboxes (a few per user). */
+#define SOCK_ALLOW_MAX 65536
+
+/*
+ * {sandbox cgroup id, file key (kind 0) of a bound socket's inode} -> 1: a
+ * socket this sandbox may connect and send to although a process of the same
+ * uid made it outside (see "Side doors I" in sockets.bpf.h). Written by
+ * agent-sandbox-execd; the keys of a freed socket inode are deleted by
+ * inode_free_security, so a socket that later gets the same inode number is
+ * not allowed by mistake.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SOCK_ALLOW_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct deny_key);
+	__type(value, __u8);
+} sock_allow SEC(".maps");
+
+#endif /* AGENT_SANDBOX_MAPS_BPF_H */

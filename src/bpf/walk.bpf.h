@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Directory entries and exceptions (the section below): the walk up an opened
+ * file's dentry and mount chain (walk_denied()), the walk of file_open with
+ * its memos (open_walk_denied()), and the program that makes every memo stale
+ * after a directory moved.
+ * Uses: maps.bpf.h, keys.bpf.h. Programs: fexit/vfs_rename.
+ */
+#ifndef AGENT_SANDBOX_WALK_BPF_H
+#define AGENT_SANDBOX_WALK_BPF_H
+
+/*
+ * ---- Directory entries and exceptions -------------------------------------
+ *
+ * A list line `DIR/` denies every non-directory below DIR, at any depth and
+ * by any name; `!PATH` and `!DIR/` re-allow what the same list's directory
+ * entries deny (agent_sandbox.h: KIND_DIR_*, KIND_EXC_*). For a sandboxed
+ * task whose sandbox has directory entries (SBX_DIRS), file_open walks the
+ * opened dentry's d_parent chain: the dentry tree of the superblock, which no
+ * bind mount, mount namespace or user namespace can fake (a bind mount of a
+ * subdirectory shares its dentries, so the walk goes on above the bind
+ * root). At a superblock's root (d_parent == itself) it continues at the
+ * mount point of the file's mount (struct mount: mnt_mountpoint,
+ * mnt_parent; fs/mount.h, real_mount()), so a filesystem mounted below an
+ * entry is covered through that mount. At each level, one key_filter probe
+ * per key (the inode by FILTER_TAG_FILE, its parent by FILTER_TAG_DIR for
+ * the name) answers "no mark here" before any hash lookup. Per list, the
+ * nearest mark decides (src/lists/denylist.rs: decide()); either list denying
+ * denies. A walk that does not reach the root within
+ * AGENT_SANDBOX_WALK_DEPTH levels denies (fail closed), and so does one
+ * that a rename anywhere overlapped twice: rename_lock's sequence count
+ * (fs/dcache.c: d_move() and d_exchange() take write_seqlock(&rename_lock))
+ * is read before and after each attempt.
+ *
+ * Walk memos. The walk from a directory up depends only on the sandbox, the
+ * marks, the dentry tree above the directory and, past its superblock's
+ * root, the mounts above the file's mount. file_open keeps the walk's result
+ * from an opened file's parent directory in that directory's inode storage
+ * (walk_memos, struct walk_memo), and the next open of a file there by the
+ * same sandbox judges the file's own level, then takes the rest from the
+ * memo: an inode-storage lookup instead of a walk. A memo is used only
+ * while the marks (walk_gens.marks, bumped by the daemon after each apply),
+ * the directories (walk_gens.moves, bumped after each directory rename by
+ * fexit/vfs_rename) and, for the part past the superblock's root, the
+ * mounts (mount_lock's sequence count, fs/namespace.c: every change of the
+ * mount tree takes write_seqlock(&mount_lock)) are as when it was made; the
+ * counts are read before the walk that makes it, so a change during that
+ * walk leaves a memo that is never used. Memos are made only on
+ * filesystems whose directories move only through vfs_rename()
+ * (memo_fs()): on a network or FUSE filesystem d_splice_alias() may move a
+ * directory's dentry on a lookup, without a rename here. A memo lives as
+ * long as the directory's inode is in the inode cache.
+ *
+ * inode_link, inode_rename and inode_symlink refuse a sandboxed task a name
+ * that would carry a file or directory out of, or an inode of its own into,
+ * a directory entry (the walk's answer differs between the old and the new
+ * name), and a symlink below an entry (a user's tool writing through it
+ * would write the secret where the agent reads).
+ */
+
+/* fs/dcache.c: seqlock_t rename_lock; its sequence count is the first word. */
+extern const void rename_lock __ksym __weak;
+/* fs/namespace.c: seqlock_t mount_lock, the same shape. */
+extern const void mount_lock __ksym __weak;
+
+#define WALK_OPEN 0
+#define WALK_DENY 1
+#define WALK_ALLOW 2
+
+/* The state of one walk; its pointers are plain numbers, read through probe reads. */
+struct walk_ctx {
+	__u64 cgid;
+	__u64 dentry;  /* struct dentry * of this level */
+	__u64 mnt;     /* struct mount * of that dentry, 0: do not cross mounts */
+	__u32 base;    /* WALK_* for the base list */
+	__u32 user;    /* WALK_* for the user's list */
+	__u32 done;    /* the root was reached or both lists decided */
+	__u32 sb_base; /* base and user as the first superblock root was reached */
+	__u32 sb_user;
+	__u32 at_sb;      /* 1 once the walk has passed the first superblock root */
+	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
+	__u32 pad;
+};
+
+/* The key of inode `inode` (an address), through probe reads. */
+static __always_inline void read_key(struct file_key *k, struct inode *inode, __u64 ino)
+{
+	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
+
+	k->ino = ino;
+	k->dev = BPF_CORE_READ(sb, s_dev);
+	k->subvol = subvol_from(inode, BPF_CORE_READ(sb, s_magic));
+	k->kind = 0;
+}
+
+/* Does `map` hold key `key` (a deny_key or name_key) with file kind `kind`? */
+static __always_inline bool has_kind(void *map, void *key, __u32 *kind_field, __u32 kind)
+{
+	*kind_field = kind;
+	return bpf_map_lookup_elem(map, key) != NULL;
+}
+
+/* One list's state after this level's marks: the nearest mark decides. */
+static __always_inline void walk_note(__u32 *state, void *map, void *key, __u32 *kind_field,
+				      __u32 dir_kind, __u32 exc_kind)
+{
+	if (*state != WALK_OPEN)
+		return;
+	if (has_kind(map, key, kind_field, dir_kind))
+		*state = WALK_DENY;
+	else if (has_kind(map, key, kind_field, exc_kind))
+		*state = WALK_ALLOW;
+}
+
+/* Both lists' states after the marks of one key. */
+static __always_inline void note_marks(__u32 *base, __u32 *user, void *map, void *key,
+				       __u32 *kind_field)
+{
+	walk_note(base, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_BASE,
+		  AGENT_SANDBOX_KIND_EXC_BASE);
+	walk_note(user, map, key, kind_field, AGENT_SANDBOX_KIND_DIR_USER,
+		  AGENT_SANDBOX_KIND_EXC_USER);
+}
+
+/* Is the walk decided: a list denies, or both have decided? */
+static __always_inline bool walk_decided(__u32 base, __u32 user)
+{
+	return base == WALK_DENY || user == WALK_DENY || (base != WALK_OPEN && user != WALK_OPEN);
+}
+
+/*
+ * May a walk memo be made for a directory of a filesystem with magic
+ * `magic`: one whose directory dentries move only in d_move() and
+ * d_exchange() from vfs_rename() (ext2/3/4, XFS, btrfs, tmpfs, F2FS, and
+ * ramfs: the initramfs's rootfs, below the real root after switch_root, so
+ * every walk that leaves the root filesystem crosses into it)?
+ */
+static __always_inline bool memo_fs(unsigned long magic)
+{
+	return magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC ||
+	       magic == BTRFS_SUPER_MAGIC || magic == TMPFS_MAGIC || magic == F2FS_SUPER_MAGIC ||
+	       magic == RAMFS_MAGIC;
+}
+
+/* One level of the walk (a bpf_loop() callback): 1 stops the loop. */
+static long walk_step(__u64 index, void *ctx)
+{
+	struct walk_ctx *c = ctx;
+	struct dentry *d = (struct dentry *)c->dentry;
+	struct dentry *parent;
+	struct inode *inode;
+	struct deny_key dk = {};
+	struct name_key *nk;
+	const unsigned char *name;
+	__u32 zero = 0, len;
+	__u64 ino, size;
+
+	inode = BPF_CORE_READ(d, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+			read_key(&dk.file, inode, ino);
+			dk.cgid = c->cgid;
+			note_marks(&c->base, &c->user, &deny_map, &dk, &dk.file.kind);
+		}
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d) {
+		struct mount *m = (struct mount *)c->mnt;
+		struct mount *up;
+
+		if (!c->at_sb) {
+			c->at_sb = 1;
+			c->sb_base = c->base;
+			c->sb_user = c->user;
+		}
+		if (!m)
+			goto root;
+		up = BPF_CORE_READ(m, mnt_parent);
+		if (!up || up == m)
+			goto root;
+		d = BPF_CORE_READ(m, mnt_mountpoint);
+		c->dentry = (__u64)d;
+		c->mnt = (__u64)up;
+		if (!memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
+			c->cross_memo = 0;
+		goto next;
+	}
+	inode = BPF_CORE_READ(parent, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
+			nk = bpf_map_lookup_elem(&name_scratch, &zero);
+			if (!nk) {
+				c->base = c->user = WALK_DENY; /* cannot happen; fail closed */
+				goto next;
+			}
+			__builtin_memset(nk, 0, sizeof(*nk));
+			nk->cgid = c->cgid;
+			read_key(&nk->dir, inode, ino);
+			len = BPF_CORE_READ(d, d_name.len);
+			name = BPF_CORE_READ(d, d_name.name);
+			if (len > 0 && len < AGENT_SANDBOX_NAME_LEN) {
+				size = len;
+				asm volatile("%[size] &= 255" : [size] "+r"(size));
+				if (bpf_probe_read_kernel(nk->name, size, name))
+					c->base = c->user =
+						WALK_DENY; /* unreadable name: fail closed */
+				else
+					note_marks(&c->base, &c->user, &name_map, nk,
+						   &nk->dir.kind);
+			}
+		}
+	}
+	c->dentry = (__u64)parent;
+next:
+	if (walk_decided(c->base, c->user)) {
+		c->done = 1;
+		if (!c->at_sb) {
+			c->at_sb = 1;
+			c->sb_base = c->base;
+			c->sb_user = c->user;
+		}
+		return 1;
+	}
+	return 0;
+root:
+	c->done = 1;
+	return 1;
+}
+
+/* The first word of a seqlock_t at `lock` (its sequence count), or 0 if the kernel symbol is unknown. */
+static __always_inline __u32 seq_of(const void *lock)
+{
+	__u32 seq = 0;
+
+	if (lock)
+		bpf_probe_read_kernel(&seq, sizeof(seq), lock);
+	return seq;
+}
+
+/*
+ * The walk of sandbox `cgid` from the (possibly negative) dentry at address
+ * `dentry`, on mount `mnt` (struct mount address, 0 to not cross mounts),
+ * at most `depth` levels, into `c`. False when renames overlapped both
+ * attempts (then nothing in `c` may be used).
+ */
+static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
+				      __u32 depth)
+{
+	__u32 seq;
+	int attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		seq = seq_of(&rename_lock);
+		__builtin_memset(c, 0, sizeof(*c));
+		c->cgid = cgid;
+		c->dentry = dentry;
+		c->mnt = mnt;
+		c->cross_memo = 1;
+		bpf_loop(depth, walk_step, c, 0);
+		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
+			if (!c->done) {
+				/*
+				 * Out of levels: fail closed, for both lists, so that
+				 * no nearer exception can re-allow.
+				 */
+				c->base = c->user = WALK_DENY;
+				if (!c->at_sb)
+					c->sb_base = c->sb_user = WALK_DENY;
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Does a directory entry of sandbox `cgid` deny the (possibly negative)
+ * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
+ * the depth bound or when renames overlap both attempts.
+ */
+static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c;
+
+	if (!walk_from(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH))
+		return true;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/*
+ * The marks of one level reached through BTF pointers: inode `inode`, named
+ * `dentry` in directory `dir`, whose key_filter bits open_denied() found
+ * (`bits`: BIT_FILE, BIT_DIR); the states of both lists in `base`, `user`.
+ */
+static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct dentry *dentry,
+					struct inode *dir, __u32 bits, __u32 *base, __u32 *user)
+{
+	struct deny_key dk = {};
+	struct name_key *nk;
+	__u32 zero = 0, len;
+	__u64 size;
+
+	if (bits & BIT_FILE) {
+		fill_key(&dk.file, inode);
+		dk.cgid = cgid;
+		note_marks(base, user, &deny_map, &dk, &dk.file.kind);
+	}
+	if (!(bits & BIT_DIR))
+		return;
+	nk = bpf_map_lookup_elem(&name_scratch, &zero);
+	if (!nk) {
+		*base = *user = WALK_DENY; /* cannot happen; fail closed */
+		return;
+	}
+	__builtin_memset(nk, 0, sizeof(*nk));
+	nk->cgid = cgid;
+	fill_key(&nk->dir, dir);
+	len = dentry->d_name.len;
+	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
+		return;
+	size = len;
+	asm volatile("%[size] &= 255" : [size] "+r"(size));
+	if (bpf_probe_read_kernel(nk->name, size, dentry->d_name.name))
+		*base = *user = WALK_DENY; /* unreadable name: fail closed */
+	else
+		note_marks(base, user, &name_map, nk, &nk->dir.kind);
+}
+
+/* path_walk_denied(): no memo can be used; walk from the file itself. */
+#define PATH_WALK_WHOLE 2
+
+/*
+ * The walk for a file opened on its own path (`dentry` is the file's): the
+ * file's level here, the rest from the memo of its parent directory, or
+ * walked from there and then kept in its memo. 1: denied, 0: allowed,
+ * PATH_WALK_WHOLE: the caller walks from the file (a mark on the file's
+ * own level, or a file that is its own parent).
+ */
+
+static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
+					    __u32 bits)
+{
+	struct dentry *parent = dentry->d_parent;
+	struct inode *dir = parent->d_inode;
+	struct walk_memo *memo, fresh = {};
+	struct memo_key mk = {};
+	struct walk_ctx c;
+	struct walk_gens *gens;
+	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
+	__u32 mseq, rest_base, rest_user;
+	__u64 mnt = 0, vmnt, p = 0;
+
+	level_marks(cgid, file->f_inode, dentry, dir, bits, &base, &user);
+	if (base == WALK_DENY || user == WALK_DENY)
+		return true;
+	/*
+	 * A mark on the file's own level (an exception, or a walk that failed
+	 * closed there): one walk from the file itself, as without memos. A
+	 * walk from the parent stops at the first deny and leaves the other
+	 * list unwalked, which the file's exception must not then override.
+	 */
+	if (base != WALK_OPEN || user != WALK_OPEN)
+		goto whole;
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!gens)
+		return true; /* cannot happen; fail closed */
+	/* The vfsmount's address, compared and kept as a number. */
+	vmnt = (__u64)file->f_path.mnt;
+	if (walk_memo_store == MEMO_INODE_STORAGE) {
+		memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
+	} else {
+		/* The address as a number (a key), not a pointer. */
+		bpf_probe_read_kernel(&mk.inode, sizeof(mk.inode), &dir);
+		mk.ino = dir->i_ino;
+		memo = bpf_map_lookup_elem(&walk_memo_hash, &mk);
+	}
+	if (memo && memo->cgid == cgid && memo->marks_gen == gens->marks &&
+	    memo->moves_gen == gens->moves) {
+		rest_base = memo->sb_base;
+		rest_user = memo->sb_user;
+		if (walk_decided(rest_base, rest_user))
+			goto combine;
+		if (memo->mnt == vmnt && vmnt && &mount_lock) {
+			mseq = seq_of(&mount_lock);
+			if (!(mseq & 1) && mseq == memo->mount_seq) {
+				rest_base = memo->full_base;
+				rest_user = memo->full_user;
+				goto combine;
+			}
+		}
+	}
+	/* No memo to use: walk from the parent, then keep the result there. */
+	fresh.cgid = cgid;
+	fresh.marks_gen = gens->marks;
+	fresh.moves_gen = gens->moves;
+	mseq = seq_of(&mount_lock);
+	/* Through a probe read, so that the walk's arithmetic is on a number. */
+	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+	if (mnt)
+		mnt -= bpf_core_field_offset(struct mount, mnt);
+	bpf_probe_read_kernel(&p, sizeof(p), &parent);
+	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
+	if (p == (__u64)dentry)
+		goto whole;
+	if (!walk_from(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1))
+		return true;
+	rest_base = c.base;
+	rest_user = c.user;
+	/*
+	 * Not on an encrypted directory (fscrypt): a locked one's names are
+	 * no-key names until the key is added, which changes them without a
+	 * rename (and its subdirectories are all encrypted too).
+	 */
+	if (memo_fs(dir->i_sb->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
+		fresh.sb_base = c.sb_base;
+		fresh.sb_user = c.sb_user;
+		fresh.full_base = c.base;
+		fresh.full_user = c.user;
+		if (c.cross_memo && &mount_lock && !(mseq & 1) && vmnt) {
+			fresh.mnt = vmnt;
+			fresh.mount_seq = mseq;
+		}
+		if (walk_memo_store == MEMO_INODE_STORAGE) {
+			bpf_inode_storage_delete(&walk_memos, dir);
+			bpf_inode_storage_get(&walk_memos, dir, &fresh,
+					      BPF_LOCAL_STORAGE_GET_F_CREATE);
+		} else {
+			/* Replaced whole: a reader sees the old memo or this one. */
+			bpf_map_update_elem(&walk_memo_hash, &mk, &fresh, BPF_ANY);
+		}
+	}
+combine:
+	/* Both lists were OPEN at the file's own level: the rest decides. */
+	return rest_base == WALK_DENY || rest_user == WALK_DENY;
+whole:
+	return PATH_WALK_WHOLE;
+}
+
+/*
+ * The walk for an opened file: from its dentry on its mount (with memos),
+ * or, for a backing file that overlayfs opened with the overlay's path (6.1:
+ * open_with_fake_path()), from the real inode's first alias without
+ * crossing mounts.
+ */
+static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct hlist_node *first;
+	__u64 d = 0, mnt = 0;
+	int verdict;
+
+	if (dentry->d_inode == inode) {
+		if (walk_memo_store != MEMO_NONE) {
+			verdict = path_walk_denied(cgid, file, dentry, bits);
+			if (verdict != PATH_WALK_WHOLE)
+				return verdict;
+		}
+		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+		if (mnt)
+			mnt -= bpf_core_field_offset(struct mount, mnt);
+		bpf_probe_read_kernel(&d, sizeof(d), &dentry);
+	} else {
+		first = inode->i_dentry.first;
+		if (!first)
+			return false;
+		d = (__u64)first - dentry_alias_offset();
+	}
+	/* One walk for both (each call of bpf_loop() is verified on its own). */
+	return walk_denied(cgid, d, mnt);
+}
+
+/*
+ * After a rename (vfs_rename() in fs/namei.c, the one caller of d_move()
+ * and d_exchange() for a rename on a local filesystem) that moved a
+ * directory: every walk memo is stale (walk_gens.moves). Runs for every
+ * task; a rename of a non-directory changes no memo.
+ */
+SEC("fexit/vfs_rename")
+int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
+{
+	struct inode *moved = NULL, *other = NULL;
+	struct walk_gens *gens;
+	unsigned int flags = 0;
+	__u32 zero = 0;
+
+	if (ret != 0)
+		return 0;
+	BPF_CORE_READ_INTO(&moved, rd, old_dentry, d_inode);
+	BPF_CORE_READ_INTO(&other, rd, new_dentry, d_inode);
+	BPF_CORE_READ_INTO(&flags, rd, flags);
+	if (!((moved && (BPF_CORE_READ(moved, i_mode) & S_IFMT) == S_IFDIR) ||
+	      ((flags & RENAME_EXCHANGE) && other &&
+	       (BPF_CORE_READ(other, i_mode) & S_IFMT) == S_IFDIR)))
+		return 0;
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (gens)
+		__sync_fetch_and_add(&gens->moves, 1);
+	return 0;
+}
+
+/* ---- end of directory entries and exceptions ---------------------------- */
+
+#endif /* AGENT_SANDBOX_WALK_BPF_H */
