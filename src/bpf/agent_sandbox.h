@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 7
+enum agent_sandbox_layout_version { AGENT_SANDBOX_LAYOUT_VERSION = 7 };
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -21,15 +21,15 @@
  * memory; the daemon caps each uid at 131072 entries so that no user can fill
  * the maps for the others.
  */
-#define AGENT_SANDBOX_MAX_DENY 1048576
+enum agent_sandbox_max_deny { AGENT_SANDBOX_MAX_DENY = 1048576 };
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
-#define AGENT_SANDBOX_MAX_SANDBOXES 65536
+enum agent_sandbox_max_sandboxes { AGENT_SANDBOX_MAX_SANDBOXES = 65536 };
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
  * be used (maps.bpf.h: walk_memo_store): about 120 bytes each,
  * preallocated (2 MiB); not pinned, so not part of the layout.
  */
-#define AGENT_SANDBOX_MEMO_HASH_ENTRIES 16384
+enum agent_sandbox_memo_hash_entries { AGENT_SANDBOX_MEMO_HASH_ENTRIES = 16384 };
 
 /*
  * sandbox_slots: an array indexed by the low bits of the cgroup id. A slot
@@ -38,7 +38,7 @@
  * verifier inlines array lookups, so a task outside every sandbox pays one
  * helper call, one load and a compare instead of a hash lookup.
  */
-#define AGENT_SANDBOX_SLOTS 4096
+enum agent_sandbox_slots { AGENT_SANDBOX_SLOTS = 4096 };
 #define AGENT_SANDBOX_SLOT_SHARED 0xffffffffffffffffULL
 /*
  * Or-ed into a slot that holds one sandbox's cgroup id when that sandbox has
@@ -63,13 +63,13 @@
  * writes the bitmap (through mmap), and it never clears a bit that a live key
  * still needs.
  */
-#define AGENT_SANDBOX_FILTER_BITS_LOG2 23
+enum agent_sandbox_filter_bits_log2 { AGENT_SANDBOX_FILTER_BITS_LOG2 = 23 };
 #define AGENT_SANDBOX_FILTER_WORDS (1U << (AGENT_SANDBOX_FILTER_BITS_LOG2 - 6))
-#define AGENT_SANDBOX_FILTER_TAG_FILE 0
-#define AGENT_SANDBOX_FILTER_TAG_DIR 1
+enum agent_sandbox_filter_tag_file { AGENT_SANDBOX_FILTER_TAG_FILE = 0 };
+enum agent_sandbox_filter_tag_dir { AGENT_SANDBOX_FILTER_TAG_DIR = 1 };
 
 /* NAME_MAX from include/uapi/linux/limits.h, plus room for a NUL. */
-#define AGENT_SANDBOX_NAME_LEN 256
+enum agent_sandbox_name_len { AGENT_SANDBOX_NAME_LEN = 256 };
 
 /*
  * file_key.kind: what a deny_map entry says about its inode. name_map's
@@ -88,10 +88,17 @@
  *   operation and leaves the dentry cache byte-wise. Treated as a
  *   case-insensitive KIND_LISTED_DIR.
  */
-#define AGENT_SANDBOX_KIND_OPEN 0
-#define AGENT_SANDBOX_KIND_PATH 1
-#define AGENT_SANDBOX_KIND_LISTED_DIR 2
-#define AGENT_SANDBOX_KIND_FOLDING_DIR 3
+/*
+ * The constants the daemon shares are enumerators, not macros, so that they
+ * reach the object's BTF (through the .rodata variables in maps.bpf.h) and
+ * the skeleton emits them for Rust (src/kernel/codec.rs compares the Rust
+ * side's copies with them).
+ */
+enum agent_sandbox_kind {
+	AGENT_SANDBOX_KIND_OPEN = 0,
+	AGENT_SANDBOX_KIND_PATH = 1,
+	AGENT_SANDBOX_KIND_LISTED_DIR = 2,
+	AGENT_SANDBOX_KIND_FOLDING_DIR = 3,
 /*
  * Directory entries and exceptions (list lines `DIR/`, `!PATH`, `!DIR/`),
  * per list: the base list's (_BASE) and the user's (_USER). On a directory's
@@ -105,11 +112,12 @@
  * key_filter bits (FILTER_TAG_FILE by inode, FILTER_TAG_DIR by the parent of
  * a name), except KIND_HAS_DIRS.
  */
-#define AGENT_SANDBOX_KIND_DIR_BASE 4
-#define AGENT_SANDBOX_KIND_DIR_USER 5
-#define AGENT_SANDBOX_KIND_EXC_BASE 6
-#define AGENT_SANDBOX_KIND_EXC_USER 7
-#define AGENT_SANDBOX_KIND_HAS_DIRS 8
+	AGENT_SANDBOX_KIND_DIR_BASE = 4,
+	AGENT_SANDBOX_KIND_DIR_USER = 5,
+	AGENT_SANDBOX_KIND_EXC_BASE = 6,
+	AGENT_SANDBOX_KIND_EXC_USER = 7,
+	AGENT_SANDBOX_KIND_HAS_DIRS = 8,
+};
 
 /*
  * How many levels the directory-entry walk climbs from an opened file
@@ -117,7 +125,7 @@
  * not reach the root within the bound is denied to a sandbox that has
  * directory entries (fail closed).
  */
-#define AGENT_SANDBOX_WALK_DEPTH 64
+enum agent_sandbox_walk_depth { AGENT_SANDBOX_WALK_DEPTH = 64 };
 
 /*
  * walk_gens, a one-element array of this struct: a walk memo (below) is
@@ -187,5 +195,24 @@ static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)
 	return (__u32)(((ino << 1) | tag) * 0x9E3779B97F4A7C15ULL >>
 		       (64 - AGENT_SANDBOX_FILTER_BITS_LOG2));
 }
+
+/*
+ * One field of each enum above, so that each reaches the object's BTF (the
+ * .rodata variable agent_sandbox_shared in maps.bpf.h holds it; nothing reads
+ * it) and the skeleton emits it for Rust.
+ */
+struct agent_sandbox_shared {
+	enum agent_sandbox_kind kind;
+	enum agent_sandbox_layout_version layout_version;
+	enum agent_sandbox_max_deny max_deny;
+	enum agent_sandbox_max_sandboxes max_sandboxes;
+	enum agent_sandbox_memo_hash_entries memo_hash_entries;
+	enum agent_sandbox_slots slots;
+	enum agent_sandbox_filter_bits_log2 filter_bits_log2;
+	enum agent_sandbox_filter_tag_file filter_tag_file;
+	enum agent_sandbox_filter_tag_dir filter_tag_dir;
+	enum agent_sandbox_name_len name_len;
+	enum agent_sandbox_walk_depth walk_depth;
+};
 
 #endif

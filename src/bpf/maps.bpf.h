@@ -29,6 +29,8 @@ const volatile __u32 layout_version = AGENT_SANDBOX_LAYOUT_VERSION;
 #define MEMO_INODE_STORAGE 1
 #define MEMO_HASH 2
 const volatile __u32 walk_memo_store = MEMO_INODE_STORAGE;
+/* The shared enums' carrier into BTF (agent_sandbox.h); nothing reads it. */
+const volatile struct agent_sandbox_shared agent_sandbox_shared = {};
 
 /* {sandbox cgroup id, file key} -> 1. Written by agent-sandbox-execd; keys of freed inodes are deleted here. */
 struct {

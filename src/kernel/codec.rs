@@ -171,6 +171,58 @@ mod tests {
         }
     }
 
+    /// The Rust side's copies of agent_sandbox.h's enums: lists/ (below the
+    /// skeleton's layer) keeps its own kinds, resolve/ and proto/ their caps.
+    #[test]
+    fn shared_constants_match_the_c_side() {
+        use crate::kernel::skel::types::*;
+        use crate::lists::entries as e;
+        let kinds = [
+            (e::KIND_OPEN, agent_sandbox_kind::AGENT_SANDBOX_KIND_OPEN),
+            (e::KIND_PATH, agent_sandbox_kind::AGENT_SANDBOX_KIND_PATH),
+            (
+                e::KIND_LISTED_DIR,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_LISTED_DIR,
+            ),
+            (
+                e::KIND_FOLDING_DIR,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_FOLDING_DIR,
+            ),
+            (
+                e::KIND_DIR_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_DIR_BASE,
+            ),
+            (
+                e::KIND_DIR_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_DIR_USER,
+            ),
+            (
+                e::KIND_EXC_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_EXC_BASE,
+            ),
+            (
+                e::KIND_EXC_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_EXC_USER,
+            ),
+            (
+                e::KIND_HAS_DIRS,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_DIRS,
+            ),
+        ];
+        for (ours, c) in kinds {
+            assert_eq!(ours, c.0);
+        }
+        assert_eq!(
+            e::NAME_MAX + 1,
+            agent_sandbox_name_len::AGENT_SANDBOX_NAME_LEN.0 as usize
+        );
+        // Eight users at the per-uid cap fill deny_map (proto/resolver.rs).
+        assert_eq!(
+            8 * crate::proto::resolver::MAX_KEYS_PER_UID,
+            agent_sandbox_max_deny::AGENT_SANDBOX_MAX_DENY.0 as usize
+        );
+    }
+
     #[test]
     fn rust_keys_match_the_c_layout() {
         // The KeyBytes contract: no padding, so every byte is a field's.

@@ -3,6 +3,7 @@
 //! (the "certainly not listed" bitmap, kept here as per-bit counts), and
 //! `walk_gens` (the walk memos' generation).
 
+use crate::kernel::skel::types;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -16,7 +17,7 @@ use crate::lists::entries::{
 
 /// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED and
 /// AGENT_SANDBOX_SLOT_DIRS (agent_sandbox.h).
-pub(super) const SLOTS: usize = 4096;
+pub(super) const SLOTS: usize = types::agent_sandbox_slots::AGENT_SANDBOX_SLOTS.0 as usize;
 
 pub(super) const SLOT_SHARED: u64 = u64::MAX;
 
@@ -29,13 +30,16 @@ pub(super) const WALK_GENS: usize = 2;
 pub(super) const WALK_GEN_MARKS: usize = 0;
 
 /// AGENT_SANDBOX_FILTER_BITS_LOG2 (agent_sandbox.h).
-pub(super) const FILTER_BITS_LOG2: u32 = 23;
+pub(super) const FILTER_BITS_LOG2: u32 =
+    types::agent_sandbox_filter_bits_log2::AGENT_SANDBOX_FILTER_BITS_LOG2.0;
 
 pub(super) const FILTER_WORDS: usize = 1 << (FILTER_BITS_LOG2 - 6);
 
-pub(super) const TAG_FILE: u64 = 0;
+pub(super) const TAG_FILE: u64 =
+    types::agent_sandbox_filter_tag_file::AGENT_SANDBOX_FILTER_TAG_FILE.0 as u64;
 
-pub(super) const TAG_DIR: u64 = 1;
+pub(super) const TAG_DIR: u64 =
+    types::agent_sandbox_filter_tag_dir::AGENT_SANDBOX_FILTER_TAG_DIR.0 as u64;
 
 /// Whether deny_map entry `f` has a key_filter bit: only [`KIND_OPEN`] ones,
 /// which the open hook looks up; the hooks that read the other kinds
