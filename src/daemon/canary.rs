@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use crate::kernel::error::BpfError;
 use crate::kernel::programs::Bpf;
+use crate::kernel::sandboxes::Prune;
 use crate::lists::entries::{DenySet, FileKey};
 use crate::os::child::{self, STEP_JOIN, STEP_OPEN};
-use crate::policy::ApplyMode;
 use crate::resolve::keys::{KeyContext, LastComponent, ListingSink};
 use crate::resolve::witness::NoWitness;
 
@@ -227,7 +227,7 @@ fn denied_in(
         source: io::Error::other(e.to_string()),
     })?;
     *cgid = Some(id);
-    bpf.apply(id, &DenySet::new(vec![key], Vec::new()), ApplyMode::Exact)
+    bpf.apply(id, &DenySet::new(vec![key], Vec::new()), Prune::Stale)
         .map_err(CanaryError::Apply)?;
     let (step, errno) = child_open(&cgroup.join("cgroup.procs"), file)?;
     match (step, errno) {

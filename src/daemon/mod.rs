@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::kernel::programs::Bpf;
+use crate::kernel::sandboxes::Prune;
 use crate::lists::entries::{DenySet, FileKey, KIND_OPEN};
 use crate::os::cgroup::{self, Tree};
 use crate::os::paths::Paths;
@@ -553,7 +554,7 @@ impl Daemon {
             self.reapply_failures += 1;
         }
         for (cgid, files) in found {
-            match self.bpf.apply(cgid, &files, ApplyMode::AddOnly) {
+            match self.bpf.apply(cgid, &files, Prune::Keep) {
                 Ok(stats) if stats.added > 0 => {
                     log::info!(
                         "cgroup {cgid}: carried {} keys over from an earlier layout",
@@ -1084,7 +1085,7 @@ impl Daemon {
         // New exceptions an add-only apply left out: the next apply must
         // not be skipped as a repeat of this one.
         let held_back;
-        let removed = match self.bpf.apply(cgid, &res.deny, mode) {
+        let removed = match self.bpf.apply(cgid, &res.deny, prune_for(mode)) {
             Ok(stats) => {
                 log::info!(
                     "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
@@ -1488,6 +1489,16 @@ fn drain(fd: &OwnedFd) {
     let mut buf = [0u8; 64];
     // A non-blocking pipe: read until it is empty (EAGAIN) or closed.
     while matches!(nix::unistd::read(fd, &mut buf), Ok(n) if n > 0) {}
+}
+
+/// The maps' side of an apply mode: only a mode that may loosen a sandbox
+/// ([`policy::may_loosen`]) prunes its stale entries.
+fn prune_for(mode: ApplyMode) -> Prune {
+    if policy::may_loosen(mode) {
+        Prune::Stale
+    } else {
+        Prune::Keep
+    }
 }
 
 #[cfg(test)]

@@ -18,17 +18,29 @@ use crate::kernel::filter::{
 };
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, NameKey};
-use crate::policy::ApplyMode;
 
 /// Value stored for every present key (the maps are sets).
 pub(super) const PRESENT: [u8; 1] = [1];
+
+/// What an apply ([`Bpf::apply`]) does with what the desired set lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prune {
+    /// Remove a sandbox's stale entries and write new exception keys: the
+    /// maps then hold exactly the desired set (the daemon asks for it only
+    /// where its policy lets a launch loosen a sandbox).
+    Stale,
+    /// Keep stale entries and hold new exception keys back: the maps then
+    /// hold at least the desired set (a launch from inside a sandbox, or an
+    /// incomplete scan).
+    Keep,
+}
 
 /// Counts of one diff-apply (file keys and names together).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyStats {
     /// Entries inserted.
     pub added: usize,
-    /// Stale entries removed (with [`ApplyMode::AddOnly`]: stale entries kept).
+    /// Stale entries removed (with [`Prune::Keep`]: stale entries kept).
     pub removed: usize,
     /// Of those, listed entries ([`DenySet::entries`]): what the user is told.
     pub removed_entries: usize,
@@ -246,7 +258,7 @@ impl Bpf {
             .collect()
     }
 
-    /// Makes the maps hold exactly `desired` (with [`ApplyMode::AddOnly`]: at
+    /// Makes the maps hold exactly `desired` (with [`Prune::Keep`]: at
     /// least `desired`) for sandbox `cgid` and marks `cgid` as a sandbox:
     /// inserts the new entries (and their filter bits), then adds `cgid` to
     /// agent_cgid_set and sandbox_slots, then removes stale entries, so the
@@ -262,14 +274,14 @@ impl Bpf {
         &mut self,
         cgid: u64,
         desired: &DenySet,
-        mode: ApplyMode,
+        prune: Prune,
     ) -> Result<ApplyStats, BpfError> {
         self.bump(cgid);
         let current = self.mirror.remove(&cgid).unwrap_or_default();
         let mut new = desired.minus(&current);
         let fresh_exceptions = exceptions(&new);
         let filtered;
-        let desired = if mode == ApplyMode::AddOnly && fresh_exceptions > 0 {
+        let desired = if prune == Prune::Keep && fresh_exceptions > 0 {
             filtered = without_new_exceptions(desired, &current);
             new = filtered.minus(&current);
             &filtered
@@ -282,12 +294,12 @@ impl Bpf {
             removed: stale.len(),
             removed_entries: stale.entries(),
             kept: desired.len() - new.len(),
-            exceptions_added: if mode == ApplyMode::Exact {
+            exceptions_added: if prune == Prune::Stale {
                 fresh_exceptions
             } else {
                 0
             },
-            exceptions_held_back: if mode == ApplyMode::AddOnly {
+            exceptions_held_back: if prune == Prune::Keep {
                 fresh_exceptions
             } else {
                 0
@@ -349,7 +361,7 @@ impl Bpf {
         self.mirror.insert(cgid, held);
         self.write_slot((cgid as usize) & (SLOTS - 1));
         self.add_sandbox(cgid)?;
-        if crate::policy::may_loosen(mode) {
+        if prune == Prune::Stale {
             self.remove(cgid, stale.files(), stale.names());
         }
         if let (true, Some(d)) = (write_all, drops) {
