@@ -31,6 +31,8 @@ awk -v old="$version" -v new="$next" '
 	{ hit = 0; print }' Cargo.lock >"$src/Cargo.lock"
 sed -i "s/^#define AGENT_SANDBOX_LAYOUT_VERSION $layout\$/#define AGENT_SANDBOX_LAYOUT_VERSION $((layout + 1))/" \
 	"$src/src/bpf/agent_sandbox.h"
+grep -q "^#define AGENT_SANDBOX_LAYOUT_VERSION $((layout + 1))\$" "$src/src/bpf/agent_sandbox.h" \
+	|| { echo "build-next.sh: could not raise the layout version in the copy's agent_sandbox.h" >&2; exit 1; }
 {
 	printf 'agent-sandbox-exec (%s) unstable; urgency=medium\n\n' "$next"
 	printf '  * Test build for the upgrade test: map layout %s.\n\n' "$((layout + 1))"

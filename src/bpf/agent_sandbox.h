@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-enum agent_sandbox_layout_version { AGENT_SANDBOX_LAYOUT_VERSION = 7 };
+#define AGENT_SANDBOX_LAYOUT_VERSION 7
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -89,7 +89,8 @@ enum agent_sandbox_name_len { AGENT_SANDBOX_NAME_LEN = 256 };
  *   case-insensitive KIND_LISTED_DIR.
  */
 /*
- * The constants the daemon shares are enumerators, not macros, so that they
+ * The constants the daemon shares are enumerators, not macros (but the
+ * layout version, which scripts/build-next.sh raises with sed), so that they
  * reach the object's BTF (through the .rodata variables in maps.bpf.h) and
  * the skeleton emits them for Rust (src/kernel/codec.rs compares the Rust
  * side's copies with them).
@@ -203,7 +204,6 @@ static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)
  */
 struct agent_sandbox_shared {
 	enum agent_sandbox_kind kind;
-	enum agent_sandbox_layout_version layout_version;
 	enum agent_sandbox_max_deny max_deny;
 	enum agent_sandbox_max_sandboxes max_sandboxes;
 	enum agent_sandbox_memo_hash_entries memo_hash_entries;
