@@ -55,7 +55,7 @@ else
 fi
 readonly ITERS RUNS LAUNCH_RUNS FIRST_RUNS STAT_RUNS MAP_RUNS BIG LOAD_TOTAL LOAD_PAR DTREE
 readonly LOAD_BOUND_S=5    # the stated bound for every launch of the load test
-readonly RESOLVER_IDLE=60  # src/resolve.rs IDLE_LIMIT, seconds
+readonly RESOLVER_IDLE=60  # src/daemon/pool.rs IDLE_LIMIT, seconds
 readonly SIZES=(10 1000 10000)    # list sizes of the launch table
 readonly APPLY_SIZES=(1000 10000 "$BIG")
 readonly USERS=(asx-bench1 asx-bench2 asx-bench3 asx-bench4)
