@@ -95,6 +95,12 @@ traced_launch() {
 		fail "traced launch: one resolver process of uid $USR_UID" "$(pgrep -a -u "$USR_UID" | tr '\n' '|')"
 		return 1
 	fi
+	# Any mount or unmount in the resolver's namespace (a user's /run/user tmpfs coming or going)
+	# makes it resolve anew, rightly: MOUNTED says whether one came since the last traced launch.
+	MOUNTED=""
+	if [ -f "$T/mounts.last" ] && ! cmp -s "$T/mounts.last" "/proc/$pid/mountinfo"; then
+		MOUNTED=$(diff "$T/mounts.last" "/proc/$pid/mountinfo" | grep '^[<>]' | cut -d' ' -f1,6 | head -n 3 | tr '\n' '|')
+	fi
 	rm -f "$T/trace" "$T/strace.err"
 	strace -f -e trace=openat,getdents64 -o "$T/trace" -p "$pid" 2>"$T/strace.err" &
 	st=$!
@@ -112,12 +118,17 @@ traced_launch() {
 	fi
 	# grep -c exits 1 when it counts 0: that count is the answer, not a failure.
 	SCANS=$(grep -c 'getdents64(' "$T/trace") || true
+	cat "/proc/$pid/mountinfo" >"$T/mounts.last" 2>/dev/null || rm -f "$T/mounts.last"
 	return 0
 }
 
 # reused WHAT: a traced relaunch of true reads no directory
 reused() {
 	traced_launch true || return 1
+	if [ "$SCANS" -gt 0 ] && [ -n "$MOUNTED" ]; then
+		skip "$1 (a mount changed in the resolver's namespace meanwhile: $MOUNTED; it rightly resolved anew)"
+		return 0
+	fi
 	okl "$1" 'launch rc=$RC; $SCANS getdents64 calls: $(grep -m3 getdents64 "$T/trace" | tr "\n" "|")' \
 		eval '[ "$RC" -eq 0 ] && [ "$SCANS" -eq 0 ]'
 }
