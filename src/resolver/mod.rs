@@ -577,6 +577,7 @@ pub(crate) fn emit(
         Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
     };
     let Keys { ctx, reuse } = keys;
+    let reuse = reuse.witness();
     let found = match shape {
         Shape::File => ctx.resolve(path, last, sink, reuse),
         Shape::Exception => ctx.resolve(
@@ -686,7 +687,7 @@ pub(crate) fn emit(
 /// for the user's list, for the log for the base list). A mount table that
 /// cannot be read is a warning too: the entries themselves still apply.
 pub(crate) fn mark_mounts(keys: &mut Keys, sink: &mut Sink<'_>) {
-    let problems = match keys.ctx.mark_mounts_below(sink, &mut keys.reuse) {
+    let problems = match keys.ctx.mark_mounts_below(sink, keys.reuse.witness()) {
         Ok(p) => p,
         Err(e) => {
             sink.record(

@@ -13,14 +13,15 @@
 //! it stop watching ([`Reuse::stop_watching_on_change`]).
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::resolve::keys::KeyContext;
 use crate::resolve::watch::Watches;
-use crate::resolve::witness::{WalkEnd, Witness};
+#[cfg(doc)]
+use crate::resolve::witness::Witness;
 
 /// The watches on what a resolver's last full resolution read.
 pub(crate) struct Reuse {
@@ -107,36 +108,16 @@ impl Reuse {
         }
     }
 
+    /// The witness key derivation tells what it reads: the watches, if any
+    /// (`Option<Watches>` is a [`Witness`] that does nothing when empty).
+    pub(crate) fn witness(&mut self) -> &mut Option<Watches> {
+        &mut self.watches
+    }
+
     /// Whether every directory read since [`Reuse::watch_anew`] (or since
     /// this was made) is watched and none changed.
     pub(crate) fn settled(&self) -> bool {
         self.watches.as_ref().is_some_and(Watches::intact)
-    }
-}
-
-/// What key derivation reads, told to the watches (if any).
-impl Witness for Reuse {
-    fn before_lookup(&mut self, path: &[u8]) -> Option<WalkEnd> {
-        self.watches.before_lookup(path)
-    }
-    fn distrust(&mut self) {
-        self.watches.distrust();
-    }
-    fn trusting(&self) -> bool {
-        self.watches.trusting()
-    }
-    fn before_reading(&mut self, dir: &OwnedFd) -> io::Result<()> {
-        self.watches.before_reading(dir)
-    }
-    fn scanned_file(
-        &mut self,
-        dir: &OwnedFd,
-        name: &[u8],
-        mode: u32,
-        nlink: u32,
-        dev: (u32, u32),
-    ) -> io::Result<u32> {
-        self.watches.scanned_file(dir, name, mode, nlink, dev)
     }
 }
 
@@ -152,6 +133,7 @@ mod tests {
     use crate::lists::entries::KIND_DIR_USER;
     use crate::os::sys::fs_type;
     use crate::resolve::keys::{DirScan, LastComponent, Listing};
+    use std::os::fd::OwnedFd;
     use std::path::Path;
 
     /// Whether the temporary directory is on a filesystem whose changes
@@ -173,7 +155,7 @@ mod tests {
             r.watch_anew();
             let mut l = Listing::default();
             let scan = k
-                .resolve_dir(e, KIND_DIR_USER, Some(100), &mut l, r)
+                .resolve_dir(e, KIND_DIR_USER, Some(100), &mut l, r.witness())
                 .unwrap();
             k.take_marks();
             k.forget_dirs();
@@ -260,7 +242,7 @@ mod tests {
             r.renew(&mut k).unwrap();
             r.watch_anew();
             let mut l = Listing::default();
-            k.resolve(&file, LastComponent::NoFollow, &mut l, &mut r)
+            k.resolve(&file, LastComponent::NoFollow, &mut l, r.witness())
                 .unwrap();
             k.forget_dirs();
             r.forget_dirs();
