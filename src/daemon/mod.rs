@@ -48,7 +48,7 @@ use crate::os::paths::Paths;
 use crate::os::process::{self, Pidfd};
 use crate::os::procfs;
 use crate::policy::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
-use crate::policy::{self, ApplyMode, LastApply, Requester};
+use crate::policy::rules::{self, ApplyMode, LastApply, Requester};
 use crate::proto::ready;
 use crate::proto::request::{self, AllowedSocket, Peer, Reply, Request};
 use crate::proto::resolver::MAX_KEYS_PER_UID;
@@ -428,7 +428,7 @@ struct Pending {
     /// The sockets its `socket` list lines allow (applied only from outside).
     sockets: Vec<AllowedSocket>,
     /// Its descriptors of files and directories, with their keys: it is not
-    /// moved in if its sandbox denies one ([`policy::denied_descriptor`]).
+    /// moved in if its sandbox denies one ([`rules::denied_descriptor`]).
     descriptors: Vec<request::Descriptor>,
 }
 
@@ -893,11 +893,11 @@ impl Daemon {
     }
 
     /// Starts a resolution for `uid`, unless it has too many killed
-    /// resolver processes that have not exited ([`policy::check_stuck`]).
+    /// resolver processes that have not exited ([`rules::check_stuck`]).
     fn start_resolver(&mut self, uid: u32, retried: bool) -> Result<Resolver, String> {
         if let Some(pids) = self.stuck.get_mut(&uid) {
             pool::reap(pids);
-            policy::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
+            rules::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
         Resolver::start(
             &mut self.pool,
@@ -984,7 +984,7 @@ impl Daemon {
         let repeat = self
             .applied
             .get(&uid)
-            .filter(|_| policy::may_reuse(last.as_ref(), existing, mode));
+            .filter(|_| rules::may_reuse(last.as_ref(), existing, mode));
         if let Some(a) = repeat {
             for w in &a.admin_warnings {
                 log::warn!("{w}");
@@ -993,11 +993,11 @@ impl Daemon {
                 "uid {uid}: lists and sandbox unchanged since the last apply; {} launch(es)",
                 batch.len()
             );
-            let (warnings, mut notices) = policy::capped(&a.user_warnings);
+            let (warnings, mut notices) = rules::capped(&a.user_warnings);
             // What a full add-only apply would say again; an exact one
             // would remove nothing, so it would say nothing.
             if mode == ApplyMode::AddOnly && a.unlisted_entries > 0 {
-                notices.push(policy::removal_notice(
+                notices.push(rules::removal_notice(
                     ApplyMode::AddOnly,
                     a.unlisted_entries,
                 ));
@@ -1024,7 +1024,7 @@ impl Daemon {
         // The launch's own mode stays for the sockets and the record's note;
         // the keys only add after an incomplete directory-entry scan.
         let launch_mode = mode;
-        let mode = policy::keys_mode(launch_mode, res.incomplete.is_none());
+        let mode = rules::keys_mode(launch_mode, res.incomplete.is_none());
         if let Some(why) = &res.incomplete {
             log::warn!(
                 "uid {uid}: a directory entry's scan is incomplete ({why}); no key is removed"
@@ -1034,7 +1034,7 @@ impl Daemon {
             log::warn!("{w}");
         }
         let cap = MAX_KEYS_PER_UID;
-        if let Err(r) = policy::check_keys(res.deny.files().len(), res.deny.names().len(), cap) {
+        if let Err(r) = rules::check_keys(res.deny.files().len(), res.deny.names().len(), cap) {
             log::warn!("uid {uid}: {r}");
             self.refuse_all(batch, &r.to_string());
             return parsed;
@@ -1052,13 +1052,13 @@ impl Daemon {
             // the union, or launches from inside with ever new lists would
             // fill the shared maps for every other user.
             let (files, names) = self.bpf.union_len(cgid, &res.deny);
-            if let Err(r) = policy::check_union(files, names, cap) {
+            if let Err(r) = rules::check_union(files, names, cap) {
                 log::warn!("uid {uid}: {r}");
                 self.refuse_all(batch, &r.to_string());
                 return 0;
             }
         }
-        let (warnings, mut notices) = policy::capped(&res.user_warnings);
+        let (warnings, mut notices) = rules::capped(&res.user_warnings);
         if self.bpf.needs_reload_for(&res.deny) {
             // btrfs was loaded after the programs: load them again so that
             // their CO-RE relocations find its types (no gap: the new links
@@ -1101,11 +1101,11 @@ impl Daemon {
                     batch.len()
                 );
                 if stats.removed_entries > 0 {
-                    notices.push(policy::removal_notice(mode, stats.removed_entries));
+                    notices.push(rules::removal_notice(mode, stats.removed_entries));
                 } else if let Some(prior) = &prior {
                     notices.extend(self.recorded_notice(uid, prior, &res.deny));
                 }
-                notices.extend(policy::exception_notice(
+                notices.extend(rules::exception_notice(
                     stats.exceptions_held_back,
                     stats.exceptions_added,
                 ));
@@ -1173,7 +1173,7 @@ impl Daemon {
                 log::info!(
                     "uid {uid}: {n} entries its record says were denied until now are no longer denied"
                 );
-                Some(policy::removal_notice(ApplyMode::Exact, n))
+                Some(rules::removal_notice(ApplyMode::Exact, n))
             }
             Verdict::Unknown(why) => {
                 log::error!(
@@ -1246,7 +1246,7 @@ impl Daemon {
                 }
             })
             .collect();
-        policy::apply_mode(&cgroup::sandbox_path_for(uid), &seen)
+        rules::apply_mode(&cgroup::sandbox_path_for(uid), &seen)
     }
 
     /// Applies the `socket` lines of the launches in `batch` to sandbox
@@ -1310,7 +1310,7 @@ impl Daemon {
     /// Moves the launchers of `batch` (their lists applied) into the sandbox
     /// of `uid` and replies to each, unless enforcement was turned off; a
     /// launcher holding a descriptor of a file the sandbox denies is refused
-    /// instead ([`policy::denied_descriptor`], against what the sandbox holds
+    /// instead ([`rules::denied_descriptor`], against what the sandbox holds
     /// after this apply).
     fn admit(&self, uid: u32, batch: Vec<Pending>, warnings: &[String], notices: &[String]) {
         if !batch.is_empty() && !self.bpf.links_pinned() {
@@ -1329,7 +1329,7 @@ impl Daemon {
         }
         let held = cgid.and_then(|cgid| self.bpf.held(cgid));
         for p in batch {
-            let refusal = match policy::denied_descriptor(&p.descriptors, held) {
+            let refusal = match rules::denied_descriptor(&p.descriptors, held) {
                 Some(why) => Some(why),
                 None => self.migrate_checked(&p).err(),
             };
@@ -1366,10 +1366,10 @@ impl Daemon {
         let pid = p.pidfd.pid();
         let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
         let (start, _) = procfs::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        policy::check_before_move(pid, p.uid, uids, p.pidfd.alive()).map_err(|r| r.to_string())?;
+        rules::check_before_move(pid, p.uid, uids, p.pidfd.alive()).map_err(|r| r.to_string())?;
         let moved = self.tree.migrate(p.uid, pid).map_err(|e| e.to_string());
-        let verdict = policy::judge_move(pid, moved, p.pidfd.alive());
-        if let Err(policy::MoveRefusal::ExitedDuringMove { .. }) = verdict {
+        let verdict = rules::judge_move(pid, moved, p.pidfd.alive());
+        if let Err(rules::MoveRefusal::ExitedDuringMove { .. }) = verdict {
             log::error!("pid {pid} exited while being moved; checking for a reused pid");
             self.log_reused_pid(p.uid, pid, start);
         }
@@ -1378,13 +1378,13 @@ impl Daemon {
 
     /// Logs the process that now holds `pid` if it is another one than the
     /// launcher (started at `start`) and sits in `uid`'s sandbox
-    /// ([`policy::reused_pid_stays`]).
+    /// ([`rules::reused_pid_stays`]).
     fn log_reused_pid(&self, uid: u32, pid: i32, start: u64) {
         let now = procfs::read_start_ppid(pid).ok();
         let in_sandbox =
             procfs::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
         if let Some((start_now, ppid)) = now
-            && policy::reused_pid_stays(start, Some(start_now), in_sandbox)
+            && rules::reused_pid_stays(start, Some(start_now), in_sandbox)
         {
             log::error!(
                 "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"
@@ -1492,9 +1492,9 @@ fn drain(fd: &OwnedFd) {
 }
 
 /// The maps' side of an apply mode: only a mode that may loosen a sandbox
-/// ([`policy::may_loosen`]) prunes its stale entries.
+/// ([`rules::may_loosen`]) prunes its stale entries.
 fn prune_for(mode: ApplyMode) -> Prune {
-    if policy::may_loosen(mode) {
+    if rules::may_loosen(mode) {
         Prune::Stale
     } else {
         Prune::Keep

@@ -396,9 +396,9 @@ impl Resolver {
         if let Some((why, retry)) = broken {
             let retried = self.retried;
             self.kill(reap);
-            return match crate::policy::after_break(retry, retried) {
-                crate::policy::AfterBreak::Retry => Outcome::Retry(why),
-                crate::policy::AfterBreak::Fail => Outcome::Failed(why),
+            return match crate::policy::rules::after_break(retry, retried) {
+                crate::policy::rules::AfterBreak::Retry => Outcome::Retry(why),
+                crate::policy::rules::AfterBreak::Fail => Outcome::Failed(why),
             };
         }
         let [base, user] = self.parts;

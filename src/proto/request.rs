@@ -129,7 +129,7 @@ pub const MAX_DESCRIPTORS: usize = 64;
 /// A descriptor of a regular file or directory that the launcher holds and
 /// PROGRAM would inherit, with the key of its file
 /// ([`crate::resolve::keys::descriptor_keys`]). The daemon refuses the launch if its
-/// sandbox denies that key ([`crate::policy::denied_descriptor`]). Sent as
+/// sandbox denies that key ([`crate::policy::rules::denied_descriptor`]). Sent as
 /// `fd=<fd>:<dev>:<ino>:<subvol>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Descriptor {

@@ -20,7 +20,7 @@
 //!   for the administrator's log, a fatal problem (refuse the launch);
 //! - `I` length (u32), UTF-8 text: a directory entry's scan did not read
 //!   everything below it, and why (the launch then removes no key, see
-//!   [`crate::policy::keys_mode`]).
+//!   [`crate::policy::rules::keys_mode`]).
 //!
 //! Fixed-size binary keys cost a copy to write and to read, where decimal and
 //! hex text cost formatting and parsing (most of the per-entry cost of a
@@ -45,7 +45,7 @@ pub struct Resolution {
     pub fatal: Option<String>,
     /// Why a directory entry's scan did not read everything below it, if
     /// one did not (the first `I` record): the apply must then remove no key
-    /// ([`crate::policy::keys_mode`]).
+    /// ([`crate::policy::rules::keys_mode`]).
     pub incomplete: Option<String>,
 }
 

@@ -176,7 +176,7 @@ pub struct DirScan {
     /// after a `chmod 000`, EMFILE, EIO; a name gone meanwhile, ENOENT, is
     /// not counted), or more than [`MAX_SCAN_ENTRIES`] names. Its keys may
     /// then lack files an earlier scan marked, so the launch must not remove
-    /// keys ([`crate::policy::keys_mode`]; issue 23). There is no depth
+    /// keys ([`crate::policy::rules::keys_mode`]; issue 23). There is no depth
     /// bound: a directory moved deeper below the entry is read all the same.
     pub incomplete: Option<String>,
     /// Why the scan's directories and files could not all be watched
