@@ -11,11 +11,13 @@
 //! the per-uid and total caps ([`crate::policy::admission`]) → its one request packet
 //! is read, bounded in size and time → the kernel's `SO_PEERCRED` gives the
 //! requester's uid and pid; the request must name that pid; pin it with a
-//! pidfd and check its uids and executable → queue it → one resolver child
-//! per uid reads the lists ([`crate::resolve`]) → create `uid-<uid>` if
-//! needed, diff-apply the keys ([`crate::kernel::programs::Bpf::apply`]) → move each
-//! queued process in, checking its pidfd around the write → send the reply on
-//! the connection and close it.
+//! pidfd and check its uids and executable → hand it to the launch machine
+//! ([`crate::policy::launch`]), which orders the rest as commands this
+//! daemon executes ([`Daemon::execute`]): one resolver child per uid reads
+//! the lists ([`crate::resolve`]) → create `uid-<uid>` if needed, diff-apply
+//! the keys ([`crate::kernel::programs::Bpf::apply`]) → move each queued
+//! process in, checking its pidfd around the write → send the reply on the
+//! connection and close it.
 //!
 //! Signals: SIGTERM/SIGINT stop serving (the program stays attached through its
 //! pinned link; new launches fail closed until a daemon is back); SIGHUP
@@ -27,7 +29,7 @@ pub mod failure;
 pub mod pool;
 pub mod record;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -42,18 +44,20 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::kernel::programs::Bpf;
 use crate::kernel::sandboxes::Prune;
-use crate::lists::entries::{DenySet, FileKey, KIND_OPEN};
+use crate::lists::entries::{DenySet, KIND_OPEN};
 use crate::os::cgroup::{self, Tree};
 use crate::os::paths::Paths;
 use crate::os::process::{self, Pidfd};
 use crate::os::procfs;
 use crate::policy::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket};
-use crate::policy::rules::{self, ApplyMode, LastApply, Requester};
+use crate::policy::launch::{
+    ApplyReport, Command, Event, Inspection, Launch, LaunchId, Level, Limits, Machine, Millis, Plan,
+};
+use crate::policy::rules::{self, ApplyMode, Requester};
 use crate::proto::ready;
-use crate::proto::request::{self, AllowedSocket, Peer, Reply, Request};
-use crate::proto::resolver::MAX_KEYS_PER_UID;
+use crate::proto::request::{self, Peer, Reply, Request};
 use failure::DaemonError;
-use pool::{Answers, Outcome, Pool, Resolver};
+use pool::{Pool, Resolver};
 use record::{Prior, Verdict};
 
 /// How long an accepted connection may take to send its request.
@@ -77,10 +81,6 @@ const MAX_RESOLVERS: usize = 16;
 const TRIM_AFTER: usize = 10_000;
 /// Longest sleep of the loop, for housekeeping.
 const TICK: Duration = Duration::from_millis(1000);
-
-/// The notice of a launch whose lists deny nothing.
-const NOTHING_DENIED: &str = "your lists deny nothing: this sandbox denies no file \
-    (agent-sandbox-exec --check shows what each line does)";
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
@@ -251,9 +251,14 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         incoming: Vec::new(),
         ledger: Ledger::default(),
         abuse: LogLimiter::new(admission::LOG_INTERVAL),
-        queue: HashMap::new(),
+        launches: Machine::new(Limits {
+            deadline: Millis::try_from(pool::DEADLINE.as_millis()).unwrap_or(Millis::MAX),
+            max_resolving: MAX_RESOLVERS,
+        }),
+        pending: HashMap::new(),
+        last_launch: 0,
         running: Vec::new(),
-        reapply: VecDeque::new(),
+        epoch: Instant::now(),
         killed: Vec::new(),
         pool: Pool::default(),
         stuck: HashMap::new(),
@@ -261,7 +266,6 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
             .map_err(setup("read /proc/self/cgroup"))?,
         last_expire: Instant::now(),
         reapply_failures: 0,
-        applied: HashMap::new(),
         boot: record::boot_id(),
         recorded: HashMap::new(),
     };
@@ -291,7 +295,7 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     let _ = fs::remove_file(paths.socket());
     sd_notify("STOPPING=1");
     for r in d.running.drain(..) {
-        r.resolver.kill(&mut d.killed);
+        r.kill(&mut d.killed);
     }
     d.killed.extend(d.stuck.drain().flat_map(|(_, pids)| pids));
     d.pool.clear(&mut d.killed);
@@ -419,23 +423,15 @@ struct Incoming {
     deadline: Instant,
 }
 
-/// A request that passed authentication and waits for its uid's resolver.
+/// A request that passed authentication, from its admission into the
+/// launch machine to its reply: what the commands about it act on.
 #[derive(Debug)]
 struct Pending {
     conn: Conn,
-    uid: u32,
     pidfd: Pidfd,
-    /// The sockets its `socket` list lines allow (applied only from outside).
-    sockets: Vec<AllowedSocket>,
     /// Its descriptors of files and directories, with their keys: it is not
     /// moved in if its sandbox denies one ([`rules::denied_descriptor`]).
     descriptors: Vec<request::Descriptor>,
-}
-
-/// A resolver in flight and the requests it serves (empty for a re-apply).
-struct Running {
-    resolver: Resolver,
-    batch: Vec<Pending>,
 }
 
 struct Daemon {
@@ -451,11 +447,16 @@ struct Daemon {
     ledger: Ledger,
     /// One line per uid and kind of abuse per interval.
     abuse: LogLimiter,
-    /// Authenticated requests waiting for a resolver, per uid.
-    queue: HashMap<u32, Vec<Pending>>,
-    running: Vec<Running>,
-    /// uids whose sandbox must be re-applied without a request (start-up, SIGHUP).
-    reapply: VecDeque<u32>,
+    /// The order of every launch and re-apply ([`crate::policy::launch`]).
+    launches: Machine,
+    /// The launches the machine holds, by their number.
+    pending: HashMap<LaunchId, Pending>,
+    /// The number of the last launch admitted.
+    last_launch: LaunchId,
+    /// The resolutions in flight (one per uid), in the order they started.
+    running: Vec<Resolver>,
+    /// The machine's clock: [`Millis`] since then ([`Daemon::now`]).
+    epoch: Instant,
     /// Ended resolver processes not reaped yet.
     killed: Vec<nix::unistd::Pid>,
     /// Idle resolver processes, kept for the next launch of their uid.
@@ -469,38 +470,11 @@ struct Daemon {
     last_expire: Instant,
     /// Re-applies (without a launch) that failed since start-up.
     reapply_failures: usize,
-    /// Per uid: the answers its last successful apply was made of, while
-    /// its resolvers are kept (see [`Applied`]).
-    applied: HashMap<u32, Applied>,
     /// This boot's id ([`record::boot_id`]).
     boot: String,
     /// Per uid: the sandbox cgroup id whose entries, as the mirror holds
     /// them, its record on disk ([`record`]) was last written from.
     recorded: HashMap<u32, u64>,
-}
-
-/// What a uid's last successful apply was made of. A resolver that finds
-/// nothing changed sends its last answer again (src/resolve/watch.rs); when both
-/// answers are byte for byte these, and the sandbox's entries are as that
-/// apply left them ([`Bpf::unchanged_since`]), applying them again would
-/// change nothing, and the daemon skips the parse and the apply.
-struct Applied {
-    answers: Answers,
-    cgid: u64,
-    /// [`Bpf::version`] of the sandbox after that apply.
-    version: u64,
-    /// How many entries the sandbox holds beyond these answers' keys: 0
-    /// after an exact apply (unless a stale key's deletion failed), which a
-    /// launch from outside must otherwise try to remove again; shown in the
-    /// add-only notice.
-    unlisted: usize,
-    /// Of those, listed entries ([`crate::resolve::DenySet::entries`]), for
-    /// the notice.
-    unlisted_entries: usize,
-    /// How many entries the answers hold.
-    entries: usize,
-    user_warnings: Vec<String>,
-    admin_warnings: Vec<String>,
 }
 
 impl Daemon {
@@ -529,11 +503,8 @@ impl Daemon {
                 self.bpf.forget_sandbox(cgid);
             }
         }
-        for (uid, _) in live {
-            if !self.reapply.contains(&uid) {
-                self.reapply.push_back(uid);
-            }
-        }
+        let uids = live.into_iter().map(|(uid, _)| uid).collect();
+        self.drive(Event::Reload { uids });
     }
 
     /// Adds to this layout's maps every key an earlier layout's maps hold for
@@ -580,9 +551,8 @@ impl Daemon {
     /// Runs the pending re-applies to completion (each bounded by the resolver
     /// deadline) without serving requests. Used once at start-up.
     fn settle(&mut self) {
-        let busy = |d: &Daemon| !d.reapply.is_empty() || !d.running.is_empty();
-        while busy(self) && !STOP.load(Ordering::SeqCst) {
-            self.dispatch();
+        while self.launches.busy() && !STOP.load(Ordering::SeqCst) {
+            self.drive(Event::Dispatch);
             match self.wait(&[], &[]) {
                 Ok(ready) => self.pump_resolvers(&ready),
                 Err(e) => {
@@ -607,7 +577,7 @@ impl Daemon {
             .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
             .collect();
         for (i, r) in self.running.iter().enumerate() {
-            for fd in r.resolver.fds() {
+            for fd in r.fds() {
                 fds.push(PollFd::new(fd, PollFlags::POLLIN));
                 owner.push(extra.len() + i);
             }
@@ -637,7 +607,7 @@ impl Daemon {
                 log::info!("SIGHUP: re-applying every sandbox");
                 self.reconcile();
             }
-            self.dispatch();
+            self.drive(Event::Dispatch);
             let incoming = std::mem::take(&mut self.incoming);
             let ready = {
                 let mut extra = vec![self.listener.as_fd(), wake.as_fd()];
@@ -661,14 +631,9 @@ impl Daemon {
                 // Without its resolvers a uid's next answers come from new
                 // processes: not worth the memory of keeping the last ones.
                 let (pool, running) = (&self.pool, &self.running);
-                let mut freed = 0;
-                self.applied.retain(|uid, a| {
-                    let keep = pool.has_uid(*uid) || running.iter().any(|r| r.resolver.uid == *uid);
-                    if !keep {
-                        freed += a.entries;
-                    }
-                    keep
-                });
+                let freed = self
+                    .launches
+                    .forget_unless(|uid| pool.has_uid(uid) || running.iter().any(|r| r.uid == uid));
                 // Launches that reused large answers left the buffers they
                 // read them into free but not trimmed (the next answer would
                 // reuse them): hand them back with the answers.
@@ -686,12 +651,15 @@ impl Daemon {
     }
 
     fn next_timeout(&self) -> Duration {
-        let now = Instant::now();
-        self.running
-            .iter()
-            .map(|r| r.resolver.deadline.saturating_duration_since(now))
-            .min()
-            .map_or(TICK, |d| d.min(TICK))
+        let now = self.now();
+        self.launches.next_deadline().map_or(TICK, |d| {
+            Duration::from_millis(d.saturating_sub(now)).min(TICK)
+        })
+    }
+
+    /// The launch machine's clock: milliseconds since the daemon started.
+    fn now(&self) -> Millis {
+        Millis::try_from(self.epoch.elapsed().as_millis()).unwrap_or(Millis::MAX)
     }
 
     /// Accepts up to [`ACCEPT_BATCH`] waiting connections. Each takes a
@@ -830,48 +798,157 @@ impl Daemon {
             return self.refuse_conn(conn, Abuse::Refused, why);
         }
         log::debug!("request: uid {uid} pid {pid}");
-        self.queue.entry(uid).or_default().push(Pending {
-            conn,
+        self.last_launch += 1;
+        let id = self.last_launch;
+        self.pending.insert(
+            id,
+            Pending {
+                conn,
+                pidfd,
+                descriptors: req.descriptors,
+            },
+        );
+        self.drive(Event::Admitted(Launch {
+            id,
             uid,
-            pidfd,
+            pid,
             sockets: req.sockets,
-            descriptors: req.descriptors,
-        });
+        }));
     }
 
-    /// Starts resolvers for uids with waiting requests or pending re-applies.
-    fn dispatch(&mut self) {
-        let mut uids: Vec<u32> = self
-            .queue
-            .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(u, _)| *u)
-            .collect();
-        uids.sort_unstable();
-        let mut reapply_now = Vec::new();
-        for u in self.reapply.iter() {
-            if !uids.contains(u) {
-                reapply_now.push(*u);
+    /// Runs `event` through the launch machine and executes its plan: each
+    /// command in order, and the commands a command's result leads to right
+    /// after it ([`Plan`]).
+    fn drive(&mut self, event: Event) {
+        let mut plan = Plan::new(self.launches.handle(self.now(), event));
+        while let Some(command) = plan.next() {
+            if let Some(result) = self.execute(command) {
+                plan.then(self.launches.handle(self.now(), result));
             }
         }
-        for uid in uids.into_iter().chain(reapply_now) {
-            if self.running.len() >= MAX_RESOLVERS {
-                break;
+    }
+
+    /// Does what `command` says (the I/O of a launch: resolvers, /proc, the
+    /// cgroup tree, the maps, replies, the log) and returns its result, for
+    /// the commands that have one.
+    fn execute(&mut self, command: Command) -> Option<Event> {
+        match command {
+            Command::Start { uid } => {
+                let result = self.start_resolver(uid).map(|r| self.running.push(r));
+                Some(Event::Started { uid, result })
             }
-            if self.running.iter().any(|r| r.resolver.uid == uid) {
-                continue;
-            }
-            let batch = self.queue.remove(&uid).unwrap_or_default();
-            self.reapply.retain(|u| *u != uid);
-            match self.start_resolver(uid, false) {
-                Ok(resolver) => self.running.push(Running { resolver, batch }),
-                Err(why) => {
-                    log::error!("uid {uid}: {why}");
-                    if batch.is_empty() {
-                        self.reapply_failures += 1;
-                    }
-                    self.refuse_all(batch, &why);
+            Command::Kill { uid } => {
+                if let Some(i) = self.running.iter().position(|r| r.uid == uid) {
+                    let r = self.running.swap_remove(i);
+                    r.kill(self.stuck.entry(uid).or_default());
                 }
+                None
+            }
+            Command::Observe {
+                uid,
+                launches,
+                since,
+            } => Some(self.observe(uid, &launches, since)),
+            Command::Ensure { uid } => {
+                let result = self.tree.ensure(uid).map_err(|e| e.to_string());
+                Some(Event::Ensured { uid, result })
+            }
+            Command::CountUnion { uid, cgid, keys } => {
+                let (files, names) = self.bpf.union_len(cgid, &keys);
+                Some(Event::Counted { uid, files, names })
+            }
+            Command::Apply {
+                uid,
+                cgid,
+                keys,
+                mode,
+                recall,
+                launches,
+            } => {
+                let result = self.apply(uid, cgid, &keys, mode, recall, launches);
+                Some(Event::Applied { uid, result })
+            }
+            Command::Record { uid, cgid, changed } => {
+                self.record(uid, cgid, changed);
+                None
+            }
+            Command::AllowSockets { uid, cgid, keys } => {
+                let result = self.bpf.set_sock_allow(cgid, &keys).map_err(|e| {
+                    format!(
+                        "cannot set the allowed sockets: {}",
+                        crate::error::error_chain(&e)
+                    )
+                });
+                Some(Event::SocketsAllowed { uid, result })
+            }
+            Command::CheckSandbox { uid } => {
+                let sandbox = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
+                Some(Event::SandboxChecked {
+                    uid,
+                    enforcing: self.bpf.links_pinned(),
+                    sandbox,
+                    denies_nothing: sandbox.is_some_and(|c| self.bpf.held_entries(c) == 0),
+                })
+            }
+            Command::Inspect {
+                uid,
+                launch,
+                sandbox,
+            } => {
+                let inspection = self.inspect(launch, sandbox);
+                Some(Event::Inspected { uid, inspection })
+            }
+            Command::Move { uid, launch } => {
+                let (moved, alive_after) = match self.pending.get(&launch) {
+                    Some(p) => {
+                        let moved = self.tree.migrate(uid, p.pidfd.pid());
+                        (moved.map_err(|e| e.to_string()), p.pidfd.alive())
+                    }
+                    None => (Err("the launch is gone".to_owned()), false),
+                };
+                Some(Event::Moved {
+                    uid,
+                    moved,
+                    alive_after,
+                })
+            }
+            Command::Recheck { uid, launch } => {
+                let pid = self.pending.get(&launch).map_or(0, |p| p.pidfd.pid());
+                let holder = procfs::read_start_ppid(pid).ok();
+                let in_sandbox =
+                    procfs::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
+                Some(Event::Rechecked {
+                    uid,
+                    holder,
+                    in_sandbox,
+                })
+            }
+            Command::Reply { launch, reply } => {
+                if let Some(p) = self.pending.remove(&launch) {
+                    self.reply(&p.conn, &reply);
+                }
+                None
+            }
+            Command::Log { level, text } => {
+                match level {
+                    Level::Error => log::error!("{text}"),
+                    Level::Warn => log::warn!("{text}"),
+                    Level::Info => log::info!("{text}"),
+                }
+                None
+            }
+            Command::ReapplyFailed => {
+                self.reapply_failures += 1;
+                None
+            }
+            Command::Freed { entries } => {
+                if entries >= TRIM_AFTER {
+                    // A large list's parse, or a large old set, is freed now;
+                    // hand the pages back, so that the daemon's RSS is that
+                    // of its mirror (and the last answers it keeps).
+                    trim();
+                }
+                None
             }
         }
     }
@@ -887,278 +964,147 @@ impl Daemon {
         let known = |pids: &[nix::unistd::Pid]| pids.iter().any(|p| p.as_raw() == pid);
         in_service
             || self.pool.holds(pid)
-            || self.running.iter().any(|r| r.resolver.holds(pid))
+            || self.running.iter().any(|r| r.holds(pid))
             || known(&self.killed)
             || self.stuck.values().any(|pids| known(pids))
     }
 
     /// Starts a resolution for `uid`, unless it has too many killed
     /// resolver processes that have not exited ([`rules::check_stuck`]).
-    fn start_resolver(&mut self, uid: u32, retried: bool) -> Result<Resolver, String> {
+    fn start_resolver(&mut self, uid: u32) -> Result<Resolver, String> {
         if let Some(pids) = self.stuck.get_mut(&uid) {
             pool::reap(pids);
             rules::check_stuck(uid, pids.len()).map_err(|r| r.to_string())?;
         }
-        Resolver::start(
-            &mut self.pool,
-            &self.paths.base_list,
-            uid,
-            retried,
-            &mut self.killed,
-        )
-        .map_err(|e| e.to_string())
+        Resolver::start(&mut self.pool, &self.paths.base_list, uid, &mut self.killed)
+            .map_err(|e| e.to_string())
     }
 
     /// Reads from the resolvers whose pipes polled readable (`readable[i]`
-    /// belongs to `self.running[i]`), completes the finished ones and fails
-    /// the ones past their deadline. Walks backwards so that `swap_remove`
-    /// only moves entries already looked at.
+    /// belongs to `self.running[i]`) and hands the finished ones' answers
+    /// to the launch machine, then tells it the time (the ones past their
+    /// deadline fail). Walks backwards so that `swap_remove` only moves
+    /// entries already looked at.
     fn pump_resolvers(&mut self, readable: &[bool]) {
-        let now = Instant::now();
         for i in (0..self.running.len()).rev() {
             let has_input = readable.get(i).copied().unwrap_or(false);
-            if has_input && self.running[i].resolver.pump() {
-                let run = self.running.swap_remove(i);
-                let uid = run.resolver.uid;
+            if has_input && self.running[i].pump() {
+                let resolver = self.running.swap_remove(i);
+                let uid = resolver.uid;
                 // A process that died or broke while it owed an answer may
                 // be stuck in the kernel: it counts against the uid's cap.
-                let stuck = self.stuck.entry(uid).or_default();
-                let outcome = run.resolver.finish(&mut self.pool, stuck);
-                let outcome = match outcome {
-                    Outcome::Retry(why) => {
-                        log::info!("uid {uid}: {why}; starting new list resolvers");
-                        match self.start_resolver(uid, true) {
-                            Ok(resolver) => {
-                                self.running.push(Running {
-                                    resolver,
-                                    batch: run.batch,
-                                });
-                                continue;
-                            }
-                            Err(why) => Outcome::Failed(why),
-                        }
-                    }
-                    other => other,
-                };
-                let handled = self.complete(uid, run.batch, outcome);
-                if handled >= TRIM_AFTER {
-                    // A large list's parse, or a large old set, is freed now;
-                    // hand the pages back, so that the daemon's RSS is that
-                    // of its mirror (and the last answers it keeps).
-                    trim();
-                }
-            } else if now >= self.running[i].resolver.deadline {
-                let run = self.running.swap_remove(i);
-                let uid = run.resolver.uid;
-                run.resolver.kill(self.stuck.entry(uid).or_default());
-                let why = format!(
-                    "reading the denylists of uid {uid} took longer than {} s (a listed path on a stalled mount?)",
-                    pool::DEADLINE.as_secs()
-                );
-                self.complete(uid, run.batch, Outcome::Failed(why));
+                let answer = resolver.finish(&mut self.pool, self.stuck.entry(uid).or_default());
+                self.drive(Event::Answered { uid, answer });
             }
+        }
+        self.drive(Event::Tick);
+    }
+
+    /// [`Command::Observe`]: how each launcher of the batch is seen now
+    /// (its cgroup, then whether it is still alive: a launcher that died
+    /// meanwhile may have been an agent's), the sandbox's id as it is (a
+    /// cgroup made anew has another one), and whether the sandbox is as the
+    /// last apply (`since`) left it: no other apply, no key dropped by the
+    /// kernel since.
+    fn observe(&self, uid: u32, launches: &[LaunchId], since: Option<(u64, u64)>) -> Event {
+        let requesters = launches
+            .iter()
+            .map(|id| match self.pending.get(id) {
+                Some(p) => Requester {
+                    cgroup: procfs::read_v2_cgroup(p.pidfd.pid()).ok(),
+                    alive_after: p.pidfd.alive(),
+                },
+                None => Requester {
+                    cgroup: None,
+                    alive_after: false,
+                },
+            })
+            .collect();
+        let sandbox = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
+        let unchanged =
+            since.is_some_and(|(cgid, version)| self.bpf.unchanged_since(cgid, version));
+        Event::Observed {
+            uid,
+            requesters,
+            sandbox,
+            unchanged,
         }
     }
 
-    /// Applies a resolver's outcome for `uid` and answers its batch. Returns
-    /// how many entries it parsed or removed from the maps, whichever is
-    /// more (0 if it failed or applied nothing new).
-    fn complete(&mut self, uid: u32, batch: Vec<Pending>, outcome: Outcome) -> usize {
-        let answers = match outcome {
-            Outcome::Failed(why) | Outcome::Retry(why) => {
-                self.applied.remove(&uid);
-                self.fail(uid, batch, &why);
-                return 0;
-            }
-            Outcome::Done(a) => a,
-        };
-        let mode = self.mode_for(uid, &batch);
-        // The sandbox's id as it is (a cgroup made anew has another one).
-        let existing = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
-        let last = self.applied.get(&uid).map(|a| LastApply {
-            cgid: a.cgid,
-            same_answers: a.answers == answers,
-            unlisted: a.unlisted,
-            unchanged: self.bpf.unchanged_since(a.cgid, a.version),
-        });
-        let repeat = self
-            .applied
-            .get(&uid)
-            .filter(|_| rules::may_reuse(last.as_ref(), existing, mode));
-        if let Some(a) = repeat {
-            for w in &a.admin_warnings {
-                log::warn!("{w}");
-            }
-            log::info!(
-                "uid {uid}: lists and sandbox unchanged since the last apply; {} launch(es)",
-                batch.len()
-            );
-            let (warnings, mut notices) = rules::capped(&a.user_warnings);
-            // What a full add-only apply would say again; an exact one
-            // would remove nothing, so it would say nothing.
-            if mode == ApplyMode::AddOnly && a.unlisted_entries > 0 {
-                notices.push(rules::removal_notice(
-                    ApplyMode::AddOnly,
-                    a.unlisted_entries,
-                ));
-            }
-            let cgid = a.cgid;
-            self.record(uid, cgid, false);
-            match self.allow_sockets(uid, cgid, mode, &batch) {
-                Ok(more) => notices.extend(more),
-                Err(why) => {
-                    self.refuse_all(batch, &why);
-                    return 0;
-                }
-            }
-            self.admit(uid, batch, &warnings, &notices);
-            return 0;
-        }
-        self.applied.remove(&uid);
-        let res = answers.parse();
-        let parsed = res.deny.len();
-        if let Some(fatal) = &res.fatal {
-            self.fail(uid, batch, fatal);
-            return parsed;
-        }
-        // The launch's own mode stays for the sockets and the record's note;
-        // the keys only add after an incomplete directory-entry scan.
-        let launch_mode = mode;
-        let mode = rules::keys_mode(launch_mode, res.incomplete.is_none());
-        if let Some(why) = &res.incomplete {
-            log::warn!(
-                "uid {uid}: a directory entry's scan is incomplete ({why}); no key is removed"
-            );
-        }
-        for w in &res.admin_warnings {
-            log::warn!("{w}");
-        }
-        let cap = MAX_KEYS_PER_UID;
-        if let Err(r) = rules::check_keys(res.deny.files().len(), res.deny.names().len(), cap) {
-            log::warn!("uid {uid}: {r}");
-            self.refuse_all(batch, &r.to_string());
-            return parsed;
-        }
-        let cgid = match self.tree.ensure(uid) {
-            Ok(id) => id,
-            Err(e) => {
-                log::error!("uid {uid}: {e}");
-                self.refuse_all(batch, &format!("cannot create the sandbox cgroup: {e}"));
-                return parsed;
-            }
-        };
-        if mode == ApplyMode::AddOnly {
-            // An add-only apply keeps what the sandbox holds: the cap is on
-            // the union, or launches from inside with ever new lists would
-            // fill the shared maps for every other user.
-            let (files, names) = self.bpf.union_len(cgid, &res.deny);
-            if let Err(r) = rules::check_union(files, names, cap) {
-                log::warn!("uid {uid}: {r}");
-                self.refuse_all(batch, &r.to_string());
-                return 0;
-            }
-        }
-        let (warnings, mut notices) = rules::capped(&res.user_warnings);
-        if self.bpf.needs_reload_for(&res.deny) {
+    /// [`Command::Apply`]: applies `keys` to sandbox `cgid` of `uid` in
+    /// `mode`, after loading the programs again if the keys need it; with
+    /// `recall`, a sandbox that held nothing is compared with the uid's
+    /// record once nothing was removed ([`Daemon::recorded_notice`]).
+    ///
+    /// # Errors
+    /// The reason to give the user: the programs could not be loaded again,
+    /// or the maps not written.
+    fn apply(
+        &mut self,
+        uid: u32,
+        cgid: u64,
+        keys: &DenySet,
+        mode: ApplyMode,
+        recall: bool,
+        launches: usize,
+    ) -> Result<ApplyReport, String> {
+        if self.bpf.needs_reload_for(keys) {
             // btrfs was loaded after the programs: load them again so that
             // their CO-RE relocations find its types (no gap: the new links
             // are attached before the old ones go).
             log::info!("uid {uid}: btrfs keys ahead; loading the programs again for btrfs");
-            match Bpf::load_and_attach(&self.paths.pin_root, &self.paths.state_dir) {
-                Ok(b) => self.bpf = b,
-                Err(e) => {
-                    let why = format!(
+            let b =
+                Bpf::load_and_attach(&self.paths.pin_root, &self.paths.state_dir).map_err(|e| {
+                    format!(
                         "cannot load the programs again for btrfs: {}",
                         crate::error::error_chain(&e)
-                    );
-                    log::error!("uid {uid}: {why}");
-                    self.refuse_all(batch, &why);
-                    return 0;
-                }
-            }
+                    )
+                })?;
+            self.bpf = b;
         }
         // A sandbox that holds nothing may have been forgotten (a daemon
         // restart drops sandboxes without processes, a reboot all of them):
         // what it denied until then is in its uid's record.
-        let prior = (launch_mode == ApplyMode::Exact && self.bpf.held_len(cgid) == 0)
+        let prior = (recall && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(&self.paths.state_dir, uid));
-        // New exceptions an add-only apply left out: the next apply must
-        // not be skipped as a repeat of this one.
-        let held_back;
-        let removed = match self.bpf.apply(cgid, &res.deny, prune_for(mode)) {
-            Ok(stats) => {
-                log::info!(
-                    "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
-                    res.deny.files().len(),
-                    res.deny.names().len(),
-                    stats.added,
-                    stats.removed,
-                    if mode == ApplyMode::Exact {
-                        "removed"
-                    } else {
-                        "kept though unlisted"
-                    },
-                    batch.len()
-                );
-                if stats.removed_entries > 0 {
-                    notices.push(rules::removal_notice(mode, stats.removed_entries));
-                } else if let Some(prior) = &prior {
-                    notices.extend(self.recorded_notice(uid, prior, &res.deny));
-                }
-                notices.extend(rules::exception_notice(
-                    stats.exceptions_held_back,
-                    stats.exceptions_added,
-                ));
-                held_back = stats.exceptions_held_back;
-                let changed = stats.added > 0 || (mode == ApplyMode::Exact && stats.removed > 0);
-                self.record(uid, cgid, changed);
-                stats.removed
-            }
-            Err(e) => {
-                let why = format!(
-                    "cannot apply the denylist: {}",
-                    crate::error::error_chain(&e)
-                );
-                log::error!("uid {uid}: {why}");
-                self.refuse_all(batch, &why);
-                return 0;
-            }
+        let stats = self.bpf.apply(cgid, keys, prune_for(mode)).map_err(|e| {
+            format!(
+                "cannot apply the denylist: {}",
+                crate::error::error_chain(&e)
+            )
+        })?;
+        log::info!(
+            "uid {uid}: {} files and {} names denied ({} added, {} {}); {} launch(es)",
+            keys.files().len(),
+            keys.names().len(),
+            stats.added,
+            stats.removed,
+            if mode == ApplyMode::Exact {
+                "removed"
+            } else {
+                "kept though unlisted"
+            },
+            launches
+        );
+        // The record speaks only when the apply itself removed nothing.
+        let recorded = match &prior {
+            Some(prior) if stats.removed_entries == 0 => self.recorded_notice(uid, prior, keys),
+            _ => None,
         };
         // What the sandbox holds beyond the lists: after an exact apply,
         // stale keys whose deletion failed; after an add-only one, also those
         // it kept on purpose.
-        let unlisted = self.bpf.held_len(cgid).saturating_sub(res.deny.len());
-        let unlisted_entries = self
-            .bpf
-            .held_entries(cgid)
-            .saturating_sub(res.deny.entries());
-        if let Some(version) = self.bpf.version(cgid).filter(|_| held_back == 0) {
-            self.applied.insert(
-                uid,
-                Applied {
-                    answers,
-                    cgid,
-                    version,
-                    unlisted,
-                    unlisted_entries,
-                    entries: res.deny.len(),
-                    user_warnings: res.user_warnings.clone(),
-                    admin_warnings: res.admin_warnings.clone(),
-                },
-            );
-        }
-        match self.allow_sockets(uid, cgid, launch_mode, &batch) {
-            Ok(more) => notices.extend(more),
-            Err(why) => {
-                self.refuse_all(batch, &why);
-                return parsed;
-            }
-        }
-        self.admit(uid, batch, &warnings, &notices);
-        match mode {
-            ApplyMode::Exact => parsed.max(removed),
-            ApplyMode::AddOnly => parsed,
-        }
+        Ok(ApplyReport {
+            added: stats.added,
+            removed: stats.removed,
+            removed_entries: stats.removed_entries,
+            exceptions_added: stats.exceptions_added,
+            exceptions_held_back: stats.exceptions_held_back,
+            recorded,
+            unlisted: self.bpf.held_len(cgid).saturating_sub(keys.len()),
+            unlisted_entries: self.bpf.held_entries(cgid).saturating_sub(keys.entries()),
+            version: self.bpf.version(cgid),
+        })
     }
 
     /// The note for an exact apply of `desired` to a sandbox of `uid` that
@@ -1218,177 +1164,30 @@ impl Daemon {
         }
     }
 
-    /// Refuses `batch` for a resolution of `uid` that failed (a re-apply
-    /// without a launch counts as a failed re-apply).
-    fn fail(&mut self, uid: u32, batch: Vec<Pending>, why: &str) {
-        log::warn!("uid {uid}: {why}");
-        if batch.is_empty() {
-            self.reapply_failures += 1;
+    /// [`Command::Inspect`]: a launcher just before its move. First its
+    /// descriptors, against what `sandbox` holds after this apply
+    /// ([`rules::denied_descriptor`]); then its uids and start time, and
+    /// its pidfd tested alive after those reads.
+    fn inspect(&self, launch: LaunchId, sandbox: Option<u64>) -> Inspection {
+        let Some(p) = self.pending.get(&launch) else {
+            return Inspection::Unreadable("the launch is gone".to_owned());
+        };
+        let held = sandbox.and_then(|cgid| self.bpf.held(cgid));
+        if let Some(why) = rules::denied_descriptor(&p.descriptors, held) {
+            return Inspection::Holds(why);
         }
-        self.refuse_all(batch, why);
-    }
-
-    /// How an apply for `uid` requested by `batch` may change its sandbox. A
-    /// launch from inside a sandbox, or a re-apply without any launch, only
-    /// adds keys: the agent may have edited the user's list, and its edit
-    /// must not free what the running sandbox denies. A requester counts as
-    /// outside only if it is seen outside and is still alive after that
-    /// read: a launcher that died meanwhile (its cgroup can no longer be
-    /// read) may have been an agent's. Called once the lists are resolved.
-    fn mode_for(&self, uid: u32, batch: &[Pending]) -> ApplyMode {
-        let seen: Vec<Requester> = batch
-            .iter()
-            .map(|p| {
-                let cgroup = procfs::read_v2_cgroup(p.pidfd.pid()).ok();
-                Requester {
-                    cgroup,
-                    alive_after: p.pidfd.alive(),
-                }
-            })
-            .collect();
-        rules::apply_mode(&cgroup::sandbox_path_for(uid), &seen)
-    }
-
-    /// Applies the `socket` lines of the launches in `batch` to sandbox
-    /// `cgid` of `uid`: an exact apply (every launcher outside) makes their
-    /// union exactly what the sandbox may reach of the user's own sockets
-    /// made outside, and says so; an add-only one (a launch from inside)
-    /// changes nothing, by the strictness rule, and says that if it asked
-    /// for sockets. Returns the notices for the launches.
-    ///
-    /// # Errors
-    /// Why the allowed sockets could not be written (the launches are then
-    /// refused: the map may hold more than the lists allow).
-    fn allow_sockets(
-        &self,
-        uid: u32,
-        cgid: u64,
-        mode: ApplyMode,
-        batch: &[Pending],
-    ) -> Result<Vec<String>, String> {
-        let mut asked: Vec<&AllowedSocket> = Vec::new();
-        for s in batch.iter().flat_map(|p| &p.sockets) {
-            if !asked.iter().any(|a| a.key == s.key) {
-                asked.push(s);
-            }
-        }
-        if mode == ApplyMode::AddOnly {
-            if batch.is_empty() || asked.is_empty() {
-                return Ok(Vec::new());
-            }
-            let paths: Vec<&str> = asked.iter().map(|a| a.path.as_str()).collect();
-            return Ok(vec![format!(
-                "socket lines are not applied by a launch from inside a sandbox: {} stays \
-                 refused unless a launch from outside allowed it",
-                paths.join(", ")
-            )]);
-        }
-        let keys: Vec<FileKey> = asked.iter().map(|a| a.key).collect();
-        let added = self.bpf.set_sock_allow(cgid, &keys).map_err(|e| {
-            let why = format!(
-                "cannot set the allowed sockets: {}",
-                crate::error::error_chain(&e)
-            );
-            log::error!("uid {uid}: {why}");
-            why
-        })?;
-        if !asked.is_empty() {
-            log::info!("uid {uid}: {} socket(s) allowed ({added} new)", asked.len());
-        }
-        Ok(asked
-            .iter()
-            .map(|a| {
-                format!(
-                    "socket {} allowed: your sandbox may connect to it although one of your \
-                     processes outside made it (an ssh-agent signs with your keys for the agent)",
-                    a.path
-                )
-            })
-            .collect())
-    }
-
-    /// Moves the launchers of `batch` (their lists applied) into the sandbox
-    /// of `uid` and replies to each, unless enforcement was turned off; a
-    /// launcher holding a descriptor of a file the sandbox denies is refused
-    /// instead ([`rules::denied_descriptor`], against what the sandbox holds
-    /// after this apply).
-    fn admit(&self, uid: u32, batch: Vec<Pending>, warnings: &[String], notices: &[String]) {
-        if !batch.is_empty() && !self.bpf.links_pinned() {
-            let why = "enforcement was turned off (the program links were unpinned); \
-                       restart agent-sandbox-execd to turn it back on";
-            log::error!("{why}");
-            self.refuse_all(batch, why);
-            return;
-        }
-        // A sandbox that denies nothing says so, once per launch.
-        let mut notices = notices.to_vec();
-        let cgid = cgroup::cgroup_id(&self.tree.dir_for(uid)).ok();
-        let denies_nothing = cgid.is_some_and(|cgid| self.bpf.held_entries(cgid) == 0);
-        if denies_nothing {
-            notices.push(NOTHING_DENIED.to_string());
-        }
-        let held = cgid.and_then(|cgid| self.bpf.held(cgid));
-        for p in batch {
-            let refusal = match rules::denied_descriptor(&p.descriptors, held) {
-                Some(why) => Some(why),
-                None => self.migrate_checked(&p).err(),
-            };
-            if let Some(why) = &refusal {
-                log::warn!("uid {uid} pid {}: {why}", p.pidfd.pid());
-            }
-            let reply = Reply {
-                refusal,
-                warnings: warnings.to_vec(),
-                notices: notices.clone(),
-            };
-            self.reply(&p.conn, &reply);
-        }
-    }
-
-    fn refuse_all(&self, batch: Vec<Pending>, why: &str) {
-        for p in batch {
-            self.reply(&p.conn, &Reply::refused(why.to_owned()));
-        }
-    }
-
-    /// Moves the pinned process into its uid's sandbox, acting on that process
-    /// only: its uids are re-checked, its start time recorded, and its pidfd
-    /// tested alive before and after the write to cgroup.procs.
-    ///
-    /// If the pidfd is dead after the write, the pid may have been reused in
-    /// between and the write may have moved another process into the sandbox.
-    /// The launch is refused (the requester is gone anyway) and the event is
-    /// logged with the pid's new holder. That process is deliberately left in
-    /// the sandbox: confinement only takes rights away, and moving a process
-    /// *out* on a guess about where it came from would give an attacker who
-    /// wins the race a way out.
-    fn migrate_checked(&self, p: &Pending) -> Result<(), String> {
         let pid = p.pidfd.pid();
-        let uids = procfs::read_uids(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        let (start, _) = procfs::read_start_ppid(pid).map_err(|e| format!("process {pid}: {e}"))?;
-        rules::check_before_move(pid, p.uid, uids, p.pidfd.alive()).map_err(|r| r.to_string())?;
-        let moved = self.tree.migrate(p.uid, pid).map_err(|e| e.to_string());
-        let verdict = rules::judge_move(pid, moved, p.pidfd.alive());
-        if let Err(rules::MoveRefusal::ExitedDuringMove { .. }) = verdict {
-            log::error!("pid {pid} exited while being moved; checking for a reused pid");
-            self.log_reused_pid(p.uid, pid, start);
-        }
-        verdict.map_err(|r| r.to_string())
-    }
-
-    /// Logs the process that now holds `pid` if it is another one than the
-    /// launcher (started at `start`) and sits in `uid`'s sandbox
-    /// ([`rules::reused_pid_stays`]).
-    fn log_reused_pid(&self, uid: u32, pid: i32, start: u64) {
-        let now = procfs::read_start_ppid(pid).ok();
-        let in_sandbox =
-            procfs::read_v2_cgroup(pid).is_ok_and(|c| c == cgroup::sandbox_path_for(uid));
-        if let Some((start_now, ppid)) = now
-            && rules::reused_pid_stays(start, Some(start_now), in_sandbox)
-        {
-            log::error!(
-                "pid {pid} was reused during the move: the new process (parent {ppid}) is now in uid {uid}'s sandbox and stays there"
-            );
+        let uids = match procfs::read_uids(pid) {
+            Ok(uids) => uids,
+            Err(e) => return Inspection::Unreadable(format!("process {pid}: {e}")),
+        };
+        match procfs::read_start_ppid(pid) {
+            Ok((start, _)) => Inspection::Seen {
+                uids,
+                start,
+                alive: p.pidfd.alive(),
+            },
+            Err(e) => Inspection::Unreadable(format!("process {pid}: {e}")),
         }
     }
 
@@ -1411,8 +1210,8 @@ impl Daemon {
             answer.marks = set.files().len() - answer.files;
             answer.names = set.names().len();
         }
-        if let Some(a) = self.applied.get(&uid) {
-            answer.warnings = a.user_warnings.clone();
+        if let Some(w) = self.launches.user_warnings(uid) {
+            answer.warnings = w.to_vec();
         }
         log::debug!("status: uid {uid} pid {}", conn.peer.pid);
         if let Err(e) = request::send_packet(conn.fd.as_fd(), answer.encode().as_bytes()) {

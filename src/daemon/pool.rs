@@ -1,10 +1,10 @@
-//! The daemon's side: the idle resolver processes per uid ([`Pool`]), one
-//! resolution in flight ([`Resolver`]) and its [`Outcome`].
+//! The daemon's side: the idle resolver processes per uid ([`Pool`]) and one
+//! resolution in flight ([`Resolver`]), which ends in an [`Answer`]; its
+//! deadline and retry are the launch machine's ([`crate::policy::launch`]).
 
 use crate::os::child;
-use crate::proto::resolver::{
-    MAX_OUTPUT_BYTES, Resolution, ResolveError, Role, WORKER_NAME, parse_output,
-};
+use crate::policy::launch::{Answer, Answers};
+use crate::proto::resolver::{MAX_OUTPUT_BYTES, ResolveError, Role, WORKER_NAME};
 use crate::resolve::list_file::open_list;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
@@ -267,39 +267,7 @@ impl Part {
 pub struct Resolver {
     /// The uid whose lists it resolves.
     pub uid: u32,
-    /// When both answers must be in.
-    pub deadline: Instant,
-    /// Whether this is already the second try (see [`Outcome::Retry`]).
-    pub retried: bool,
     pub(crate) parts: [Part; 2],
-}
-
-/// The two answers of one resolution, as received (length, then records):
-/// the base-list process's and the user process's. Kept as bytes so that the
-/// daemon can tell an answer it applied before without parsing it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answers(pub [Vec<u8>; 2]);
-
-impl Answers {
-    /// Parses both answers into one resolution (see [`parse_output`]).
-    pub fn parse(&self) -> Resolution {
-        fn records(a: &[u8]) -> &[u8] {
-            a.get(8..).unwrap_or_default()
-        }
-        parse_output(&[records(&self.0[0]), records(&self.0[1])])
-    }
-}
-
-/// How a resolution ended.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Both answers, not parsed yet.
-    Done(Answers),
-    /// Anything else, with the reason to give the user.
-    Failed(String),
-    /// A process died or was stale, and this was the first try: start again
-    /// with fresh processes.
-    Retry(String),
 }
 
 impl Resolver {
@@ -315,7 +283,6 @@ impl Resolver {
         pool: &mut Pool,
         base_list: &Path,
         uid: u32,
-        retried: bool,
         reap: &mut Vec<Pid>,
     ) -> Result<Resolver, ResolveError> {
         let base = open_list(base_list).map_err(|e| ResolveError::BaseList {
@@ -342,8 +309,6 @@ impl Resolver {
         };
         Ok(Resolver {
             uid,
-            deadline: Instant::now() + DEADLINE,
-            retried,
             parts: pair.map(|worker| Part {
                 worker,
                 out: Vec::new(),
@@ -386,24 +351,21 @@ impl Resolver {
         self.parts.into_iter().for_each(|p| p.worker.kill(reap));
     }
 
-    /// After [`Resolver::pump`] returned true: the findings, with the
-    /// processes back in `pool`; or the failure, with them killed.
-    pub fn finish(self, pool: &mut Pool, reap: &mut Vec<Pid>) -> Outcome {
+    /// After [`Resolver::pump`] returned true: the answers, with the
+    /// processes back in `pool`; or how one broke, with both killed (whether
+    /// to try again is the launch machine's decision).
+    pub fn finish(self, pool: &mut Pool, reap: &mut Vec<Pid>) -> Answer {
         let broken = self.parts.iter().find_map(|p| match &p.state {
             State::Broken { why, retry } => Some((why.clone(), *retry)),
             _ => None,
         });
-        if let Some((why, retry)) = broken {
-            let retried = self.retried;
+        if let Some((why, retryable)) = broken {
             self.kill(reap);
-            return match crate::policy::rules::after_break(retry, retried) {
-                crate::policy::rules::AfterBreak::Retry => Outcome::Retry(why),
-                crate::policy::rules::AfterBreak::Fail => Outcome::Failed(why),
-            };
+            return Answer::Broken { why, retryable };
         }
         let [base, user] = self.parts;
         pool.put(self.uid, [base.worker, user.worker], reap);
-        Outcome::Done(Answers([base.out, user.out]))
+        Answer::Done(Answers([base.out, user.out]))
     }
 }
 
@@ -419,7 +381,8 @@ pub fn reap(pids: &mut Vec<Pid>) {
     });
 }
 
-/// How long a resolver may take before it is killed and the request refused.
+/// How long a resolution may take before its resolver is killed and its
+/// launches refused (the launch machine's deadline, which it keeps).
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// How long a uid's resolver processes stay alive without a request.

@@ -4,7 +4,11 @@
 //!
 //! - [`rules`]: each decision on its own: the apply mode (the strictness
 //!   rule), answer reuse, caps, retries, the move checks, notices;
+//! - [`launch`]: the launch machine, the order of those decisions from a
+//!   request admitted to its reply (events in, commands out, time passed
+//!   in), which the daemon executes;
 //! - [`admission`]: connection caps and abuse logging.
 
 pub mod admission;
+pub mod launch;
 pub mod rules;
