@@ -499,29 +499,21 @@ memo_checks() {
 check_memos_hash() {
 	mkdir -p "$(dirname "$DROPIN")"
 	printf '[Service]\nEnvironment=AGENT_SANDBOX_EXECD_WITHOUT=memo-inode-storage\n' >"$DROPIN"
-	restart_daemon "the daemon serves with its walk memos in the LRU hash"
+	restart_daemon "fallback: the daemon serves with its walk memos in the LRU hash"
 	run_as "$USR" "$LAUNCHER" --status
 	okl "memos_hash: --status names memo-inode-storage as left out" 'out=$(snip "$OUT")' \
 		has "loaded without memo-inode-storage" "$OUT"
 	memo_checks -h
 	rm -f "$DROPIN"
-	restart_daemon "the daemon serves again without the drop-in"
+	restart_daemon "fallback: the daemon serves again without the drop-in"
 }
 
 readonly DROPIN=/run/systemd/system/agent-sandbox-execd.service.d/asx-test-fallback.conf
 
-# restart_daemon WHAT: restart the unit and wait until it serves again
-restart_daemon() {
-	systemctl daemon-reload
-	timeout 120 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
-	okl "fallback: $1" '$(snip "$T/restart.log") is-active: $(systemctl is-active agent-sandbox-execd)' \
-		wait_for 60 test -e /run/agent-sandbox-exec/ready
-}
-
 check_fallback() {
 	mkdir -p "$(dirname "$DROPIN")"
 	printf '[Service]\nEnvironment=AGENT_SANDBOX_EXECD_WITHOUT=walk-memos,compat-ioctl\n' >"$DROPIN"
-	restart_daemon "the daemon serves without walk-memos and compat-ioctl"
+	restart_daemon "fallback: the daemon serves without walk-memos and compat-ioctl"
 	run_as "$USR" "$LAUNCHER" --status
 	okl "fallback: --status names both parts left out" 'out=$(snip "$OUT")' \
 		eval 'has "loaded without walk-memos (left out by AGENT_SANDBOX_EXECD_WITHOUT)" "$OUT" &&
@@ -555,7 +547,7 @@ check_fallback() {
 		eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec fbname)" "$T/job.out"'
 	stop_server
 	rm -f "$UH/fb-hardlink" "$DROPIN"
-	restart_daemon "the daemon serves again without the drop-in"
+	restart_daemon "fallback: the daemon serves again without the drop-in"
 	run_as "$USR" "$LAUNCHER" --status
 	okl "fallback: without the drop-in, --status names no part left out (kernel: $(uname -r))" \
 		'out=$(snip "$OUT")' eval '! has "left out by" "$OUT"'

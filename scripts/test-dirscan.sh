@@ -222,33 +222,57 @@ check_scan_fails() {
 	local deep
 	fresh_tree scan_fails || return
 	denied "scan_fails: a name made outside before launch is denied" "$UH/outside/multi" "$(sec multi)"
-	# 1. The subdirectory holding the key made unreadable from inside: chmod is refused; a POSIX
-	# ACL equal to mode 000 (setxattr, which the setattr hook does not see) is not. A file made in
-	# the home (watched: on the way to the list) makes the next launch resolve anew (a mode
-	# change raises no event on the watches, src/resolve/watch.rs).
+	# 1. The subdirectory holding the key made unreadable from inside: a mode change (chmod) and
+	# a POSIX ACL equal to mode 000 (setxattr; since Linux 6.2 the ACL goes to the set_acl hook)
+	# are both refused.
 	run_in "$USR" chmod 000 "$UH/.ssh/sub"
 	okl "scan_fails: inside, chmod 000 of a directory below the entry is refused with EPERM" \
 		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
 		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && [ "$(stat -c %a "$UH/.ssh/sub")" != 0 ]'
 	run_in "$USR" python3 -c 'import os, struct, sys
 os.setxattr(sys.argv[1], "system.posix_acl_access",
-            struct.pack("<IHHIHHIHHI", 2, 1, 0, 0xffffffff, 4, 0, 0xffffffff, 0x20, 0, 0xffffffff))
-open(sys.argv[2], "w").write("x")' "$UH/.ssh/sub" "$UH/asx-rescan"
-	okl "scan_fails: inside, a POSIX ACL of mode 000 on it (setxattr) is not refused" \
+            struct.pack("<IHHIHHIHHI", 2, 1, 0, 0xffffffff, 4, 0, 0xffffffff, 0x20, 0, 0xffffffff))' \
+		"$UH/.ssh/sub"
+	okl "scan_fails: inside, a POSIX ACL of mode 000 on it (setxattr) is refused with EPERM" \
 		'rc=$RC err=$(snip "$ERR") mode=$(stat -c %a "$UH/.ssh/sub")' \
-		eval '[ "$RC" -eq 0 ] && [ "$(stat -c %a "$UH/.ssh/sub")" = 0 ]'
-	denied "scan_fails: after that, the next launch from outside denies the outside name" \
-		"$UH/outside/multi" "$(sec multi)"
-	okl "scan_fails: that launch says it removes nothing, as the scan could not read everything" \
-		'err=$(snip "$ERR")' has "removes nothing from your sandbox" "$ERR"
-	chmod 0755 "$UH/.ssh/sub"
-	run_in "$USR" true
+		eval '[ "$RC" -ne 0 ] && has "$EPERM_MSG" "$ERR" && [ "$(stat -c %a "$UH/.ssh/sub")" != 0 ]'
+	run_in "$USR" python3 -c 'import os, struct, sys
+os.setxattr(sys.argv[1], "system.posix_acl_access",
+            struct.pack("<IHHIHHIHHI", 2, 1, 7, 0xffffffff, 4, 5, 0xffffffff, 0x20, 5, 0xffffffff))' \
+		"$UH/outside"
+	ok "scan_fails: inside, an ACL (mode 755) on a directory outside every entry is set as before" \
+		"$(why)" test "$RC" -eq 0
 	# 2. The subdirectory moved 66 levels deep within the entry from inside (past the
 	# hook's walk bound of 64, which the scan once shared).
 	deep=$UH/.ssh/deep$(for ((i = 0; i < 65; i++)); do printf '/d'; done)
 	run_in "$USR" sh -c 'mkdir -p "$1" && mv "$2" "$1/sub"' sh "$deep" "$UH/.ssh/sub"
 	note "scan_fails: inside: mkdir -p ~/.ssh/deep/d/... (66 levels) and mv ~/.ssh/sub there: rc=$RC $(snip "$ERR")"
 	denied "scan_fails: after that move from inside, the next launch from outside denies the outside name" \
+		"$UH/outside/multi" "$(sec multi)"
+	# 3. What no hook sees: a directory made from inside without read permission (mkdir -m 300
+	# is not a mode change), the subdirectory moved into it (a rename within the entry). A file
+	# made in the home (watched: on the way to the list) makes the next launch resolve anew.
+	run_in "$USR" sh -c 'mkdir -m 300 "$1" && mv "$2" "$1/" && echo x >"$3"' sh \
+		"$UH/.ssh/locked" "$deep/sub" "$UH/asx-rescan"
+	ok "scan_fails: inside, mkdir -m 300 ~/.ssh/locked and a move of the subdirectory into it work" \
+		"$(why)" test "$RC" -eq 0
+	denied "scan_fails: after that, the next launch from outside denies the outside name" \
+		"$UH/outside/multi" "$(sec multi)"
+	okl "scan_fails: that launch says it removes nothing, as the scan could not read everything" \
+		'err=$(snip "$ERR")' has "removes nothing from your sandbox" "$ERR"
+	# The sandbox forgotten (a daemon restart drops sandboxes without processes; a reboot
+	# drops all): no earlier keys to keep. The uid's record says the scan now misses one.
+	restart_daemon "scan_fails: the daemon restarted (the sandbox, without processes, is forgotten)"
+	run_in "$USR" cat "$UH/outside/multi"
+	okl "scan_fails: then a launch from outside is refused, saying the scan could not read everything" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -ne 0 ] && ! has "$(sec multi)" "$OUT" && has "could not read everything below it" "$ERR"'
+	run_in "$USR" cat "$UH/outside/multi"
+	okl "scan_fails: and so is the next one (nothing was applied or recorded)" \
+		'rc=$RC out=$(snip "$OUT") err=$(snip "$ERR")' \
+		eval '[ "$RC" -ne 0 ] && ! has "$(sec multi)" "$OUT" && has "could not read everything below it" "$ERR"'
+	chmod 0700 "$UH/.ssh/locked"
+	denied "scan_fails: once the directory is readable again, the launch denies the outside name" \
 		"$UH/outside/multi" "$(sec multi)"
 	run_in "$USR" cat "$UH/outside/keep"
 	ok "scan_fails: an unlisted file outside stays readable" "$(why)" has keep "$OUT"

@@ -73,6 +73,16 @@ run_in() {
 	run_as "$user" "$LAUNCHER" "$@"
 }
 
+# restart_daemon WHAT: restart the unit (after a daemon-reload) and PASS WHAT once it serves
+# again, else FAIL with systemctl's output; needs $T
+restart_daemon() {
+	systemctl daemon-reload
+	timeout 120 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
+	# shellcheck disable=SC2016  # DETAIL is expanded by okl, on failure
+	okl "$1" '$(snip "$T/restart.log") is-active: $(systemctl is-active agent-sandbox-execd)' \
+		wait_for 60 test -e /run/agent-sandbox-exec/ready
+}
+
 # wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout
 wait_for() {
 	local deadline=$((SECONDS + $1))

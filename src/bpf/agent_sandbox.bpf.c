@@ -48,8 +48,9 @@
  *
  * lsm/sb_mount, lsm/move_mount and lsm/sb_umount refuse a sandboxed task any
  * mount change in a mount namespace the user's outside processes share
- * (mounts.bpf.h), and lsm/inode_setattr a mode change of a
- * directory at or below a directory entry (issue 23).
+ * (mounts.bpf.h), and lsm/inode_setattr, inode_setxattr and inode_set_acl
+ * a mode or ACL change of a directory at or below a directory entry
+ * (issue 23).
  *
  * lsm/unix_stream_connect, lsm/unix_may_send and lsm/file_receive refuse a
  * sandboxed task the user's own daemons and descriptors of files it could
@@ -74,7 +75,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "walk.bpf.h"       /* directory entries: the walk and its memos; fexit/vfs_rename */
 #include "proc.bpf.h"       /* write-opens of an outside task's /proc/<pid>/ files */
 #include "open.bpf.h"       /* lsm/file_open */
-#include "names.bpf.h"      /* lsm/inode_link, inode_rename, ..., inode_rmdir, inode_setattr */
+#include "names.bpf.h"      /* lsm/inode_link, inode_rename, ..., inode_setattr, inode_setxattr, inode_set_acl */
 #include "ioctl.bpf.h"      /* lsm/file_ioctl, file_ioctl_compat */
 #include "inode_free.bpf.h" /* lsm/inode_free_security */
 #include "tasks.bpf.h"      /* lsm/ptrace_access_check, task_kill, task_setrlimit, file_fcntl */

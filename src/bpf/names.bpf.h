@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Name changes: the hooks that make, move or remove a name, and the mode
- * change of a directory below a directory entry.
+ * Name changes: the hooks that make, move or remove a name, and a mode or
+ * ACL change of a directory below a directory entry.
  * Uses: gate.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
- * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr.
+ * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
+ * lsm/inode_setxattr, lsm/inode_set_acl.
  */
 #ifndef AGENT_SANDBOX_NAMES_BPF_H
 #define AGENT_SANDBOX_NAMES_BPF_H
@@ -194,6 +195,74 @@ int BPF_PROG(inode_setattr)
 	if (walk_denied(cgid, d, 0))
 		return eperm;
 	return 0;
+}
+
+/*
+ * No POSIX ACL set from inside on a directory at or below a directory entry
+ * (issue 23): an access ACL equal to mode 000 makes the directory as
+ * unreadable to the next launch's scan as `chmod 000` (inode_setattr above),
+ * without a mode change; a default ACL makes the directories made in it so.
+ * Removing an ACL only widens access and stays allowed.
+ *
+ * Linux 6.1 sets an ACL through the xattr handlers, behind
+ * security_inode_setxattr() with the name system.posix_acl_access or
+ * system.posix_acl_default (fs/xattr.c); since 6.2 (vfs_set_acl(),
+ * fs/posix_acl.c) an ACL goes to security_inode_set_acl() instead and no
+ * longer to the setxattr hook. The daemon attaches lsm/inode_set_acl where
+ * the kernel's BTF has bpf_lsm_inode_set_acl. Both hooks take (mnt_userns or
+ * idmap, dentry, name, ...) (include/linux/lsm_hook_defs.h): the dentry is
+ * argument 1 and the name argument 2, read as numbers with
+ * bpf_get_func_arg() and the earlier verdict with bpf_get_func_ret(), as in
+ * inode_setattr.
+ */
+#define ACL_XATTR_PREFIX "system.posix_acl_"
+#define ACL_XATTR_PREFIX_LEN (sizeof(ACL_XATTR_PREFIX) - 1)
+
+/* The verdict on an ACL set on dentry argument 1 of `ctx`, if `acl` (else 0). */
+static __always_inline int acl_on_entry_dir(__u64 *ctx, bool acl)
+{
+	__u64 d = 0, r = 0, cgid;
+	__u32 sbx;
+	int eperm;
+
+	/* An earlier verdict, or no slot to read: -EPERM (see inode_setattr). */
+	if (bpf_get_func_ret(ctx, &r) || r != 0)
+		return -EPERM;
+	ONLY_SANDBOXED_AS(0, cgid, sbx);
+	if (!(sbx & SBX_DIRS) || !acl)
+		return 0;
+	if (bpf_get_func_arg(ctx, 1, &d) || !d)
+		return -EPERM;
+	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
+		return 0;
+	eperm = -EPERM;
+	barrier_var(eperm);
+	if (walk_denied(cgid, d, 0))
+		return eperm;
+	return 0;
+}
+
+SEC("lsm/inode_setxattr")
+int BPF_PROG(inode_setxattr)
+{
+	char name[ACL_XATTR_PREFIX_LEN + 1] = {};
+	__u64 n = 0;
+	bool acl = true;
+	int i;
+
+	if (bpf_get_func_arg(ctx, 2, &n) || !n ||
+	    bpf_probe_read_kernel_str(name, sizeof(name), (const void *)n) < 0)
+		return acl_on_entry_dir(ctx, true);
+	for (i = 0; i < ACL_XATTR_PREFIX_LEN; i++)
+		if (name[i] != ACL_XATTR_PREFIX[i])
+			acl = false;
+	return acl_on_entry_dir(ctx, acl);
+}
+
+SEC("lsm/inode_set_acl")
+int BPF_PROG(inode_set_acl)
+{
+	return acl_on_entry_dir(ctx, true);
 }
 
 #endif /* AGENT_SANDBOX_NAMES_BPF_H */

@@ -53,12 +53,12 @@ use crate::policy::admission::{self, Abuse, Ledger, LogLimiter, Screened, Ticket
 use crate::policy::launch::{
     ApplyReport, Command, Event, Inspection, Launch, LaunchId, Level, Limits, Machine, Millis, Plan,
 };
-use crate::policy::rules::{self, ApplyMode, Requester};
+use crate::policy::rules::{self, ApplyMode, RecordedLoss, Requester};
 use crate::proto::ready;
 use crate::proto::request::{self, Peer, Reply, Request};
 use failure::DaemonError;
 use pool::{Pool, Resolver};
-use record::{Prior, Verdict};
+use record::Verdict;
 
 /// How long an accepted connection may take to send its request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
@@ -863,9 +863,18 @@ impl Daemon {
                 keys,
                 mode,
                 recall,
+                incomplete,
                 launches,
             } => {
-                let result = self.apply(uid, cgid, &keys, mode, recall, launches);
+                let result = self.apply(
+                    uid,
+                    cgid,
+                    &keys,
+                    mode,
+                    recall,
+                    incomplete.as_deref(),
+                    launches,
+                );
                 Some(Event::Applied { uid, result })
             }
             Command::Record { uid, cgid, changed } => {
@@ -1034,11 +1043,14 @@ impl Daemon {
     /// [`Command::Apply`]: applies `keys` to sandbox `cgid` of `uid` in
     /// `mode`, after loading the programs again if the keys need it; with
     /// `recall`, a sandbox that held nothing is compared with the uid's
-    /// record once nothing was removed ([`Daemon::recorded_notice`]).
+    /// record once nothing was removed ([`Daemon::recorded_notice`]); after
+    /// an `incomplete` directory-entry scan, such a sandbox is refused keys
+    /// that lose what the record holds ([`rules::incomplete_scan_refusal`]).
     ///
     /// # Errors
     /// The reason to give the user: the programs could not be loaded again,
-    /// or the maps not written.
+    /// the maps not written, or the scan would loosen a forgotten sandbox.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         uid: u32,
@@ -1046,6 +1058,7 @@ impl Daemon {
         keys: &DenySet,
         mode: ApplyMode,
         recall: bool,
+        incomplete: Option<&str>,
         launches: usize,
     ) -> Result<ApplyReport, String> {
         if self.bpf.needs_reload_for(keys) {
@@ -1067,6 +1080,17 @@ impl Daemon {
         // what it denied until then is in its uid's record.
         let prior = (recall && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(&self.paths.state_dir, uid));
+        let verdict = prior
+            .as_ref()
+            .and_then(|prior| record::verdict(prior, keys, &self.boot, &mount_labels()));
+        let loss = match &verdict {
+            None | Some(Verdict::Gone(0)) => RecordedLoss::Nothing,
+            Some(Verdict::Gone(n)) => RecordedLoss::Entries(*n),
+            Some(Verdict::Unknown(_)) => RecordedLoss::Unknown,
+        };
+        if let Some(why) = rules::incomplete_scan_refusal(incomplete, loss) {
+            return Err(why);
+        }
         let stats = self.bpf.apply(cgid, keys, prune_for(mode)).map_err(|e| {
             format!(
                 "cannot apply the denylist: {}",
@@ -1087,8 +1111,8 @@ impl Daemon {
             launches
         );
         // The record speaks only when the apply itself removed nothing.
-        let recorded = match &prior {
-            Some(prior) if stats.removed_entries == 0 => self.recorded_notice(uid, prior, keys),
+        let recorded = match verdict {
+            Some(verdict) if stats.removed_entries == 0 => Self::recorded_notice(uid, verdict),
             _ => None,
         };
         // What the sandbox holds beyond the lists: after an exact apply,
@@ -1107,13 +1131,13 @@ impl Daemon {
         })
     }
 
-    /// The note for an exact apply of `desired` to a sandbox of `uid` that
-    /// held nothing, from what its record says it denied until now: how
-    /// many of those entries `desired` lacks, or, if the record cannot be
+    /// The note for an exact apply to a sandbox of `uid` that held nothing,
+    /// from the `verdict` of what its record says it denied until now: how
+    /// many of those entries the new keys lack, or, if the record cannot be
     /// used, that entries may no longer be denied (fail safe; the log says
     /// why).
-    fn recorded_notice(&self, uid: u32, prior: &Prior, desired: &DenySet) -> Option<String> {
-        match record::verdict(prior, desired, &self.boot, &mount_labels())? {
+    fn recorded_notice(uid: u32, verdict: Verdict) -> Option<String> {
+        match verdict {
             Verdict::Gone(0) => None,
             Verdict::Gone(n) => {
                 log::info!(

@@ -22,6 +22,24 @@ pub const BPFFS: &str = "/sys/fs/bpf";
 /// kernel's BTF (`bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c).
 pub(super) const COMPAT_IOCTL_HOOK: &str = "bpf_lsm_file_ioctl_compat";
 
+/// The hook kernels since 6.2 call for a POSIX ACL set (vfs_set_acl(),
+/// fs/posix_acl.c) instead of the setxattr hook, which 6.1 calls for it:
+/// `lsm/inode_set_acl` is attached where the kernel's BTF has it, and
+/// `lsm/inode_setxattr` covers ACLs where it does not.
+pub(super) const SET_ACL_HOOK: &str = "bpf_lsm_inode_set_acl";
+
+/// Whether the running kernel's BTF has the function `name` (a BPF LSM
+/// attach point is `bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c). False when the
+/// kernel BTF cannot be read (the load then fails on its own, saying so).
+pub(super) fn kernel_has_func(name: &str) -> bool {
+    libbpf_rs::btf::Btf::from_vmlinux()
+        .map(|btf| {
+            btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(name)
+                .is_some()
+        })
+        .unwrap_or(false)
+}
+
 /// Checks the kernel can run the program at all: the bpf LSM is active and
 /// kernel BTF exists. `lsm_list` is the content of /sys/kernel/security/lsm
 /// (None if unreadable); `has_btf` whether /sys/kernel/btf/vmlinux exists.

@@ -15,7 +15,9 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use crate::kernel::error::{BpfError, io_e, lb};
 use crate::kernel::filter::{FILTER_WORDS, Filter, SLOTS, WALK_GENS, WordArray};
 use crate::kernel::pins::{remove_empty_pin_dirs, remove_other_links};
-use crate::kernel::preflight::{COMPAT_IOCTL_HOOK, probe_memo_store, warn_hidden_ksyms};
+use crate::kernel::preflight::{
+    COMPAT_IOCTL_HOOK, SET_ACL_HOOK, kernel_has_func, probe_memo_store, warn_hidden_ksyms,
+};
 use crate::kernel::skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 use crate::kernel::variant::{self, Part, Variant, Why};
 use crate::lists::entries::DenySet;
@@ -242,13 +244,7 @@ impl Bpf {
         let forced = variant::parse_without(&forced).map_err(BpfError::Unsupported)?;
         let mut variant = Variant::without(&forced);
         // Without the hook in the kernel, loading its program would fail.
-        let compat = libbpf_rs::btf::Btf::from_vmlinux()
-            .map(|btf| {
-                btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>(COMPAT_IOCTL_HOOK)
-                    .is_some()
-            })
-            .unwrap_or(false);
-        if !compat {
+        if !kernel_has_func(COMPAT_IOCTL_HOOK) {
             variant.leave_out(
                 Part::CompatIoctl,
                 Why::NotInKernel(format!(
@@ -351,6 +347,11 @@ impl Bpf {
         open.progs
             .file_ioctl_compat
             .set_autoload(variant.has(Part::CompatIoctl));
+        // Not a part: where the hook is missing (6.1), ACLs reach the
+        // setxattr hook, which refuses them the same way.
+        open.progs
+            .inode_set_acl
+            .set_autoload(kernel_has_func(SET_ACL_HOOK));
         // The hash memos' map takes memory only where they are used.
         if variant::memo_store(variant) != 2 {
             open.maps
@@ -521,6 +522,8 @@ mod tests {
             "move_mount",
             "sb_umount",
             "inode_setattr",
+            "inode_setxattr",
+            "inode_set_acl",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
         }

@@ -347,6 +347,10 @@ pub enum Command {
         mode: ApplyMode,
         /// Whether to consult the record (a launch from outside).
         recall: bool,
+        /// Why a directory entry's scan was incomplete, if it was: with
+        /// `recall`, an apply that would lose entries the record holds is
+        /// refused instead ([`rules::incomplete_scan_refusal`]).
+        incomplete: Option<String>,
         /// Launches served (for the log line).
         launches: usize,
     },
@@ -487,6 +491,8 @@ struct Work {
     launch_mode: ApplyMode,
     /// The keys' mode ([`rules::keys_mode`]).
     mode: ApplyMode,
+    /// Why a directory entry's scan was incomplete, if it was.
+    incomplete: Option<String>,
     /// Entries parsed.
     parsed: usize,
 }
@@ -952,6 +958,7 @@ impl Machine {
             admin_warnings,
             launch_mode,
             mode,
+            incomplete,
             parsed,
         };
         self.put(uid, batch, Stage::Ensuring(work));
@@ -1021,6 +1028,7 @@ impl Machine {
             // daemon restart drops sandboxes without processes, a reboot
             // all of them): what it denied until then is in the record.
             recall: work.launch_mode == ApplyMode::Exact,
+            incomplete: work.incomplete.clone(),
             launches: batch.len(),
         });
         self.put(uid, batch, Stage::Applying(work, cgid));
@@ -1038,7 +1046,8 @@ impl Machine {
             Ok(r) => r,
             Err(why) => {
                 log(out, Level::Error, format!("uid {uid}: {why}"));
-                return refuse_all(out, flight.batch, &why);
+                refuse_all(out, flight.batch, &why);
+                return freed(out, work.parsed);
             }
         };
         let (warnings, mut notices) = rules::capped(&work.user_warnings);
@@ -1446,6 +1455,8 @@ mod tests {
         version: u64,
         /// Whether the kernel dropped a key since the last apply.
         dropped: bool,
+        /// The uid's record: what its sandboxes denied until now.
+        recorded: DenySet,
     }
 
     impl World {
@@ -1508,8 +1519,27 @@ mod tests {
                     Event::Counted { uid, files, names }
                 }
                 Command::Apply {
-                    uid, keys, mode, ..
+                    uid,
+                    keys,
+                    mode,
+                    recall,
+                    incomplete,
+                    ..
                 } => {
+                    // The daemon's check of a forgotten sandbox against the
+                    // record, with the record as the set it held.
+                    let lost = self.recorded.minus(&keys).entries();
+                    let loss = rules::RecordedLoss::Entries(lost);
+                    if recall
+                        && self.held.entries() == 0
+                        && let Some(why) =
+                            rules::incomplete_scan_refusal(incomplete.as_deref(), loss)
+                    {
+                        return Some(Event::Applied {
+                            uid,
+                            result: Err(why),
+                        });
+                    }
                     let before = std::mem::take(&mut self.held);
                     let stale = before.minus(&keys);
                     let added = keys.minus(&before).len();
@@ -1600,12 +1630,18 @@ mod tests {
                 keys,
                 mode: m,
                 recall,
+                incomplete,
                 launches,
             } => format!(
-                "apply {uid} cg{cgid} {} keys {}{} for {launches}",
+                "apply {uid} cg{cgid} {} keys {}{}{} for {launches}",
                 keys.len(),
                 mode(m),
-                if *recall { " recall" } else { "" }
+                if *recall { " recall" } else { "" },
+                if incomplete.is_some() {
+                    " incomplete"
+                } else {
+                    ""
+                }
             ),
             Command::Record { uid, cgid, changed } => format!(
                 "record {uid} cg{cgid}{}",
@@ -1990,7 +2026,7 @@ mod tests {
                     "count 1000 cg7 with 1 keys",
                     // The keys only add; the launch itself is from outside
                     // (the record is consulted, the sockets are set).
-                    "apply 1000 cg7 1 keys add-only recall for 1",
+                    "apply 1000 cg7 1 keys add-only recall incomplete for 1",
                     "record 1000 cg7",
                     "sockets 1000 cg7 0",
                     "check 1000",
@@ -1999,6 +2035,57 @@ mod tests {
                 &s(&["freed 1"]),
             ])
         );
+        assert_eq!(w.held.files(), &[key(1), key(2)]);
+    }
+
+    #[test]
+    fn a_forgotten_sandbox_is_refused_an_incomplete_scan_that_loses_recorded_keys() {
+        let (mut m, mut w) = launched(&[1, 2]);
+        // A daemon restart or a reboot forgot the sandbox; the record
+        // holds keys 1 and 2. The agent had made the directory holding the
+        // file of key 2 unreadable: the scan misses it.
+        w.held = DenySet::default();
+        w.recorded = DenySet::new(vec![key(1), key(2)], vec![]);
+        let incomplete = |m: &mut Machine, w: &mut World, id: LaunchId, inos: &[u64]| {
+            w.run(m, admitted(id));
+            w.run(m, Event::Dispatch);
+            let scan = answers(inos, &[(b'I', "/home/u/.ssh/locked: permission denied")]);
+            w.run(
+                m,
+                Event::Answered {
+                    uid: UID,
+                    answer: Answer::Done(scan),
+                },
+            );
+            w.take()
+        };
+        let why = rules::incomplete_scan_refusal(
+            Some("/home/u/.ssh/locked: permission denied"),
+            rules::RecordedLoss::Entries(1),
+        )
+        .unwrap();
+        assert_eq!(
+            incomplete(&mut m, &mut w, 2, &[1]),
+            s(&[
+                "start 1000",
+                "observe 1000 [2] since cg7@1",
+                "warn: uid 1000: a directory entry's scan is incomplete \
+                 (/home/u/.ssh/locked: permission denied); no key is removed",
+                "ensure 1000",
+                "count 1000 cg7 with 1 keys",
+                "apply 1000 cg7 1 keys add-only recall incomplete for 1",
+                &format!("error: uid 1000: {why}"),
+                &format!("reply #2 refused: {why}"),
+                "freed 1",
+            ])
+        );
+        // Nothing applied, nothing recorded, nobody moved: the next launch
+        // is judged the same way.
+        assert_eq!(w.held.entries(), 0);
+        assert!(incomplete(&mut m, &mut w, 3, &[1]).contains(&format!("reply #3 refused: {why}")));
+        // An incomplete scan that still finds every recorded key launches.
+        let t = incomplete(&mut m, &mut w, 4, &[1, 2]);
+        assert!(t.contains(&"reply #4 ok".to_owned()), "{t:?}");
         assert_eq!(w.held.files(), &[key(1), key(2)]);
     }
 

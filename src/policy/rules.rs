@@ -10,7 +10,9 @@
 //!   seen outside a sandbox and alive after that was seen; otherwise add-only
 //!   (the strictness rule: nothing done from inside makes a sandbox less
 //!   strict, see [`may_loosen`]), and add-only too after an incomplete scan
-//!   of a directory entry ([`keys_mode`]);
+//!   of a directory entry ([`keys_mode`]); such a launch refused when its
+//!   sandbox was forgotten and it would lose what the uid's record holds
+//!   ([`incomplete_scan_refusal`]);
 //! - answer reuse ([`may_reuse`]): a relaunch with unchanged lists skips the
 //!   parse and the apply only if the sandbox is exactly as that apply left it;
 //! - the caps ([`check_keys`], [`check_union`], [`check_stuck`]);
@@ -336,6 +338,50 @@ pub fn denied_descriptor(
     ))
 }
 
+/// What the uid's record (kept across daemon restarts and reboots) says an
+/// apply to a sandbox that held nothing would no longer deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordedLoss {
+    /// Nothing: no record, or every recorded entry is in the new keys.
+    Nothing,
+    /// This many recorded entries (file or name keys) are not.
+    Entries(usize),
+    /// The record cannot tell (unreadable, corrupt or foreign).
+    Unknown,
+}
+
+/// The reason to refuse a launch from outside whose directory-entry scan
+/// was incomplete (`incomplete`: why, from the resolver) and whose sandbox
+/// held nothing, by what the uid's record says that apply would lose
+/// (`loss`); None if the scan was complete or nothing is lost.
+///
+/// While a sandbox lives, an incomplete scan only adds ([`keys_mode`]), so
+/// what an earlier scan marked stays. A sandbox that was forgotten (a daemon
+/// restart drops sandboxes without processes, a reboot all of them) holds
+/// no earlier keys to keep, so an agent that made a directory below an
+/// entry unreadable from inside (a `mkdir -m 300` it then moved a
+/// subdirectory into: neither is a mode change) would make that launch miss
+/// a file there whose second name outside the entry was denied by inode
+/// (issue 23). By the strictness rule that launch is refused, saying why,
+/// until the scan is complete again or the record agrees.
+pub fn incomplete_scan_refusal(incomplete: Option<&str>, loss: RecordedLoss) -> Option<String> {
+    let why = incomplete?;
+    let lost = match loss {
+        RecordedLoss::Nothing | RecordedLoss::Entries(0) => return None,
+        RecordedLoss::Entries(n) => {
+            format!("{n} entries your sandboxes denied until now would no longer be denied")
+        }
+        RecordedLoss::Unknown => "the record of what your sandboxes denied until now cannot \
+             tell what that leaves out (the daemon's log says why)"
+            .to_owned(),
+    };
+    Some(format!(
+        "a directory entry's scan could not read everything below it ({why}), and {lost}: a file \
+         below it may have a second name outside the entry. From outside a sandbox, make what \
+         the scan could not read readable to you again (chmod u+rx, setfacl -b) and launch again"
+    ))
+}
+
 /// The note for `n` (> 0) entries that an apply in `mode` removed (exact)
 /// or kept though no longer listed (add-only).
 pub fn removal_notice(mode: ApplyMode, n: usize) -> String {
@@ -458,6 +504,28 @@ mod tests {
         let inside = apply_mode(SANDBOX, &[at(SANDBOX)]);
         assert_eq!(keys_mode(inside, true), ApplyMode::AddOnly);
         assert_eq!(keys_mode(inside, false), ApplyMode::AddOnly);
+    }
+
+    #[test]
+    fn an_incomplete_scan_that_would_lose_recorded_entries_is_refused() {
+        use RecordedLoss::*;
+        let why = Some("cannot open below it: Permission denied");
+        // A complete scan, or nothing lost: no refusal.
+        for loss in [Nothing, Entries(0), Entries(3), Unknown] {
+            assert_eq!(incomplete_scan_refusal(None, loss), None);
+        }
+        assert_eq!(incomplete_scan_refusal(why, Nothing), None);
+        assert_eq!(incomplete_scan_refusal(why, Entries(0)), None);
+        // Incomplete and losing: refused, saying why and what to do.
+        let r = incomplete_scan_refusal(why, Entries(3)).unwrap();
+        assert!(
+            r.contains("(cannot open below it: Permission denied)"),
+            "{r}"
+        );
+        assert!(r.contains("3 entries your sandboxes denied"), "{r}");
+        assert!(r.contains("chmod u+rx"), "{r}");
+        let r = incomplete_scan_refusal(why, Unknown).unwrap();
+        assert!(r.contains("cannot tell"), "{r}");
     }
 
     fn last() -> LastApply {
