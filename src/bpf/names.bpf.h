@@ -147,8 +147,8 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
  * scan miss the files below it, among them one with a second name outside
  * the entry that an earlier scan marked by inode. The daemon keeps the
  * earlier keys after such a scan anyway (policy::keys_mode); this refuses
- * the direct way to cause it. (A POSIX ACL written with setxattr can change
- * the mode bits too, without this hook: the daemon's rule covers it.)
+ * the direct way to cause it. (A POSIX ACL can change the mode bits too,
+ * without this hook: inode_setxattr and inode_set_acl below refuse it.)
  *
  * The hook's arguments are (dentry, attr) before Linux 6.8 and (idmap,
  * dentry, attr) since ("security: Align inode_setattr hook definition with
@@ -160,12 +160,30 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
  */
 #define ATTR_MODE 1U
 
+/* -EPERM if dentry `d` (as a number) is a directory at or below a directory entry of sandbox `cgid`, else 0. */
+static __always_inline int entry_dir_verdict(__u64 cgid, __u64 d)
+{
+	int eperm;
+
+	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
+		return 0;
+	/*
+	 * -EPERM made opaque: `walk_denied() ? -EPERM : 0` was folded into a
+	 * negation of the walk's answer, which the 6.12 verifier does not bound
+	 * (R0 not in [-4095, 0], seen in the load log; see file_fcntl).
+	 */
+	eperm = -EPERM;
+	barrier_var(eperm);
+	if (walk_denied(cgid, d, 0))
+		return eperm;
+	return 0;
+}
+
 SEC("lsm/inode_setattr")
 int BPF_PROG(inode_setattr)
 {
 	__u64 n, d = 0, a = 0, r = 0, cgid;
 	__u32 sbx;
-	int eperm;
 
 	/*
 	 * An earlier verdict, or no slot to read (none: the hook has 2 or 3
@@ -183,18 +201,7 @@ int BPF_PROG(inode_setattr)
 		return -EPERM;
 	if (!(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
 		return 0;
-	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
-		return 0;
-	/*
-	 * -EPERM made opaque: `walk_denied() ? -EPERM : 0` was folded into a
-	 * negation of the walk's answer, which the 6.12 verifier does not bound
-	 * (R0 not in [-4095, 0], seen in the load log; see file_fcntl).
-	 */
-	eperm = -EPERM;
-	barrier_var(eperm);
-	if (walk_denied(cgid, d, 0))
-		return eperm;
-	return 0;
+	return entry_dir_verdict(cgid, d);
 }
 
 /*
@@ -215,54 +222,59 @@ int BPF_PROG(inode_setattr)
  * bpf_get_func_arg() and the earlier verdict with bpf_get_func_ret(), as in
  * inode_setattr.
  */
-#define ACL_XATTR_PREFIX "system.posix_acl_"
-#define ACL_XATTR_PREFIX_LEN (sizeof(ACL_XATTR_PREFIX) - 1)
+/*
+ * The name prefix "system.posix_acl_" as little-endian words: its first 16
+ * bytes, then '_'. Compared word by word without a branch per byte: a
+ * branch per byte made the verifier keep 2^17 paths into the walk, each with
+ * other known bytes, and give up (1,000,001 instructions on Linux 6.1).
+ */
+#define ACL_PREFIX_W0 0x702e6d6574737973ULL /* "system.p" */
+#define ACL_PREFIX_W1 0x6c63615f7869736fULL /* "osix_acl" */
 
-/* The verdict on an ACL set on dentry argument 1 of `ctx`, if `acl` (else 0). */
-static __always_inline int acl_on_entry_dir(__u64 *ctx, bool acl)
+/* The earlier verdict on dentry argument 1 of `ctx`: -EPERM for any, or none to read (see inode_setattr). */
+static __always_inline int earlier_verdict(__u64 *ctx)
 {
-	__u64 d = 0, r = 0, cgid;
-	__u32 sbx;
-	int eperm;
+	__u64 r = 0;
 
-	/* An earlier verdict, or no slot to read: -EPERM (see inode_setattr). */
 	if (bpf_get_func_ret(ctx, &r) || r != 0)
 		return -EPERM;
+	return 0;
+}
+
+/* The verdict on an ACL set on dentry argument 1 of `ctx`. */
+static __always_inline int acl_on_entry_dir(__u64 *ctx)
+{
+	__u64 d = 0, cgid;
+	__u32 sbx;
+
+	if (earlier_verdict(ctx))
+		return -EPERM;
 	ONLY_SANDBOXED_AS(0, cgid, sbx);
-	if (!(sbx & SBX_DIRS) || !acl)
+	if (!(sbx & SBX_DIRS))
 		return 0;
 	if (bpf_get_func_arg(ctx, 1, &d) || !d)
 		return -EPERM;
-	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
-		return 0;
-	eperm = -EPERM;
-	barrier_var(eperm);
-	if (walk_denied(cgid, d, 0))
-		return eperm;
-	return 0;
+	return entry_dir_verdict(cgid, d);
 }
 
 SEC("lsm/inode_setxattr")
 int BPF_PROG(inode_setxattr)
 {
-	char name[ACL_XATTR_PREFIX_LEN + 1] = {};
-	__u64 n = 0;
-	bool acl = true;
-	int i;
+	__u64 w[3] = {}, n = 0;
+	long len = -1;
 
-	if (bpf_get_func_arg(ctx, 2, &n) || !n ||
-	    bpf_probe_read_kernel_str(name, sizeof(name), (const void *)n) < 0)
-		return acl_on_entry_dir(ctx, true);
-	for (i = 0; i < ACL_XATTR_PREFIX_LEN; i++)
-		if (name[i] != ACL_XATTR_PREFIX[i])
-			acl = false;
-	return acl_on_entry_dir(ctx, acl);
+	if (!bpf_get_func_arg(ctx, 2, &n) && n)
+		len = bpf_probe_read_kernel_str(w, sizeof(w), (const void *)n);
+	/* Another name: not an ACL. A name that cannot be read is judged as one. */
+	if (len >= 0 && ((w[0] ^ ACL_PREFIX_W0) | (w[1] ^ ACL_PREFIX_W1) | ((w[2] & 0xff) ^ '_')))
+		return earlier_verdict(ctx);
+	return acl_on_entry_dir(ctx);
 }
 
 SEC("lsm/inode_set_acl")
 int BPF_PROG(inode_set_acl)
 {
-	return acl_on_entry_dir(ctx, true);
+	return acl_on_entry_dir(ctx);
 }
 
 #endif /* AGENT_SANDBOX_NAMES_BPF_H */
