@@ -55,7 +55,7 @@ readonly EPERM_MSG="Operation not permitted"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly WATCHES=/proc/sys/fs/inotify/max_user_watches
 
-CHECKS=(no_rescan ln_outside new_subdir mv_in cap_fallback scan_fails)
+CHECKS=(no_rescan ln_outside new_subdir mv_in cap_fallback scan_fails scan_race)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -276,6 +276,38 @@ os.setxattr(sys.argv[1], "system.posix_acl_access",
 		"$UH/outside/multi" "$(sec multi)"
 	run_in "$USR" cat "$UH/outside/keep"
 	ok "scan_fails: an unlisted file outside stays readable" "$(why)" has keep "$OUT"
+}
+
+check_scan_race() {
+	local bg i read=0 said=0
+	fresh_tree scan_race || return
+	denied "scan_race: a name made outside before launch is denied" "$UH/outside/multi" "$(sec multi)"
+	# Inside: the subdirectory holding the key renamed back and forth within the entry (each
+	# os.rename a few microseconds), for at most 120 s, while the user launches from outside. A
+	# scan could list one name and find it gone, or list neither, and miss the key's file.
+	timeout -k 5 120 runuser -u "$USR" -- "$LAUNCHER" python3 -c 'import os, sys
+a, b = sys.argv[1], sys.argv[2]
+while True:
+    os.rename(a, b)
+    os.rename(b, a)' "$UH/.ssh/sub" "$UH/.ssh/sub2" </dev/null >/dev/null 2>"$T/race.err" &
+	bg=$!
+	okl "scan_race: inside, a loop renames ~/.ssh/sub to ~/.ssh/sub2 and back" \
+		'err=$(snip "$T/race.err")' wait_for 30 test -e "$UH/.ssh/sub2"
+	for i in 1 2 3 4 5 6; do
+		run_in "$USR" cat "$UH/outside/multi"
+		if [ "$RC" -eq 0 ] || has "$(sec multi)" "$OUT"; then
+			read=$((read + 1))
+			note "scan_race: launch $i read the outside name: $(snip "$ERR")"
+		fi
+		has "removes nothing from your sandbox" "$ERR" && said=$((said + 1))
+	done
+	ok "scan_race: meanwhile 6 launches from outside all deny the outside name" "$read of 6 read it" \
+		test "$read" -eq 0
+	ok "scan_race: and say they remove nothing (a change below the entry during the scan)" \
+		"$said of 6 said so" test "$said" -gt 0
+	stop_bg "$bg"
+	[ -d "$UH/.ssh/sub" ] || mv "$UH/.ssh/sub2" "$UH/.ssh/sub"
+	denied "scan_race: after the loop, the next launch denies the outside name" "$UH/outside/multi" "$(sec multi)"
 }
 
 # ================================================================ setup and cleanup

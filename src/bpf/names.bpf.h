@@ -205,15 +205,17 @@ int BPF_PROG(inode_setattr)
 }
 
 /*
- * No POSIX ACL set from inside on a directory at or below a directory entry
- * (issue 23): an access ACL equal to mode 000 makes the directory as
- * unreadable to the next launch's scan as `chmod 000` (inode_setattr above),
- * without a mode change; a default ACL makes the directories made in it so.
- * Removing an ACL only widens access and stays allowed.
+ * No ACL set from inside on a directory at or below a directory entry
+ * (issue 23): a POSIX access ACL equal to mode 000 (or an NFSv4 or CIFS ACL
+ * denying the owner) makes the directory as unreadable to the next launch's
+ * scan as `chmod 000` (inode_setattr above), without a mode change; a
+ * default ACL makes the directories made in it so. Any xattr of the system
+ * namespace is refused there; removing one stays allowed.
  *
  * Linux 6.1 sets an ACL through the xattr handlers, behind
  * security_inode_setxattr() with the name system.posix_acl_access or
- * system.posix_acl_default (fs/xattr.c); since 6.2 (vfs_set_acl(),
+ * system.posix_acl_default (fs/xattr.c), as every kernel does for the
+ * other system.* names (NFSv4, CIFS ACLs); since 6.2 (vfs_set_acl(),
  * fs/posix_acl.c) an ACL goes to security_inode_set_acl() instead and no
  * longer to the setxattr hook. The daemon attaches lsm/inode_set_acl where
  * the kernel's BTF has bpf_lsm_inode_set_acl. Both hooks take (mnt_userns or
@@ -223,13 +225,16 @@ int BPF_PROG(inode_setattr)
  * inode_setattr.
  */
 /*
- * The name prefix "system.posix_acl_" as little-endian words: its first 16
- * bytes, then '_'. Compared word by word without a branch per byte: a
- * branch per byte made the verifier keep 2^17 paths into the walk, each with
- * other known bytes, and give up (1,000,001 instructions on Linux 6.1).
+ * The name prefix "system." as a little-endian word masked to its 7 bytes:
+ * the system namespace holds the ACLs of every file system that has them
+ * (system.posix_acl_*, NFSv4's system.nfs4_acl, CIFS's system.cifs_acl), all
+ * of which can make a directory unreadable. Compared as one word, without a
+ * branch per byte: a branch per byte made the verifier keep 2^17 paths into
+ * the walk, each with other known bytes, and give up (1,000,001
+ * instructions on Linux 6.1, seen in the guest).
  */
-#define ACL_PREFIX_W0 0x702e6d6574737973ULL /* "system.p" */
-#define ACL_PREFIX_W1 0x6c63615f7869736fULL /* "osix_acl" */
+#define SYSTEM_PREFIX 0x2e6d6574737973ULL /* "system." */
+#define SYSTEM_PREFIX_MASK 0xffffffffffffffULL
 
 /* The earlier verdict on dentry argument 1 of `ctx`: -EPERM for any, or none to read (see inode_setattr). */
 static __always_inline int earlier_verdict(__u64 *ctx)
@@ -260,13 +265,13 @@ static __always_inline int acl_on_entry_dir(__u64 *ctx)
 SEC("lsm/inode_setxattr")
 int BPF_PROG(inode_setxattr)
 {
-	__u64 w[3] = {}, n = 0;
+	__u64 w = 0, n = 0;
 	long len = -1;
 
 	if (!bpf_get_func_arg(ctx, 2, &n) && n)
-		len = bpf_probe_read_kernel_str(w, sizeof(w), (const void *)n);
-	/* Another name: not an ACL. A name that cannot be read is judged as one. */
-	if (len >= 0 && ((w[0] ^ ACL_PREFIX_W0) | (w[1] ^ ACL_PREFIX_W1) | ((w[2] & 0xff) ^ '_')))
+		len = bpf_probe_read_kernel_str(&w, sizeof(w), (const void *)n);
+	/* Outside the system namespace: not an ACL. A name that cannot be read is judged as one. */
+	if (len >= 0 && ((w ^ SYSTEM_PREFIX) & SYSTEM_PREFIX_MASK))
 		return earlier_verdict(ctx);
 	return acl_on_entry_dir(ctx);
 }

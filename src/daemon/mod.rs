@@ -1044,8 +1044,9 @@ impl Daemon {
     /// `mode`, after loading the programs again if the keys need it; with
     /// `recall`, a sandbox that held nothing is compared with the uid's
     /// record once nothing was removed ([`Daemon::recorded_notice`]); after
-    /// an `incomplete` directory-entry scan, such a sandbox is refused keys
-    /// that lose what the record holds ([`rules::incomplete_scan_refusal`]).
+    /// an `incomplete` directory-entry scan, in either mode, such a sandbox
+    /// is refused keys that lose what the record holds
+    /// ([`rules::incomplete_scan_refusal`]).
     ///
     /// # Errors
     /// The reason to give the user: the programs could not be loaded again,
@@ -1078,7 +1079,8 @@ impl Daemon {
         // A sandbox that holds nothing may have been forgotten (a daemon
         // restart drops sandboxes without processes, a reboot all of them):
         // what it denied until then is in its uid's record.
-        let prior = (recall && self.bpf.held_len(cgid) == 0)
+        // An incomplete scan is checked against the record in any mode.
+        let prior = ((recall || incomplete.is_some()) && self.bpf.held_len(cgid) == 0)
             .then(|| record::load(&self.paths.state_dir, uid));
         let verdict = prior
             .as_ref()
@@ -1112,7 +1114,9 @@ impl Daemon {
         );
         // The record speaks only when the apply itself removed nothing.
         let recorded = match verdict {
-            Some(verdict) if stats.removed_entries == 0 => Self::recorded_notice(uid, verdict),
+            Some(verdict) if recall && stats.removed_entries == 0 => {
+                Self::recorded_notice(uid, verdict)
+            }
             _ => None,
         };
         // What the sandbox holds beyond the lists: after an exact apply,

@@ -347,9 +347,10 @@ pub enum Command {
         mode: ApplyMode,
         /// Whether to consult the record (a launch from outside).
         recall: bool,
-        /// Why a directory entry's scan was incomplete, if it was: with
-        /// `recall`, an apply that would lose entries the record holds is
-        /// refused instead ([`rules::incomplete_scan_refusal`]).
+        /// Why a directory entry's scan was incomplete, if it was: to a
+        /// sandbox that held nothing, in either mode, an apply that would
+        /// lose entries the record holds is refused instead
+        /// ([`rules::incomplete_scan_refusal`]).
         incomplete: Option<String>,
         /// Launches served (for the log line).
         launches: usize,
@@ -1530,7 +1531,7 @@ mod tests {
                     // record, with the record as the set it held.
                     let lost = self.recorded.minus(&keys).entries();
                     let loss = rules::RecordedLoss::Entries(lost);
-                    if recall
+                    if (recall || incomplete.is_some())
                         && self.held.entries() == 0
                         && let Some(why) =
                             rules::incomplete_scan_refusal(incomplete.as_deref(), loss)

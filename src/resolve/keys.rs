@@ -573,8 +573,12 @@ impl KeyContext {
                 let dev = (stx.stx_dev_major, stx.stx_dev_minor);
                 let nlink = match witness.scanned_file(&fd, &name, mode, stx.stx_nlink, dev) {
                     Ok(now) => now,
-                    // Gone meanwhile: its directory's watch saw that.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                    // Gone meanwhile: its directory's watch saw that, but
+                    // the scan may have missed what took its place.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        changed_below(&mut scan);
+                        continue;
+                    }
                     Err(e) => {
                         witness.distrust();
                         scan.unwatched = Some(e.to_string());
@@ -584,7 +588,15 @@ impl KeyContext {
                 match mode & libc::S_IFMT {
                     libc::S_IFREG if nlink > 1 => {
                         if scan.marked >= budget {
+                            // A file left unmarked may be one an earlier
+                            // scan marked (an agent can make decoy links
+                            // from inside): the apply must not drop keys.
                             scan.unmarked += 1;
+                            if scan.incomplete.is_none() {
+                                scan.incomplete = Some(format!(
+                                    "more than {budget} files with other names below it"
+                                ));
+                            }
                             continue;
                         }
                         let same_mount = stx.stx_mask & libc::STATX_MNT_ID != 0
@@ -635,6 +647,14 @@ impl KeyContext {
                     _ => {}
                 }
             }
+        }
+        // A name moved while its directory was read may be in neither
+        // listing (an agent renaming a subdirectory back and forth from
+        // inside, issue 23): a change the watches saw makes the scan
+        // incomplete. Without watches (no inotify, past the watch cap) this
+        // cannot be seen (docs/BYPASS_CATALOG.md).
+        if witness.changed() && scan.incomplete.is_none() {
+            scan.incomplete = Some("a directory below it changed while it was read".to_owned());
         }
         Ok(scan)
     }
@@ -893,10 +913,11 @@ impl KeyContext {
 /// are its contents, and the scan is incomplete ([`DirScan::incomplete`]).
 /// A permission change that would let a later scan read it raises no
 /// event on the watched directory holding it, so `witness` distrusts the
-/// resolution. A name gone meanwhile (ENOENT) raised an event there already.
+/// resolution. A name gone meanwhile (ENOENT) raised an event there already
+/// ([`changed_below`]).
 fn unwatchable_below(scan: &mut DirScan, e: &io::Error, what: &str, witness: &mut impl Witness) {
     if e.raw_os_error() == Some(libc::ENOENT) {
-        return;
+        return changed_below(scan);
     }
     if scan.incomplete.is_none() {
         scan.incomplete = Some(format!("cannot {what} below it: {e}"));
@@ -904,6 +925,17 @@ fn unwatchable_below(scan: &mut DirScan, e: &io::Error, what: &str, witness: &mu
     if witness.trusting() {
         witness.distrust();
         scan.unwatched = Some(format!("a name below it cannot be examined: {e}"));
+    }
+}
+
+/// A name the scan listed went away before it was examined: the directory
+/// changed while it was read, and a directory read during a rename may
+/// return neither the old name nor the new one (an agent renaming a
+/// subdirectory back and forth from inside would hide it from the scan).
+/// The scan is incomplete, so the apply removes no key.
+fn changed_below(scan: &mut DirScan) {
+    if scan.incomplete.is_none() {
+        scan.incomplete = Some("a name below it went away while it was read".to_owned());
     }
 }
 
@@ -1352,6 +1384,99 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
         assert_eq!((scan.marked, scan.unmarked, scan.incomplete), (1, 0, None));
         assert_eq!(l.file.map(|f| (f.ino, f.kind)), Some((ino, KIND_OPEN)));
+    }
+
+    #[test]
+    fn a_scan_past_its_marking_budget_is_incomplete() {
+        // Decoy files with second names outside, made from inside, must not
+        // push a marked file out of the scan's keys unnoticed (issue 23):
+        // two files with other names and a budget of one.
+        let root = std::env::temp_dir().join(format!("asx-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let e = root.join("e");
+        std::fs::create_dir_all(&e).unwrap();
+        for n in ["a", "b"] {
+            std::fs::write(e.join(n), b"").unwrap();
+            std::fs::hard_link(e.join(n), root.join(n)).unwrap();
+        }
+        let mut k = KeyContext::new().unwrap();
+        let mut l = Listing::default();
+        let scan = k
+            .resolve_dir(&e, KIND_DIR_USER, Some(1), &mut l, &mut NoWitness)
+            .unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!((scan.marked, scan.unmarked), (1, 1));
+        assert_eq!(
+            scan.incomplete.as_deref(),
+            Some("more than 1 files with other names below it")
+        );
+    }
+
+    #[test]
+    fn a_change_the_watches_saw_during_a_scan_makes_it_incomplete() {
+        /// Watches nothing, but says a change was seen.
+        struct Changed;
+        impl Witness for Changed {
+            fn before_lookup(&mut self, _: &[u8]) -> Option<crate::resolve::witness::WalkEnd> {
+                None
+            }
+            fn distrust(&mut self) {}
+            fn trusting(&self) -> bool {
+                true
+            }
+            fn before_reading(&mut self, _: &OwnedFd) -> io::Result<()> {
+                Ok(())
+            }
+            fn scanned_file(
+                &mut self,
+                _: &OwnedFd,
+                _: &[u8],
+                _: u32,
+                nlink: u32,
+                _: (u32, u32),
+            ) -> io::Result<u32> {
+                Ok(nlink)
+            }
+            fn changed(&self) -> bool {
+                true
+            }
+        }
+        let root = std::env::temp_dir().join(format!("asx-changed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("e/sub")).unwrap();
+        let mut k = KeyContext::new().unwrap();
+        let mut l = Listing::default();
+        let e = root.join("e");
+        let seen = k
+            .resolve_dir(&e, KIND_DIR_USER, Some(10), &mut l, &mut Changed)
+            .unwrap();
+        let quiet = k
+            .resolve_dir(&e, KIND_DIR_USER, Some(10), &mut l, &mut NoWitness)
+            .unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(
+            seen.incomplete.as_deref(),
+            Some("a directory below it changed while it was read")
+        );
+        assert_eq!(quiet.incomplete, None);
+    }
+
+    #[test]
+    fn a_name_gone_while_the_scan_reads_makes_it_incomplete() {
+        let mut scan = DirScan::default();
+        let gone = io::Error::from_raw_os_error(libc::ENOENT);
+        unwatchable_below(&mut scan, &gone, "examine a name", &mut NoWitness);
+        assert_eq!(
+            scan.incomplete.as_deref(),
+            Some("a name below it went away while it was read")
+        );
+        // The first reason stays.
+        let denied = io::Error::from_raw_os_error(libc::EACCES);
+        unwatchable_below(&mut scan, &denied, "open a directory", &mut NoWitness);
+        assert_eq!(
+            scan.incomplete.as_deref(),
+            Some("a name below it went away while it was read")
+        );
     }
 
     #[test]

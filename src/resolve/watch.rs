@@ -581,6 +581,12 @@ impl Witness for Watches {
         }
         self.watch_scanned_file(dir, name, dev)
     }
+
+    fn changed(&self) -> bool {
+        // After a give-up the removed watches queue IN_IGNORED events, and
+        // nothing is watched: no answer.
+        self.watching() && !self.intact()
+    }
 }
 
 /// A directory's watch: every change of its entries and of itself.
@@ -775,6 +781,28 @@ mod tests {
         // A file on a device not checked is not trusted.
         w.restart().unwrap();
         assert!(w.watch_scanned_file(&dir, b"f", (u32::MAX, 0)).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_rename_in_a_scanned_directory_is_a_change_and_nothing_after_a_give_up() {
+        let Some(root) = tree("renamed") else {
+            return;
+        };
+        std::fs::create_dir_all(root.join("a/b/keys")).unwrap();
+        let dir = OwnedFd::from(std::fs::File::open(root.join("a/b")).unwrap());
+        let mut w = Watches::new().unwrap();
+        quiet(&mut w, |w| {
+            w.watch_scanned_dir(&dir).unwrap();
+        });
+        assert!(!Witness::changed(&w));
+        // What an agent renaming a subdirectory back and forth does.
+        std::fs::rename(root.join("a/b/keys"), root.join("a/b/k2")).unwrap();
+        std::fs::rename(root.join("a/b/k2"), root.join("a/b/keys")).unwrap();
+        assert!(Witness::changed(&w));
+        // Given up, it watches nothing and cannot tell.
+        w.give_up();
+        assert!(!Witness::changed(&w));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -49,6 +49,11 @@ pub trait Witness {
         nlink: u32,
         dev: (u32, u32),
     ) -> io::Result<u32>;
+    /// Whether something it watches changed since the resolution began (a
+    /// name made, removed or moved in a directory read, a watched file's
+    /// links): a scan that ends with a change may have missed a name that
+    /// moved while its directory was read. False when it watches nothing.
+    fn changed(&self) -> bool;
 }
 
 /// The witness of a derivation nobody reuses: watches nothing, trusts
@@ -75,6 +80,9 @@ impl Witness for NoWitness {
         _dev: (u32, u32),
     ) -> io::Result<u32> {
         Ok(nlink)
+    }
+    fn changed(&self) -> bool {
+        false
     }
 }
 
@@ -105,5 +113,8 @@ impl<W: Witness> Witness for Option<W> {
     ) -> io::Result<u32> {
         self.as_mut()
             .map_or(Ok(nlink), |w| w.scanned_file(dir, name, mode, nlink, dev))
+    }
+    fn changed(&self) -> bool {
+        self.as_ref().is_some_and(W::changed)
     }
 }
