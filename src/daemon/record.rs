@@ -367,11 +367,18 @@ pub fn path_for(dir: &Path, uid: u32) -> PathBuf {
 /// Reads `uid`'s record under `dir`. A missing record is [`Prior::None`];
 /// one that is not a regular root-owned file with one link and without
 /// group or other write permission, is too large, or does not parse, is
-/// [`Prior::Unreadable`] with the reason.
+/// [`Prior::Unreadable`] with the reason, as is any while a failed
+/// [`store`] left its stale mark.
 pub fn load(dir: &Path, uid: u32) -> Prior {
     let path = path_for(dir, uid);
     let shown = path.display().to_string();
     let unusable = |why: String| Prior::Unreadable(format!("{shown}: {why}"));
+    if fs::symlink_metadata(stale_path_for(dir, uid)).is_ok() {
+        return unusable(format!(
+            "its last write failed ({} is there): it may lack entries denied since",
+            stale_path_for(dir, uid).display()
+        ));
+    }
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
@@ -427,14 +434,65 @@ fn check_owner(regular: bool, uid: u32, mode: u32, nlink: u64, len: u64) -> Resu
     Ok(())
 }
 
+/// Where a failed [`store`] leaves `uid`'s last record, renamed (or an
+/// empty file when there was none): while it exists, [`load`] says the
+/// record cannot be used.
+pub fn stale_path_for(dir: &Path, uid: u32) -> PathBuf {
+    dir.join(format!("uid-{uid}.stale"))
+}
+
 /// Replaces `uid`'s record under `dir` with `text`, atomically: a
 /// temporary file (0600, `O_EXCL|O_NOFOLLOW`) is written, fsync'd and
-/// renamed over the record, then the directory is fsync'd. Creates `dir`
-/// (0700) if it is missing (a daemon run outside its unit).
+/// renamed over the record, then the directory is fsync'd, and a stale
+/// mark of an earlier failure is removed. Creates `dir` (0700) if it is
+/// missing (a daemon run outside its unit).
+///
+/// A record older than the sandbox's entries would let a forgotten
+/// sandbox's incomplete scan agree with it (an agent can make the write
+/// fail by filling the file system): when the write fails, the old record
+/// is renamed to [`stale_path_for`] (a rename needs no free block), so
+/// that [`load`] fails safe until a write succeeds.
 ///
 /// # Errors
-/// [`RecordError::Io`] naming the step; the old record is then left as it was.
+/// [`RecordError::Io`] naming the step.
 pub fn store(dir: &Path, uid: u32, text: &[u8]) -> Result<(), RecordError> {
+    let stored = replace(dir, uid, text);
+    let stale = stale_path_for(dir, uid);
+    match &stored {
+        Ok(()) => match fs::remove_file(&stale) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(RecordError::Io {
+                    what: format!("remove {}", stale.display()),
+                    cause: e,
+                });
+            }
+            _ => {}
+        },
+        Err(_) => mark_stale(dir, uid),
+    }
+    stored
+}
+
+/// Marks `uid`'s record as stale after a failed write: renames it to
+/// [`stale_path_for`], or makes that file empty when there is no record.
+fn mark_stale(dir: &Path, uid: u32) {
+    let stale = stale_path_for(dir, uid);
+    match fs::rename(path_for(dir, uid), &stale) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let _ = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&stale);
+        }
+        Err(e) => log::error!("cannot mark the record {} stale: {e}", stale.display()),
+    }
+}
+
+/// [`store`]'s write and rename, without the stale mark.
+fn replace(dir: &Path, uid: u32, text: &[u8]) -> Result<(), RecordError> {
     let io = |what: String| move |cause| RecordError::Io { what, cause };
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
@@ -868,6 +926,22 @@ mod tests {
             .expect("symlink");
         assert!(
             matches!(load(&dir, link_uid), Prior::Unreadable(w) if w.contains("symbolic link"))
+        );
+        // A failed write marks the record stale until a write succeeds.
+        mark_stale(&dir, 1000);
+        assert!(!path_for(&dir, 1000).exists());
+        assert!(
+            matches!(load(&dir, 1000), Prior::Unreadable(w) if w.contains("last write failed"))
+        );
+        store(&dir, 1000, &text).expect("store");
+        assert!(!stale_path_for(&dir, 1000).exists());
+        assert!(
+            !matches!(load(&dir, 1000), Prior::Unreadable(w) if w.contains("last write failed"))
+        );
+        // With no record at all, the mark is an empty file.
+        mark_stale(&dir, 1003);
+        assert!(
+            matches!(load(&dir, 1003), Prior::Unreadable(w) if w.contains("last write failed"))
         );
         // A torn or foreign file is refused with the reason.
         fs::write(
