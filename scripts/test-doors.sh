@@ -62,7 +62,7 @@ readonly GECOS="agent-sandbox-exec doors test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
 CHECKS=(
-	systemd_run busctl_transient tmux_outside stream_outside scm_rights inherited_fd
+	systemd_run busctl_transient tmux_outside stream_outside planted_listener scm_rights inherited_fd
 	inherited_fd_chmod other_uid tmux_inside ssh_agent sock_reused tools
 )
 
@@ -192,6 +192,14 @@ bg_listen() {
 	wait_for 30 test -s "$D/up.$3"
 }
 
+# bg_listen_in KIND ADDR TAG: as bg_listen, inside a sandbox (the listener the agent makes)
+bg_listen_in() {
+	timeout -k 5 150 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_LISTEN" "$1" "$2" "$D/up.$3" \
+		</dev/null >/dev/null 2>"$T/listen.$3" &
+	BG_PIDS+=("$!")
+	wait_for 30 test -s "$D/up.$3"
+}
+
 # ---------------------------------------------------------------- checks
 
 check_systemd_run() {
@@ -271,6 +279,34 @@ check_stream_outside() {
 	done
 }
 
+# A listener the agent makes inside, at a path where the user's tools connect (its own
+# $SSH_AUTH_SOCK) or abstract: the user's outside clients are refused; the sandbox's own clients
+# (the way back in: agent-sandbox-exec tmux attach) and root's are not.
+check_planted_listener() {
+	local k a tag
+	for k in stream seqpacket dgram; do
+		for a in "$D/pl-$k.sock" "@asx-planted-$k-$TOK"; do
+			tag=pl-$k-path
+			[ "${a:0:1}" = @ ] && tag=pl-$k-abstract
+			rm -f "$D/pl-$k.sock" "$D/up.$tag"
+			if ! bg_listen_in "$k" "$a" "$tag"; then
+				fail "planted_listener: a $k listener at $a inside" "$(snip "$T/listen.$tag")"
+				continue
+			fi
+			run_in "$USR" python3 -c "$PY_CONNECT" "$k" "$a"
+			okl "planted_listener: $k to it ($a) from inside the sandbox connects" \
+				'stdout: $(snip "$OUT"), $(why)' has connected "$OUT"
+			run_as "$USR" python3 -c "$PY_CONNECT" "$k" "$a"
+			okl "planted_listener: $k to it ($a) from the user's process outside is refused (EPERM)" \
+				'stdout: $(snip "$OUT"), $(why)' has "refused: Operation not permitted" "$OUT"
+			run_as root python3 -c "$PY_CONNECT" "$k" "$a"
+			okl "planted_listener: $k to it ($a) from root outside connects" \
+				'stdout: $(snip "$OUT"), $(why)' has connected "$OUT"
+			stop_bg "${BG_PIDS[-1]}"
+		done
+	done
+}
+
 check_scm_rights() {
 	local s=$D/scm/sock
 	fresh scm
@@ -282,9 +318,11 @@ check_scm_rights() {
 		fail "scm_rights: a sandboxed receiver listens" "$(snip "$T/scm.err")"
 		return
 	fi
-	run_as "$USR" python3 -c "$PY_SEND" "$s" "$SECRET"
+	# Root's: the user's outside processes cannot connect to a socket made inside
+	# (check_planted_listener).
+	run_as root python3 -c "$PY_SEND" "$s" "$SECRET"
 	if ! has sent "$OUT"; then
-		fail "scm_rights: an outside process sends a descriptor of SECRET" "$(why)"
+		fail "scm_rights: root outside sends a descriptor of SECRET" "$(why)"
 		return
 	fi
 	wait_for 20 pid_gone "$rpid"

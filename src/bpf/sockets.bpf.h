@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Side doors I (the section below): the user's own daemons, reached over Unix
- * sockets, and descriptors passed in.
+ * sockets, the agent's listeners, reached from outside, and descriptors
+ * passed in.
  * Uses: maps.bpf.h, gate.bpf.h, keys.bpf.h, open.bpf.h. Hooks:
  * lsm/unix_stream_connect, lsm/unix_may_send, lsm/file_receive.
  */
@@ -30,10 +31,19 @@
  *   so do bound sockets the daemon put in sock_allow (`socket` list lines)
  *   while their inode lives (inode_free_security drops the keys of a freed
  *   one).
+ * - The same two hooks refuse a task outside every sandbox a Unix socket of
+ *   its own uid that a sandbox created (issue 27): the agent could remove
+ *   `$SSH_AUTH_SOCK` or gpg-agent's socket and bind its own listener there,
+ *   and the user's next `ssh-add` would hand it the decrypted key. Root's and
+ *   other uids' clients are not judged; a client inside the sandbox that
+ *   made the socket is not refused (`agent-sandbox-exec tmux attach` reaches
+ *   a tmux server the agent started).
  * - lsm/file_receive (__receive_fd() in fs/file.c: SCM_RIGHTS, pidfd_getfd,
  *   seccomp addfd) refuses a sandboxed task a descriptor of a file it could
  *   not open itself (file_refused(), the file_open decision).
- * All are inert outside sandboxes: one cgroup lookup, then return.
+ * file_receive is inert outside sandboxes (one cgroup lookup, then return);
+ * the socket hooks outside read the socket's owner first, and only a socket
+ * of the caller's uid costs the cgroup lookup of its creator.
  */
 
 /* sock_allow (the allowed sockets) is in maps.bpf.h; inode_free_security drops its keys. */
@@ -78,13 +88,29 @@ static __always_inline int sock_verdict(__u64 cgid, struct sock *other)
 	return -EPERM;
 }
 
+/* The verdict on a task outside every sandbox reaching Unix socket `other`: -EPERM if a sandbox of its uid made it. */
+static __always_inline int outside_sock_verdict(struct sock *other)
+{
+	__u32 uid = (__u32)bpf_get_current_uid_gid();
+
+	if (!other || BPF_CORE_READ(other, sk_uid.val) != uid)
+		return 0;
+	if (in_sandbox(sock_creator_cgid(other)))
+		return -EPERM;
+	return 0;
+}
+
 SEC("lsm/unix_stream_connect")
 int BPF_PROG(unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk,
 	     int ret)
 {
 	__u64 cgid;
 
-	ONLY_SANDBOXED(ret, cgid);
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return outside_sock_verdict(other);
 	return sock_verdict(cgid, other);
 }
 
@@ -93,7 +119,11 @@ int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other, int ret)
 {
 	__u64 cgid;
 
-	ONLY_SANDBOXED(ret, cgid);
+	if (ret != 0)
+		return pass_on(ret);
+	cgid = bpf_get_current_cgroup_id();
+	if (!in_sandbox(cgid))
+		return outside_sock_verdict(BPF_CORE_READ(other, sk));
 	return sock_verdict(cgid, BPF_CORE_READ(other, sk));
 }
 
