@@ -63,7 +63,7 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
 CHECKS=(
 	systemd_run busctl_transient tmux_outside stream_outside planted_listener scm_rights inherited_fd
-	inherited_fd_chmod other_uid tmux_inside ssh_agent sock_reused tools
+	inherited_fd_chmod inherited_fd_below other_uid tmux_inside ssh_agent sock_reused tools
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -357,6 +357,27 @@ check_inherited_fd_chmod() {
 	okl "inherited_fd_chmod: fd 3 open on SECRET made unreadable: the launch is refused (exit 2, naming fd 3)" \
 		'stdout: $(snip "$OUT"), $(why)' \
 		eval 'no_secret "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 3" "$ERR"'
+}
+
+check_inherited_fd_below() {
+	# The same for a file denied only by a directory entry (it has no key of its own: the
+	# launcher's reopen judges the descriptor), where a mode keeping the user out would make that
+	# reopen fail with EACCES instead of EPERM. From inside, its mode cannot be changed.
+	local k=$D/vault/k
+	fresh vault
+	printf '%s\n' "$TOK-below" >"$k" && chown "$USR:$USR" "$k" && chmod 0600 "$k"
+	set_list "$SECRET" "$D/vault/"
+	run_as "$USR" sh -c 'exec 3<"$1"
+		"$2" chmod 000 "$1" 3<&-
+		echo "chmod=[$?] mode=[$(stat -c %a "$1")]" >&2
+		exec "$2" sh -c "cat <&3"' sh "$k" "$LAUNCHER"
+	chmod 0600 "$k"
+	okl "inherited_fd_below: inside, chmod 000 of a file below a directory entry is refused" \
+		'$(why)' eval '! has "chmod=[0]" "$ERR" && has "mode=[600]" "$ERR"'
+	okl "inherited_fd_below: fd 3 open on it: the launch is refused (exit 2, naming fd 3)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval '! has "$TOK-below" "$OUT" && [ "$RC" -eq 2 ] && has "descriptor 3" "$ERR"'
+	set_list "$SECRET"
 }
 
 check_other_uid() {

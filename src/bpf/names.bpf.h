@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Name changes: the hooks that make, move or remove a name, and a mode or
- * ACL change of a directory below a directory entry.
+ * ACL change of a directory or file below a directory entry.
  * Uses: gate.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
  * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
@@ -142,12 +142,14 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 }
 
 /*
- * No mode change (chmod, ATTR_MODE) of a directory at or below a directory
- * entry (issue 23): `chmod 000` of a subdirectory makes the next launch's
- * scan miss the files below it, among them one with a second name outside
- * the entry that an earlier scan marked by inode. The daemon keeps the
- * earlier keys after such a scan anyway (policy::keys_mode); this refuses
- * the direct way to cause it. (A POSIX ACL can change the mode bits too,
+ * No mode change (chmod, ATTR_MODE) of a directory or file at or below a
+ * directory entry (issue 23): `chmod 000` of a subdirectory makes the next
+ * launch's scan miss the files below it, among them one with a second name
+ * outside the entry that an earlier scan marked by inode. The daemon keeps
+ * the earlier keys after such a scan anyway (policy::keys_mode); this
+ * refuses the direct way to cause it. Of a file, it would make the
+ * launcher's reopen of an inherited descriptor fail with EACCES instead of
+ * the hook's EPERM (see entry_verdict()). (A POSIX ACL can change the mode bits too,
  * without this hook: inode_setxattr and inode_set_acl below refuse it.)
  *
  * The hook's arguments are (dentry, attr) before Linux 6.8 and (idmap,
@@ -160,13 +162,17 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
  */
 #define ATTR_MODE 1U
 
-/* -EPERM if dentry `d` (as a number) is a directory at or below a directory entry of sandbox `cgid`, else 0. */
-static __always_inline int entry_dir_verdict(__u64 cgid, __u64 d)
+/*
+ * -EPERM if dentry `d` (as a number) is at or below a directory entry of
+ * sandbox `cgid` (not excepted), else 0. Files too: a file below an entry
+ * has no key of its own, so a descriptor of it that the user's shell holds
+ * is judged by the launcher's reopen, which a mode or ACL keeping the user
+ * out (`chmod 000` from inside) would fail with EACCES before the hook.
+ */
+static __always_inline int entry_verdict(__u64 cgid, __u64 d)
 {
 	int eperm;
 
-	if ((BPF_CORE_READ((struct dentry *)d, d_inode, i_mode) & S_IFMT) != S_IFDIR)
-		return 0;
 	/*
 	 * -EPERM made opaque: `walk_denied() ? -EPERM : 0` was folded into a
 	 * negation of the walk's answer, which the 6.12 verifier does not bound
@@ -201,11 +207,11 @@ int BPF_PROG(inode_setattr)
 		return -EPERM;
 	if (!(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
 		return 0;
-	return entry_dir_verdict(cgid, d);
+	return entry_verdict(cgid, d);
 }
 
 /*
- * No ACL set from inside on a directory at or below a directory entry
+ * No ACL set from inside on a directory or file at or below a directory entry
  * (issue 23): a POSIX access ACL equal to mode 000 (or an NFSv4 or CIFS ACL
  * denying the owner) makes the directory as unreadable to the next launch's
  * scan as `chmod 000` (inode_setattr above), without a mode change; a
@@ -259,7 +265,7 @@ static __always_inline int acl_on_entry_dir(__u64 *ctx)
 		return 0;
 	if (bpf_get_func_arg(ctx, 1, &d) || !d)
 		return -EPERM;
-	return entry_dir_verdict(cgid, d);
+	return entry_verdict(cgid, d);
 }
 
 SEC("lsm/inode_setxattr")
