@@ -372,13 +372,15 @@ pub fn incomplete_scan_refusal(incomplete: Option<&str>, loss: RecordedLoss) -> 
             format!("{n} entries your sandboxes denied until now would no longer be denied")
         }
         RecordedLoss::Unknown => "the record of what your sandboxes denied until now cannot \
-             tell what that leaves out (the daemon's log says why)"
+             tell what that leaves out (the daemon's log says why; a launch whose scan is \
+             complete writes it anew)"
             .to_owned(),
     };
     Some(format!(
         "a directory entry's scan could not read everything below it ({why}), and {lost}: a file \
-         below it may have a second name outside the entry. From outside a sandbox, make what \
-         the scan could not read readable to you again (chmod u+rx, setfacl -b) and launch again"
+         below it may have a second name outside the entry. From outside a sandbox, remove the \
+         cause (make an unreadable directory readable to you again: chmod u+rx, setfacl -b; or \
+         wait until nothing changes below the entry) and launch again"
     ))
 }
 
