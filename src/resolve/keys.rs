@@ -543,6 +543,7 @@ impl KeyContext {
         let mut scan = DirScan::default();
         let mut seen = 0usize;
         let mut todo = vec![(fd, key)];
+        witness.scan_begins();
         while let Some((fd, dkey)) = todo.pop() {
             if let Err(e) = witness.before_reading(&fd) {
                 witness.distrust();
@@ -653,7 +654,7 @@ impl KeyContext {
         // inside, issue 23): a change the watches saw makes the scan
         // incomplete. Without watches (no inotify, past the watch cap) this
         // cannot be seen (docs/BYPASS_CATALOG.md).
-        if witness.changed() && scan.incomplete.is_none() {
+        if witness.scan_changed() && scan.incomplete.is_none() {
             scan.incomplete = Some("a directory below it changed while it was read".to_owned());
         }
         Ok(scan)
@@ -1437,7 +1438,8 @@ mod tests {
             ) -> io::Result<u32> {
                 Ok(nlink)
             }
-            fn changed(&self) -> bool {
+            fn scan_begins(&mut self) {}
+            fn scan_changed(&mut self) -> bool {
                 true
             }
         }

@@ -172,8 +172,18 @@ pub struct Watches {
     inotify: Inotify,
     /// The watches set since [`Watches::restart`].
     set: Vec<WatchDescriptor>,
-    /// Directories (device, inode) watched since then.
-    watched: HashSet<(u32, u32, u64)>,
+    /// Directories (device, inode) watched since then, with their watch.
+    watched: HashMap<(u32, u32, u64), WatchDescriptor>,
+    /// The watches the current directory-entry scan relies on (those it
+    /// set and those set before on what it read), since
+    /// [`Witness::scan_begins`].
+    scan_wds: Vec<WatchDescriptor>,
+    /// Watches that got an event, from events read by
+    /// [`Witness::scan_changed`] since [`Watches::restart`].
+    changed_wds: HashSet<WatchDescriptor>,
+    /// Whether [`Witness::scan_changed`] read (and so consumed) an event
+    /// since [`Watches::restart`]: the resolution is then not intact.
+    consumed: bool,
     /// Devices (major, minor) found on [`LOCAL_FILESYSTEMS`] since then.
     local_devs: Vec<(u32, u32)>,
     /// Paths walked since then, with where each walk ended.
@@ -208,7 +218,10 @@ impl Watches {
         Ok(Watches {
             inotify,
             set: Vec::new(),
-            watched: HashSet::new(),
+            watched: HashMap::new(),
+            scan_wds: Vec::new(),
+            changed_wds: HashSet::new(),
+            consumed: false,
             local_devs: Vec::new(),
             walked: HashMap::new(),
             prefix: Vec::new(),
@@ -221,7 +234,7 @@ impl Watches {
     /// Whether every directory walked since [`Watches::restart`] got a watch
     /// and no event arrived since. Does not consume the events.
     pub fn intact(&self) -> bool {
-        if !self.complete {
+        if !self.complete || self.consumed {
             return false;
         }
         let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
@@ -238,6 +251,8 @@ impl Watches {
     /// The read error of the inotify descriptor, other than `EAGAIN`.
     pub fn restart(&mut self) -> io::Result<()> {
         self.stop()?;
+        self.changed_wds.clear();
+        self.consumed = false;
         self.local_devs.clear();
         self.walked.clear();
         self.complete = true;
@@ -262,6 +277,7 @@ impl Watches {
             let _ = self.inotify.rm_watch(wd);
         }
         self.watched.clear();
+        self.scan_wds.clear();
         self.prefix.clear();
         self.scan_watches = 0;
     }
@@ -327,6 +343,7 @@ impl Watches {
             AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_DONT_FOLLOW,
         )?;
         self.set.push(wd);
+        self.scan_wds.push(wd);
         self.scan_watches += 1;
         let stx = crate::os::sys::statx_at(dir.as_raw_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
         Ok(stx.stx_nlink)
@@ -506,7 +523,10 @@ impl Watches {
     ) -> io::Result<WalkEnd> {
         let id = (stx.stx_dev_major, stx.stx_dev_minor, stx.stx_ino);
         let end = (stx.stx_ino, stx.stx_dev_major, stx.stx_dev_minor);
-        if self.watched.contains(&id) {
+        if let Some(&wd) = self.watched.get(&id) {
+            if scan.is_some() {
+                self.scan_wds.push(wd);
+            }
             return Ok(end);
         }
         if stx.stx_attributes & libc::STATX_ATTR_ENCRYPTED as u64 != 0 {
@@ -543,7 +563,10 @@ impl Watches {
         if scan.is_some() {
             self.scan_watches += 1;
         }
-        self.watched.insert(id);
+        self.watched.insert(id, wd);
+        if scan.is_some() {
+            self.scan_wds.push(wd);
+        }
         Ok(end)
     }
 }
@@ -582,10 +605,33 @@ impl Witness for Watches {
         self.watch_scanned_file(dir, name, dev)
     }
 
-    fn changed(&self) -> bool {
+    fn scan_begins(&mut self) {
+        self.scan_wds.clear();
+    }
+
+    fn scan_changed(&mut self) -> bool {
         // After a give-up the removed watches queue IN_IGNORED events, and
         // nothing is watched: no answer.
-        self.watching() && !self.intact()
+        if !self.watching() {
+            return false;
+        }
+        // Events on the lookups' watches (a file made in the home) say
+        // nothing of the scan: only those on what it read count. Read
+        // events stay remembered (`consumed`, `changed_wds`): the
+        // resolution is not intact, and a later scan sees them too.
+        loop {
+            match self.inotify.read_events() {
+                Ok(events) => {
+                    self.consumed |= !events.is_empty();
+                    self.changed_wds.extend(events.iter().map(|e| e.wd));
+                }
+                Err(Errno::EINTR) => {}
+                // EAGAIN: none left. Another error (never expected): a change.
+                Err(Errno::EAGAIN) => break,
+                Err(_) => return true,
+            }
+        }
+        self.scan_wds.iter().any(|wd| self.changed_wds.contains(wd))
     }
 }
 
@@ -792,17 +838,38 @@ mod tests {
         std::fs::create_dir_all(root.join("a/b/keys")).unwrap();
         let dir = OwnedFd::from(std::fs::File::open(root.join("a/b")).unwrap());
         let mut w = Watches::new().unwrap();
+        // The lookup of a listed path watched root/a (and what is above),
+        // then a scan read root/a/b.
         quiet(&mut w, |w| {
+            assert!(w.walk(root.join("a").as_os_str().as_bytes()).is_some());
+            w.scan_begins();
             w.watch_scanned_dir(&dir).unwrap();
         });
-        assert!(!Witness::changed(&w));
+        assert!(!w.scan_changed());
+        // A file made where only the lookup looked: not the scan's change,
+        // but the resolution is no longer intact.
+        std::fs::write(root.join("a/new"), b"").unwrap();
+        assert!(!w.scan_changed());
+        assert!(!w.intact());
         // What an agent renaming a subdirectory back and forth does.
         std::fs::rename(root.join("a/b/keys"), root.join("a/b/k2")).unwrap();
         std::fs::rename(root.join("a/b/k2"), root.join("a/b/keys")).unwrap();
-        assert!(Witness::changed(&w));
+        assert!(w.scan_changed());
+        // A later scan that reads the same directory sees it too.
+        w.scan_begins();
+        w.watch_scanned_dir(&dir).unwrap();
+        assert!(w.scan_changed());
+        // A new resolution forgets it.
+        quiet(&mut w, |w| {
+            w.scan_begins();
+            w.watch_scanned_dir(&dir).unwrap();
+        });
+        assert!(!w.scan_changed());
+        assert!(w.intact());
         // Given up, it watches nothing and cannot tell.
+        std::fs::rename(root.join("a/b/keys"), root.join("a/b/k2")).unwrap();
         w.give_up();
-        assert!(!Witness::changed(&w));
+        assert!(!w.scan_changed());
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -49,11 +49,15 @@ pub trait Witness {
         nlink: u32,
         dev: (u32, u32),
     ) -> io::Result<u32>;
-    /// Whether something it watches changed since the resolution began (a
-    /// name made, removed or moved in a directory read, a watched file's
-    /// links): a scan that ends with a change may have missed a name that
-    /// moved while its directory was read. False when it watches nothing.
-    fn changed(&self) -> bool;
+    /// A directory entry's scan begins: what [`Witness::scan_changed`]
+    /// looks at is what the scan reads from now on.
+    fn scan_begins(&mut self);
+    /// Whether something the scan read changed since it began, as far as
+    /// watched (a name made, removed or moved in a directory it read, the
+    /// links of a file it watched): a scan that ends with a change may have
+    /// missed a name that moved while its directory was read. False when
+    /// nothing is watched.
+    fn scan_changed(&mut self) -> bool;
 }
 
 /// The witness of a derivation nobody reuses: watches nothing, trusts
@@ -81,7 +85,8 @@ impl Witness for NoWitness {
     ) -> io::Result<u32> {
         Ok(nlink)
     }
-    fn changed(&self) -> bool {
+    fn scan_begins(&mut self) {}
+    fn scan_changed(&mut self) -> bool {
         false
     }
 }
@@ -114,7 +119,12 @@ impl<W: Witness> Witness for Option<W> {
         self.as_mut()
             .map_or(Ok(nlink), |w| w.scanned_file(dir, name, mode, nlink, dev))
     }
-    fn changed(&self) -> bool {
-        self.as_ref().is_some_and(W::changed)
+    fn scan_begins(&mut self) {
+        if let Some(w) = self.as_mut() {
+            w.scan_begins();
+        }
+    }
+    fn scan_changed(&mut self) -> bool {
+        self.as_mut().is_some_and(W::scan_changed)
     }
 }
