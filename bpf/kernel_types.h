@@ -41,6 +41,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_SK_STORAGE = 24,
 	BPF_MAP_TYPE_INODE_STORAGE = 28,
 };
 #define BPF_ANY 0 /* bpf_map_update_elem(): create or replace */
@@ -261,10 +262,16 @@ struct sock_cgroup_data {
 
 struct socket;
 
+struct sock_common {
+	unsigned short skc_family;
+};
+
 struct sock {
+	struct sock_common __sk_common;
 	kuid_t sk_uid;
 	struct sock_cgroup_data sk_cgrp_data;
 	struct socket *sk_socket;
+	__u16 sk_protocol;
 };
 
 struct socket {
@@ -276,7 +283,93 @@ struct unix_sock {
 	struct path path;
 };
 
+/*
+ * ---- Side doors III (issue 27): the user's servers on loopback. ----
+ * include/linux/tcp.h (struct tcp_sock embeds struct inet_connection_sock
+ * first), include/net/inet_connection_sock.h (which embeds struct inet_sock
+ * first), include/net/inet_sock.h (which embeds struct sock first): what
+ * bpf_skc_to_tcp_sock() returns, read down to the struct sock.
+ */
+struct inet_sock {
+	struct sock sk;
+};
+
+struct inet_connection_sock {
+	struct inet_sock icsk_inet;
+};
+
+struct tcp_sock {
+	struct inet_connection_sock inet_conn;
+};
+
+struct sockaddr {
+	unsigned short sa_family;
+};
+
 #pragma clang attribute pop
-/* ---- end of side doors I ---- */
+
+/*
+ * include/uapi/linux/bpf.h: the contexts and arguments of the cgroup
+ * sock_addr programs. Not CO-RE: the verifier rewrites accesses to these
+ * by their uapi offsets, so the layout below is the uapi one.
+ */
+struct bpf_sock {
+	__u32 bound_dev_if;
+	__u32 family;
+	__u32 type;
+	__u32 protocol;
+	__u32 mark;
+	__u32 priority;
+	__u32 src_ip4;
+	__u32 src_ip6[4];
+	__u32 src_port;
+	__be16 dst_port;
+	__u16 : 16;
+	__u32 dst_ip4;
+	__u32 dst_ip6[4];
+	__u32 state;
+	__s32 rx_queue_mapping;
+};
+
+struct bpf_sock_addr {
+	__u32 user_family;
+	__u32 user_ip4;
+	__u32 user_ip6[4];
+	__u32 user_port;
+	__u32 family;
+	__u32 type;
+	__u32 protocol;
+	__u32 msg_src_ip4;
+	__u32 msg_src_ip6[4];
+	union {
+		struct bpf_sock *sk;
+		__u64 : 64;
+	};
+};
+
+struct bpf_sock_tuple {
+	union {
+		struct {
+			__be32 saddr;
+			__be32 daddr;
+			__be16 sport;
+			__be16 dport;
+		} ipv4;
+		struct {
+			__be32 saddr[4];
+			__be32 daddr[4];
+			__be16 sport;
+			__be16 dport;
+		} ipv6;
+	};
+};
+
+#define BPF_F_CURRENT_NETNS (-1L)
+/* include/linux/socket.h, include/uapi/linux/in.h */
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+/* ---- end of side doors I and III ---- */
 
 #endif

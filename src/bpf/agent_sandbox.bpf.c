@@ -65,6 +65,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "agent_sandbox.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -80,4 +81,5 @@ char LICENSE[] SEC("license") = "GPL";
 #include "inode_free.bpf.h" /* lsm/inode_free_security */
 #include "tasks.bpf.h"      /* lsm/ptrace_access_check, task_kill, task_setrlimit, file_fcntl */
 #include "sockets.bpf.h"    /* lsm/unix_stream_connect, unix_may_send, file_receive */
+#include "loopback.bpf.h"   /* cgroup/connect4, connect6, sendmsg4, sendmsg6; lsm/socket_bind */
 #include "mounts.bpf.h"     /* lsm/sb_mount, move_mount, sb_umount */

@@ -186,6 +186,35 @@ struct name_key {
 };
 
 /*
+ * Key of port_allow: "this sandbox may reach the user's own server on this
+ * loopback port" (a `port` list line). 16 bytes.
+ */
+struct port_key {
+	__u64 cgid;     /* cgroup v2 id of the sandbox cgroup */
+	__u16 port;     /* the port, host byte order */
+	__u8 proto;     /* IPPROTO_TCP (6) or IPPROTO_UDP (17) */
+	__u8 pad[5];    /* zero */
+};
+
+/*
+ * Key of host_addrs: one of the host's own addresses, IPv6 or IPv4 as
+ * IPv4-mapped IPv6 (::ffff:a.b.c.d), network byte order. 16 bytes.
+ */
+struct host_addr {
+	__u8 addr[16];
+};
+
+/*
+ * Value of udp_owner, the sk_storage of a bound UDP socket: its owner and
+ * creating cgroup, set when it was bound (lsm/socket_bind). 16 bytes.
+ */
+struct sock_owner {
+	__u64 cgid;     /* cgroup v2 id of the creating task's cgroup (sk_cgrp_data); 0 if unknown */
+	__u32 uid;      /* sk_uid */
+	__u32 pad;
+};
+
+/*
  * The filter's bit index for inode number `ino` under `tag`: Fibonacci
  * hashing (multiply by 2^64 / golden ratio, keep the top bits), which spreads
  * runs of consecutive inode numbers evenly. src/kernel/filter.rs repeats it; its unit

@@ -156,4 +156,48 @@ struct {
 	__type(value, __u8);
 } sock_allow SEC(".maps");
 
+/* Room for allowed loopback ports, shared by all sandboxes (a few per user). */
+#define PORT_ALLOW_MAX 16384
+/* Room for the host's own addresses (every interface's, IPv4 and IPv6). */
+#define HOST_ADDRS_MAX 1024
+
+/*
+ * {sandbox cgroup id, protocol, port} -> 1: a loopback port where this
+ * sandbox may reach a server its uid made outside (`port` list lines; see
+ * "Side doors III" in loopback.bpf.h). Written by agent-sandbox-execd at a
+ * launch from outside.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PORT_ALLOW_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct port_key);
+	__type(value, __u8);
+} port_allow SEC(".maps");
+
+/*
+ * The host's own addresses (struct host_addr) -> 1, which reach the host's
+ * own servers as loopback does. Kept by agent-sandbox-execd from rtnetlink
+ * (RTM_NEWADDR, RTM_DELADDR) of the initial network namespace.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HOST_ADDRS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct host_addr);
+	__type(value, __u8);
+} host_addrs SEC(".maps");
+
+/*
+ * Per bound UDP socket: its owner and creating cgroup (struct sock_owner),
+ * set by lsm/socket_bind; freed with the socket. A cgroup sock_addr program
+ * has no other way to learn a looked-up UDP socket's owner on 6.1.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_owner);
+} udp_owner SEC(".maps");
+
 #endif /* AGENT_SANDBOX_MAPS_BPF_H */

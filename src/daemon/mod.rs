@@ -46,6 +46,7 @@ use crate::kernel::programs::Bpf;
 use crate::kernel::sandboxes::Prune;
 use crate::lists::entries::{DenySet, KIND_OPEN};
 use crate::os::cgroup::{self, Tree};
+use crate::os::host_addrs::AddrWatch;
 use crate::os::paths::Paths;
 use crate::os::process::{self, Pidfd};
 use crate::os::procfs;
@@ -217,11 +218,12 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     crate::kernel::preflight::ensure_bpffs()?;
     let tree = Tree::open()?;
     crate::kernel::programs::route_libbpf_log();
-    let mut bpf = Bpf::load_and_attach(&paths.pin_root, &paths.state_dir).inspect_err(|_| {
-        // A first start that failed leaves no cgroup tree behind (the load
-        // removes the pin directories it made).
-        tree.remove_if_unused();
-    })?;
+    let mut bpf = Bpf::load_and_attach(&paths.pin_root, &paths.state_dir, tree.parent())
+        .inspect_err(|_| {
+            // A first start that failed leaves no cgroup tree behind (the load
+            // removes the pin directories it made).
+            tree.remove_if_unused();
+        })?;
     log::info!(
         "lsm/file_open attached; maps pinned in {}",
         bpf.pin_dir().display()
@@ -268,7 +270,16 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         reapply_failures: 0,
         boot: record::boot_id(),
         recorded: HashMap::new(),
+        addr_watch: AddrWatch::open()
+            .inspect_err(|e| {
+                log::warn!(
+                    "cannot follow the host's address changes (route netlink socket: {e}); \
+                     a sandbox may reach the user's servers through an address added after now"
+                )
+            })
+            .ok(),
     };
+    d.sync_host_addrs();
     d.reconcile();
     // Re-apply every existing sandbox into this layout's maps before serving,
     // so that earlier layouts can be retired without a gap.
@@ -439,6 +450,9 @@ struct Daemon {
     paths: Paths,
     tree: Tree,
     bpf: Bpf,
+    /// Address changes of the host (rtnetlink), for the loopback programs'
+    /// `host_addrs`; None if the socket could not be opened (logged).
+    addr_watch: Option<AddrWatch>,
     /// The listening request socket (non-blocking).
     listener: OwnedFd,
     /// Accepted connections waiting for their request.
@@ -610,7 +624,9 @@ impl Daemon {
             self.drive(Event::Dispatch);
             let incoming = std::mem::take(&mut self.incoming);
             let ready = {
-                let mut extra = vec![self.listener.as_fd(), wake.as_fd()];
+                // Without an address watch the wake pipe stands in (drained first).
+                let addrs = self.addr_watch.as_ref().map_or(wake.as_fd(), AsFd::as_fd);
+                let mut extra = vec![self.listener.as_fd(), wake.as_fd(), addrs];
                 extra.extend(incoming.iter().map(|i| i.conn.fd.as_fd()));
                 self.wait(&extra, &incoming)
                     .map_err(|e| setup("poll")(io::Error::from(e)))?
@@ -618,7 +634,10 @@ impl Daemon {
             if ready[1] {
                 drain(&wake);
             }
-            let (conn_ready, resolver_ready) = ready[2..].split_at(incoming.len());
+            if ready[2] && self.addr_watch.as_ref().is_some_and(AddrWatch::drain) {
+                self.sync_host_addrs();
+            }
+            let (conn_ready, resolver_ready) = ready[3..].split_at(incoming.len());
             self.pump_resolvers(resolver_ready);
             self.read_requests(incoming, conn_ready);
             if ready[0] {
@@ -648,6 +667,26 @@ impl Daemon {
             });
         }
         Ok(())
+    }
+
+    /// Writes the host's addresses (every interface's, now) into the
+    /// loopback programs' `host_addrs`; a failure is logged and the map
+    /// keeps what it held.
+    fn sync_host_addrs(&mut self) {
+        let result = crate::os::host_addrs::host_addrs()
+            .map_err(|e| format!("getifaddrs: {e}"))
+            .and_then(|addrs| {
+                self.bpf
+                    .set_host_addrs(&addrs)
+                    .map_err(|e| crate::error::error_chain(&e))
+            });
+        match result {
+            Ok((0, 0)) => {}
+            Ok((added, removed)) => {
+                log::info!("host addresses: {added} added, {removed} removed")
+            }
+            Err(e) => log::error!("cannot update the host addresses for the loopback check: {e}"),
+        }
     }
 
     fn next_timeout(&self) -> Duration {
@@ -813,6 +852,7 @@ impl Daemon {
             uid,
             pid,
             sockets: req.sockets,
+            ports: req.ports,
         }));
     }
 
@@ -881,13 +921,26 @@ impl Daemon {
                 self.record(uid, cgid, changed);
                 None
             }
-            Command::AllowSockets { uid, cgid, keys } => {
-                let result = self.bpf.set_sock_allow(cgid, &keys).map_err(|e| {
-                    format!(
-                        "cannot set the allowed sockets: {}",
-                        crate::error::error_chain(&e)
-                    )
-                });
+            Command::AllowSockets {
+                uid,
+                cgid,
+                keys,
+                ports,
+            } => {
+                let ports: Vec<(u8, u16)> = ports
+                    .iter()
+                    .map(|p| (p.transport.protocol(), p.port))
+                    .collect();
+                let result = self
+                    .bpf
+                    .set_sock_allow(cgid, &keys)
+                    .and_then(|n| Ok(n + self.bpf.set_port_allow(cgid, &ports)?))
+                    .map_err(|e| {
+                        format!(
+                            "cannot set the allowed sockets: {}",
+                            crate::error::error_chain(&e)
+                        )
+                    });
                 Some(Event::SocketsAllowed { uid, result })
             }
             Command::CheckSandbox { uid } => {
@@ -1067,13 +1120,17 @@ impl Daemon {
             // their CO-RE relocations find its types (no gap: the new links
             // are attached before the old ones go).
             log::info!("uid {uid}: btrfs keys ahead; loading the programs again for btrfs");
-            let b =
-                Bpf::load_and_attach(&self.paths.pin_root, &self.paths.state_dir).map_err(|e| {
-                    format!(
-                        "cannot load the programs again for btrfs: {}",
-                        crate::error::error_chain(&e)
-                    )
-                })?;
+            let b = Bpf::load_and_attach(
+                &self.paths.pin_root,
+                &self.paths.state_dir,
+                self.tree.parent(),
+            )
+            .map_err(|e| {
+                format!(
+                    "cannot load the programs again for btrfs: {}",
+                    crate::error::error_chain(&e)
+                )
+            })?;
             self.bpf = b;
         }
         // A sandbox that holds nothing may have been forgotten (a daemon

@@ -9,13 +9,15 @@
 //!
 //! Maps (src/bpf/agent_sandbox.h has the layout): `deny_map` (file keys),
 //! `name_map` (directory key + name), `agent_cgid_set` (sandbox cgroup
-//! ids), `sock_allow`, and the arrays `sandbox_slots`, `key_filter` and
+//! ids), `sock_allow`, `port_allow` and `host_addrs` (the loopback
+//! programs' allowed ports and the host's addresses, [`net`]), and the arrays `sandbox_slots`, `key_filter` and
 //! `walk_gens` the daemon writes through mmap.
 
 pub mod codec;
 pub mod errno;
 pub mod error;
 pub mod filter;
+pub mod net;
 pub mod pins;
 pub mod preflight;
 pub mod programs;

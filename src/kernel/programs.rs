@@ -6,10 +6,12 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use libbpf_rs::ProgramType;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
 use crate::kernel::error::{BpfError, io_e, lb};
@@ -199,7 +201,9 @@ pub struct Bpf {
 
 impl Bpf {
     /// Opens the object, reuses the pinned maps (or creates and pins them),
-    /// loads and attaches the programs, pins their links and then unpins the
+    /// loads and attaches the programs (the LSM and fexit ones to their
+    /// hooks, the cgroup sock_addr ones to the cgroup directory `cgroup`, the
+    /// sandboxes' parent), pins their links and then unpins the
     /// links of earlier daemons. The parts a verifier rejected are
     /// remembered in `state_dir` ([`variant::REMEMBERED_FILE`]) for the next
     /// start on the same kernel.
@@ -207,12 +211,17 @@ impl Bpf {
     /// # Errors
     /// [`BpfError`]; the kernel's refusal to load or attach is
     /// [`BpfError::Kernel`] with its errno.
-    pub fn load_and_attach(pin_root: &Path, state_dir: &Path) -> Result<Bpf, BpfError> {
-        Bpf::load(Some(pin_root), Some(state_dir))
+    pub fn load_and_attach(
+        pin_root: &Path,
+        state_dir: &Path,
+        cgroup: &Path,
+    ) -> Result<Bpf, BpfError> {
+        Bpf::load(Some(pin_root), Some(state_dir), Some(cgroup))
     }
 
     /// The doctor's trial (`agent-sandbox-execd --check`): the object with
-    /// fresh, unpinned maps, loaded and attached; dropping the result
+    /// fresh, unpinned maps, loaded and attached (the cgroup sock_addr
+    /// programs loaded only: they have no cgroup to attach to); dropping the result
     /// detaches the programs and frees the maps. Nothing pinned is read or
     /// written, so a running daemon is not disturbed; with empty
     /// maps the programs deny nothing while attached.
@@ -220,7 +229,7 @@ impl Bpf {
     /// # Errors
     /// As [`Bpf::load_and_attach`].
     pub fn load_unpinned() -> Result<Bpf, BpfError> {
-        Bpf::load(None, None)
+        Bpf::load(None, None, None)
     }
 
     /// The variant loaded: the optional parts left out, and why.
@@ -239,7 +248,11 @@ impl Bpf {
     /// program that holds an optional part ([`variant::fallback`]), loads
     /// again without that part, logging once what is missing and what it
     /// costs.
-    pub(super) fn load(pin_root: Option<&Path>, state_dir: Option<&Path>) -> Result<Bpf, BpfError> {
+    pub(super) fn load(
+        pin_root: Option<&Path>,
+        state_dir: Option<&Path>,
+        cgroup: Option<&Path>,
+    ) -> Result<Bpf, BpfError> {
         let forced = std::env::var(variant::WITHOUT_ENV).unwrap_or_default();
         let forced = variant::parse_without(&forced).map_err(BpfError::Unsupported)?;
         let mut variant = Variant::without(&forced);
@@ -271,7 +284,7 @@ impl Bpf {
             }
         }
         loop {
-            match Bpf::load_variant(pin_root, &variant) {
+            match Bpf::load_variant(pin_root, &variant, cgroup) {
                 Ok(mut bpf) => {
                     for line in variant.describe() {
                         log::warn!("loaded without {line}");
@@ -307,6 +320,7 @@ impl Bpf {
     pub(super) fn load_variant(
         pin_root: Option<&Path>,
         variant: &Variant,
+        cgroup: Option<&Path>,
     ) -> Result<Bpf, BpfError> {
         let pinned = pin_root.is_some();
         // btrfs registers /sys/fs/btrfs when its module initialises; its BTF
@@ -394,10 +408,26 @@ impl Bpf {
         let generation = format!("link-{stamp}-");
         let mut attached = Vec::new();
         let mut links = Vec::new();
+        // The cgroup sock_addr programs attach to the sandboxes' parent
+        // cgroup: they run for sockets made in a sandbox only.
+        let parent = match cgroup {
+            Some(dir) => Some(fs::File::open(dir).map_err(io_e(format!(
+                "open the cgroup {} for the loopback programs",
+                dir.display()
+            )))?),
+            None => None,
+        };
         for prog in skel.object().progs_mut().filter(|p| p.autoload()) {
             let name = prog.name().to_string_lossy().into_owned();
-            // By its section: lsm/ hooks and the one fexit/ program.
-            let mut link = prog.attach().map_err(|cause| BpfError::Kernel {
+            let attach = if prog.prog_type() == ProgramType::CgroupSockAddr {
+                // Without a cgroup (the doctor's trial): loaded, not attached.
+                let Some(dir) = &parent else { continue };
+                prog.attach_cgroup(dir.as_raw_fd())
+            } else {
+                // By its section: lsm/ hooks and the one fexit/ program.
+                prog.attach()
+            };
+            let mut link = attach.map_err(|cause| BpfError::Kernel {
                 what: format!("attach the {name} program"),
                 cause,
             })?;
@@ -484,10 +514,13 @@ mod tests {
             [
                 "agent_cgid_set",
                 "deny_map",
+                "host_addrs",
                 "key_filter",
                 "name_map",
+                "port_allow",
                 "sandbox_slots",
                 "sock_allow",
+                "udp_owner",
                 "walk_gens",
                 "walk_memos"
             ]
@@ -524,8 +557,12 @@ mod tests {
             "inode_setattr",
             "inode_setxattr",
             "inode_set_acl",
+            "socket_bind",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
+        }
+        for p in ["connect4", "connect6", "sendmsg4", "sendmsg6"] {
+            assert!(has(format!("cgroup/{p}").as_bytes()), "{p}");
         }
         assert!(has(b"fexit/vfs_rename"), "vfs_rename");
         for m in [
@@ -535,6 +572,9 @@ mod tests {
             "sandbox_slots",
             "key_filter",
             "sock_allow",
+            "port_allow",
+            "host_addrs",
+            "udp_owner",
             "walk_gens",
             "walk_memos",
         ] {

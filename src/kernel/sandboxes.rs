@@ -19,6 +19,19 @@ use crate::kernel::filter::{
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, NameKey};
 
+/// Length of `struct port_key` (agent_sandbox.h).
+pub(super) const PORT_KEY_LEN: usize = 16;
+
+/// `struct port_key` for {`cgid`, `proto`, `port`}: the cgroup id, the port
+/// and the protocol in native byte order, zero padding.
+pub(super) fn port_key(cgid: u64, proto: u8, port: u16) -> [u8; PORT_KEY_LEN] {
+    let mut k = [0u8; PORT_KEY_LEN];
+    k[..8].copy_from_slice(&cgid.to_ne_bytes());
+    k[8..10].copy_from_slice(&port.to_ne_bytes());
+    k[10] = proto;
+    k
+}
+
 /// Value stored for every present key (the maps are sets).
 pub(super) const PRESENT: [u8; 1] = [1];
 
@@ -120,6 +133,42 @@ impl Bpf {
             if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
                 map.update(k, &PRESENT, MapFlags::ANY)
                     .map_err(lb("add a sock_allow entry"))?;
+                added += 1;
+            }
+        }
+        Ok(added)
+    }
+
+    /// Makes `ports` ({IP protocol (6 TCP, 17 UDP), port}) exactly the
+    /// loopback ports where sandbox `cgid` may reach servers its uid made
+    /// outside (the `port_allow` map read by the cgroup sock_addr programs,
+    /// loopback.bpf.h; key `struct port_key` of agent_sandbox.h). Entries of
+    /// other sandboxes are untouched. Returns how many entries were added.
+    ///
+    /// # Errors
+    /// [`BpfError::Libbpf`] for the first failed update or delete.
+    pub fn set_port_allow(&self, cgid: u64, ports: &[(u8, u16)]) -> Result<usize, BpfError> {
+        let map = &self.skel.maps.port_allow;
+        let want: HashSet<[u8; PORT_KEY_LEN]> = ports
+            .iter()
+            .map(|&(proto, port)| port_key(cgid, proto, port))
+            .collect();
+        let stale: Vec<Vec<u8>> = map
+            .keys()
+            .filter(|k| {
+                k.len() == PORT_KEY_LEN
+                    && k[..8] == cgid.to_ne_bytes()
+                    && !want.iter().any(|w| w.as_slice() == k.as_slice())
+            })
+            .collect();
+        for k in &stale {
+            map.delete(k).map_err(lb("delete a port_allow entry"))?;
+        }
+        let mut added = 0;
+        for k in &want {
+            if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
+                map.update(k, &PRESENT, MapFlags::ANY)
+                    .map_err(lb("add a port_allow entry"))?;
                 added += 1;
             }
         }
@@ -454,6 +503,15 @@ impl Bpf {
         }
         // Gone from agent_cgid_set, so never unchanged_since() again.
         self.versions.remove(&cgid);
+        // Cgroup ids are not reused: these only take room.
+        for e in [
+            self.set_sock_allow(cgid, &[]),
+            self.set_port_allow(cgid, &[]),
+        ] {
+            if let Err(e) = e {
+                log::warn!("cgroup {cgid}: cannot remove its allowed sockets: {e}");
+            }
+        }
     }
 }
 

@@ -43,7 +43,9 @@ use crate::os::cgroup;
 use crate::os::paths::Paths;
 use crate::os::procfs;
 use crate::proto::ready::{alive, serving_pid};
-use crate::proto::request::{self, AllowedSocket, Received, Reply, Request, RequestError};
+use crate::proto::request::{
+    self, AllowedPort, AllowedSocket, Received, Reply, Request, RequestError,
+};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -236,11 +238,12 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
     })?;
     let descriptors = descriptors()?;
     // Held until the answer: see the module docs.
-    let (sockets, socket_fds) = allowed_sockets(paths, uid);
+    let (sockets, ports, socket_fds) = allowed_sockets(paths, uid);
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
         sockets,
+        ports,
         descriptors,
     };
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
@@ -444,7 +447,10 @@ fn descriptors() -> Result<Vec<request::Descriptor>, LaunchError> {
 /// no socket gets a warning on stderr (`agent-sandbox-exec: warning:
 /// <list>:<line>: ...`) and is skipped; an unreadable list is left to the
 /// daemon to report.
-fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>) {
+fn allowed_sockets(
+    paths: &Paths,
+    uid: u32,
+) -> (Vec<AllowedSocket>, Vec<AllowedPort>, Vec<OwnedFd>) {
     let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
@@ -454,6 +460,7 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>
         lists.push(Paths::home_list(&h));
     }
     let mut out: Vec<AllowedSocket> = Vec::new();
+    let mut ports: Vec<AllowedPort> = Vec::new();
     let mut held: Vec<OwnedFd> = Vec::new();
     for list in lists {
         let Ok(bytes) = fs::read(&list) else { continue };
@@ -464,6 +471,21 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>
         }
         for line in crate::lists::denylist::parse(&bytes).sockets {
             let at = format!("{}:{}", list.display(), line.line);
+            if let SocketSpec::Port(transport, port) = line.spec {
+                let p = AllowedPort { transport, port };
+                if ports.contains(&p) {
+                    continue;
+                }
+                if ports.len() == request::MAX_PORTS {
+                    eprintln!(
+                        "agent-sandbox-exec: warning: {at}: more than {} ports allowed; {p} skipped",
+                        request::MAX_PORTS
+                    );
+                } else {
+                    ports.push(p);
+                }
+                continue;
+            }
             match resolve_socket(&line.spec, |n| std::env::var_os(n)) {
                 Ok((s, _)) if out.iter().any(|o| o.key == s.key) => {}
                 Ok((s, _)) if out.len() == request::MAX_SOCKETS => eprintln!(
@@ -479,7 +501,7 @@ fn allowed_sockets(paths: &Paths, uid: u32) -> (Vec<AllowedSocket>, Vec<OwnedFd>
             }
         }
     }
-    (out, held)
+    (out, ports, held)
 }
 
 /// Whether list text `bytes` may hold a `socket` line: false when the word
@@ -511,6 +533,12 @@ fn resolve_socket(
         SocketSpec::Path(p) => {
             let v = OsString::from(std::ffi::OsStr::from_bytes(p));
             (format!("socket {}", v.to_string_lossy()), v)
+        }
+        SocketSpec::Port(t, port) => {
+            return Err(format!(
+                "socket {}:{port} is a port, not a socket file",
+                t.name()
+            ));
         }
     };
     let text = path

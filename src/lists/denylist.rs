@@ -17,6 +17,10 @@
 //!   `socket $SSH_AUTH_SOCK`). The launcher resolves it, with its own
 //!   environment, at a launch from outside a sandbox; it is not a path to
 //!   deny. It does not clash with `DIR/` or `!PATH` lines.
+//! - `socket tcp:PORT` and `socket udp:PORT` (PORT in 1..=65535) allow a
+//!   sandbox to reach a server of the same uid made outside on that loopback
+//!   port (a local model server: `socket tcp:11434`); like other `socket`
+//!   lines, only a launch from outside applies them.
 //! - A path ending in `/` is a *directory entry* ([`Entry::dir`]): every
 //!   regular file below that directory, at any depth, now or later. One that
 //!   would cover `/`, a top-level directory (`/etc/`, `/home/`, ...) or the
@@ -103,8 +107,8 @@ impl fmt::Display for LineProblem {
                 f.write_str("`~/` names the home directory, not a file; line skipped")
             }
             LineProblem::BadSocket => f.write_str(
-                "a socket line takes one $NAME, ${NAME} or absolute path \
-                 (e.g. `socket $SSH_AUTH_SOCK`); line skipped",
+                "a socket line takes one $NAME, ${NAME}, absolute path, tcp:PORT or udp:PORT \
+                 (e.g. `socket $SSH_AUTH_SOCK`, `socket tcp:11434`); line skipped",
             ),
             LineProblem::TooBroad(why) => write!(
                 f,
@@ -126,6 +130,53 @@ pub enum SocketSpec<'a> {
     Var(&'a str),
     /// An absolute path, as written.
     Path(&'a [u8]),
+    /// `tcp:PORT` or `udp:PORT`: the user's own server on that loopback port.
+    Port(Transport, u16),
+}
+
+/// The transport of a `socket tcp:PORT` or `socket udp:PORT` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// TCP (and MPTCP, whose listeners listen through TCP).
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Transport {
+    /// The IP protocol number (include/uapi/linux/in.h): 6 or 17.
+    pub fn protocol(self) -> u8 {
+        match self {
+            Transport::Tcp => 6,
+            Transport::Udp => 17,
+        }
+    }
+
+    /// `tcp` or `udp`, as list lines and requests spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        }
+    }
+
+    /// The transport spelled `name` (`tcp` or `udp`).
+    pub fn from_name(name: &[u8]) -> Option<Transport> {
+        match name {
+            b"tcp" => Some(Transport::Tcp),
+            b"udp" => Some(Transport::Udp),
+            _ => None,
+        }
+    }
+}
+
+/// `PORT` of a `tcp:PORT` or `udp:PORT` argument: 1 to 65535 in plain decimal.
+pub fn parse_port(digits: &[u8]) -> Option<u16> {
+    if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u32 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    u16::try_from(n).ok().filter(|&p| p != 0)
 }
 
 /// One accepted `socket` line.
@@ -283,6 +334,11 @@ pub fn too_broad(path: &[u8]) -> Option<&'static str> {
 }
 
 fn parse_socket(arg: &[u8]) -> Option<SocketSpec<'_>> {
+    if let Some((name, digits)) = arg.split_at_checked(4)
+        && let Some(t) = name.strip_suffix(b":").and_then(Transport::from_name)
+    {
+        return parse_port(digits).map(|p| SocketSpec::Port(t, p));
+    }
     let is_name = |n: &[u8]| {
         !n.is_empty()
             && !n[0].is_ascii_digit()
@@ -565,7 +621,9 @@ mod tests {
     fn socket_lines() {
         let p = parse(
             b"socket $SSH_AUTH_SOCK\nsocket\t${GPG_SOCK}\nsocket /run/x.sock\n\
-              socket\nsocket relative\nsocket $1X\nsocket ${A\nsockets/x\n/socket $X\n",
+              socket\nsocket relative\nsocket $1X\nsocket ${A\nsockets/x\n/socket $X\n\
+              socket tcp:11434\nsocket udp:53\nsocket tcp:0\nsocket tcp:65536\nsocket sctp:1\n\
+              socket tcp:+8\nsocket udp:\n",
         );
         assert_eq!(
             p.sockets,
@@ -582,6 +640,14 @@ mod tests {
                     line: 3,
                     spec: SocketSpec::Path(b"/run/x.sock")
                 },
+                SocketLine {
+                    line: 10,
+                    spec: SocketSpec::Port(Transport::Tcp, 11434)
+                },
+                SocketLine {
+                    line: 11,
+                    spec: SocketSpec::Port(Transport::Udp, 53)
+                },
             ]
         );
         let bad: Vec<_> = warning_kinds(&p);
@@ -593,6 +659,11 @@ mod tests {
                 (6, LineProblem::BadSocket),
                 (7, LineProblem::BadSocket),
                 (8, LineProblem::NotAbsolute),
+                (12, LineProblem::BadSocket),
+                (13, LineProblem::BadSocket),
+                (14, LineProblem::BadSocket),
+                (15, LineProblem::BadSocket),
+                (16, LineProblem::BadSocket),
             ]
         );
         // `/socket $X` is a path like any other.

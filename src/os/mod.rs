@@ -2,7 +2,8 @@
 //! ([`sys`]), descriptors known by number ([`fd`]), the filesystem ioctls
 //! ([`ioctl`]), child processes that run code of ours after fork
 //! ([`child`]), `/proc` formats ([`procfs`]), naming a process by pidfd
-//! ([`process`]), the sandbox cgroup tree ([`cgroup`]) and where the
+//! ([`process`]), the sandbox cgroup tree ([`cgroup`]), the host's own IP
+//! addresses ([`host_addrs`]) and where the
 //! installed files live ([`paths`]). Imports only [`crate::lists`].
 //!
 //! With [`crate::kernel`], the only place with `unsafe` code: every other
@@ -13,6 +14,7 @@ pub mod cgroup;
 pub mod child;
 pub mod fd;
 pub mod fs_magic;
+pub mod host_addrs;
 pub mod ioctl;
 pub mod paths;
 pub mod process;

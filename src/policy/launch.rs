@@ -32,7 +32,7 @@ use std::rc::Rc;
 use crate::lists::entries::{DenySet, FileKey};
 use crate::os::cgroup::sandbox_path_for;
 use crate::policy::rules::{self, AfterBreak, ApplyMode, LastApply, MoveRefusal, Requester};
-use crate::proto::request::{AllowedSocket, Reply};
+use crate::proto::request::{AllowedPort, AllowedSocket, Reply};
 use crate::proto::resolver::{MAX_KEYS_PER_UID, Resolution, parse_output};
 
 /// A time in milliseconds on the caller's monotonic clock (the daemon's:
@@ -91,6 +91,9 @@ pub struct Launch {
     pub pid: i32,
     /// The sockets its `socket` list lines allow (applied only from outside).
     pub sockets: Vec<AllowedSocket>,
+    /// The loopback ports its `socket tcp:PORT`/`udp:PORT` lines allow
+    /// (applied only from outside).
+    pub ports: Vec<AllowedPort>,
 }
 
 /// How a resolution ended, as the resolver pool saw it.
@@ -374,6 +377,8 @@ pub enum Command {
         cgid: u64,
         /// The socket files' keys (the batch's, each once).
         keys: Vec<FileKey>,
+        /// The loopback ports (the batch's, each once).
+        ports: Vec<AllowedPort>,
     },
     /// Check that enforcement is on and what the sandbox holds →
     /// [`Event::SandboxChecked`].
@@ -1100,9 +1105,11 @@ impl Machine {
     /// the strictness rule, and says so if it asked for sockets.
     fn sockets(&mut self, uid: u32, batch: Vec<Launch>, mut admit: Admit, out: &mut Vec<Command>) {
         let asked = asked_sockets(&batch);
+        let ports = asked_ports(&batch);
         if admit.launch_mode == ApplyMode::AddOnly {
-            if !batch.is_empty() && !asked.is_empty() {
-                let paths: Vec<&str> = asked.iter().map(|a| a.path.as_str()).collect();
+            if !batch.is_empty() && (!asked.is_empty() || !ports.is_empty()) {
+                let mut paths: Vec<String> = asked.iter().map(|a| a.path.clone()).collect();
+                paths.extend(ports.iter().map(|p| format!("port {p}")));
                 admit.notices.push(format!(
                     "socket lines are not applied by a launch from inside a sandbox: {} stays \
                      refused unless a launch from outside allowed it",
@@ -1115,6 +1122,7 @@ impl Machine {
             uid,
             cgid: admit.cgid,
             keys: asked.iter().map(|a| a.key).collect(),
+            ports,
         });
         self.put(uid, batch, Stage::Sockets(admit));
     }
@@ -1375,6 +1383,17 @@ fn asked_sockets(batch: &[Launch]) -> Vec<&AllowedSocket> {
     asked
 }
 
+/// The loopback ports the batch's launches ask for, each once, in order.
+fn asked_ports(batch: &[Launch]) -> Vec<AllowedPort> {
+    let mut asked: Vec<AllowedPort> = Vec::new();
+    for p in batch.iter().flat_map(|l| &l.ports) {
+        if !asked.contains(p) {
+            asked.push(*p);
+        }
+    }
+    asked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1430,6 +1449,7 @@ mod tests {
             uid: UID,
             pid: pid(id),
             sockets: Vec::new(),
+            ports: Vec::new(),
         })
     }
 
@@ -1648,9 +1668,15 @@ mod tests {
                 "record {uid} cg{cgid}{}",
                 if *changed { " changed" } else { "" }
             ),
-            Command::AllowSockets { uid, cgid, keys } => {
-                format!("sockets {uid} cg{cgid} {}", keys.len())
-            }
+            Command::AllowSockets {
+                uid,
+                cgid,
+                keys,
+                ports,
+            } => match ports.len() {
+                0 => format!("sockets {uid} cg{cgid} {}", keys.len()),
+                n => format!("sockets {uid} cg{cgid} {} ports {n}", keys.len()),
+            },
             Command::CheckSandbox { uid } => format!("check {uid}"),
             Command::Inspect { launch, .. } => format!("inspect #{launch}"),
             Command::Move { launch, .. } => format!("move #{launch}"),
@@ -1933,6 +1959,10 @@ mod tests {
                     key: key(90),
                     path: "/run/user/1000/agent.sock".into(),
                 }],
+                ports: vec![AllowedPort {
+                    transport: crate::lists::denylist::Transport::Tcp,
+                    port: 8000,
+                }],
             }),
         );
         w.run(&mut m, Event::Dispatch);
@@ -1960,7 +1990,7 @@ mod tests {
         assert!(notices[0].starts_with("1 entries no longer in the lists stay denied"));
         assert!(notices[1].starts_with(
             "socket lines are not applied by a launch from inside a sandbox: \
-             /run/user/1000/agent.sock stays refused"
+             /run/user/1000/agent.sock, port tcp:8000 stays refused"
         ));
         // The same lists again from inside: reused, and told so again.
         w.inside.push(9);
@@ -2263,6 +2293,7 @@ mod tests {
                     uid,
                     pid: pid(id),
                     sockets: Vec::new(),
+                    ports: Vec::new(),
                 }),
             );
         }

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 
+use crate::lists::denylist::{Transport, parse_port};
 use crate::lists::entries::{FileKey, KIND_OPEN};
 
 /// Largest request accepted, in bytes: room for [`MAX_DESCRIPTORS`]
@@ -122,6 +123,42 @@ impl AllowedSocket {
     }
 }
 
+/// Most `port=` lines one request may carry.
+pub const MAX_PORTS: usize = 16;
+
+/// A loopback port where the launcher asks its sandbox to be allowed to
+/// reach the user's own server (a `socket tcp:PORT` or `socket udp:PORT`
+/// line of the user's lists). Only a launch from outside every sandbox makes
+/// the daemon apply it. Sent as `port=tcp:<port>` or `port=udp:<port>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AllowedPort {
+    /// TCP (MPTCP too) or UDP.
+    pub transport: Transport,
+    /// The port, 1 to 65535.
+    pub port: u16,
+}
+
+impl AllowedPort {
+    fn encode(&self) -> String {
+        format!("port={}\n", self)
+    }
+
+    fn parse(value: &str) -> Option<AllowedPort> {
+        let (name, digits) = value.split_once(':')?;
+        Some(AllowedPort {
+            transport: Transport::from_name(name.as_bytes())?,
+            port: parse_port(digits.as_bytes())?,
+        })
+    }
+}
+
+impl std::fmt::Display for AllowedPort {
+    /// `tcp:11434`, as list lines spell it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.transport.name(), self.port)
+    }
+}
+
 /// Most `fd=` lines one request may carry: a launch that inherits more
 /// descriptors of files and directories is refused by the launcher.
 pub const MAX_DESCRIPTORS: usize = 64;
@@ -179,6 +216,8 @@ pub struct Request {
     pub status: bool,
     /// Sockets to allow, at most [`MAX_SOCKETS`].
     pub sockets: Vec<AllowedSocket>,
+    /// Loopback ports to allow, at most [`MAX_PORTS`].
+    pub ports: Vec<AllowedPort>,
     /// The launcher's descriptors of files and directories, at most
     /// [`MAX_DESCRIPTORS`].
     pub descriptors: Vec<Descriptor>,
@@ -194,6 +233,9 @@ impl Request {
         for s in &self.sockets {
             m.push_str(&s.encode());
         }
+        for p in &self.ports {
+            m.push_str(&p.encode());
+        }
         for d in &self.descriptors {
             m.push_str(&d.encode());
         }
@@ -203,6 +245,7 @@ impl Request {
     /// Parses a request message. Unknown keys are ignored; `version` must be
     /// [`VERSION`]; `pid` must be a positive decimal; each `socket` line
     /// `<dev>:<ino>:<subvol>:<path>` in decimal, at most [`MAX_SOCKETS`];
+    /// each `port` line `tcp:<port>` or `udp:<port>`, at most [`MAX_PORTS`];
     /// each `fd` line `<fd>:<dev>:<ino>:<subvol>` in decimal, at most
     /// [`MAX_DESCRIPTORS`].
     ///
@@ -218,6 +261,7 @@ impl Request {
         let mut pid = None;
         let mut status = false;
         let mut sockets = Vec::new();
+        let mut ports = Vec::new();
         let mut descriptors = Vec::new();
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
@@ -241,6 +285,13 @@ impl Request {
                     AllowedSocket::parse(value),
                     MAX_SOCKETS,
                     "socket",
+                    value,
+                )?,
+                "port" => push_bounded(
+                    &mut ports,
+                    AllowedPort::parse(value),
+                    MAX_PORTS,
+                    "port",
                     value,
                 )?,
                 "fd" => push_bounded(
@@ -269,6 +320,7 @@ impl Request {
                 pid: p,
                 status,
                 sockets,
+                ports,
                 descriptors,
             }),
             _ => Err(RequestError::Malformed(format!(
@@ -728,6 +780,41 @@ mod tests {
         let too_many = Request {
             pid: 9,
             sockets: (0..=MAX_SOCKETS as u64).map(|i| sock(i, "/s")).collect(),
+            ..Default::default()
+        };
+        assert!(Request::parse(too_many.encode().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn request_ports_round_trip_and_limits() {
+        let port = |transport, port| AllowedPort { transport, port };
+        let r = Request {
+            pid: 9,
+            ports: vec![port(Transport::Tcp, 11434), port(Transport::Udp, 53)],
+            ..Default::default()
+        };
+        assert!(r.encode().contains("port=tcp:11434\nport=udp:53\n"));
+        assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
+        for bad in [
+            "port=tcp\n",
+            "port=sctp:1\n",
+            "port=tcp:0\n",
+            "port=udp:70000\n",
+        ] {
+            let msg = format!("version={VERSION}\npid=3\n{bad}");
+            assert!(
+                matches!(
+                    Request::parse(msg.as_bytes()),
+                    Err(RequestError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        let too_many = Request {
+            pid: 9,
+            ports: (1..=MAX_PORTS as u16 + 1)
+                .map(|p| port(Transport::Tcp, p))
+                .collect(),
             ..Default::default()
         };
         assert!(Request::parse(too_many.encode().as_bytes()).is_err());
