@@ -37,10 +37,30 @@
 #   sock_reused        an allowed socket (on an ext4 image, which reuses a freed inode number at
 #                      once) goes away; another outside listener's socket gets its inode number:
 #                      a sandbox that was allowed the first one may not connect to the second
+#   planted_agents     the agent removes the user's ssh-agent socket (and git's credential-cache
+#                      socket, and a gpg-agent one) and binds its own listener there: the user's
+#                      outside ssh-add, git credential-cache store and a client at
+#                      ~/.gnupg/S.gpg-agent reach nothing and hand it no key, password or data
+#   loopback_tcp       the user's TCP server made outside on 127.0.0.1, ::1 and :: (dual stack),
+#                      asked at 127.0.0.1, 127.0.0.2, 0.0.0.0, ::1, ::ffff:127.0.0.1 and ::, as each
+#                      server's address lets it answer: refused
+#                      inside (EPERM), served outside; root's server served inside
+#   loopback_udp       the user's UDP echo server made outside: sendto and connect+send refused
+#                      inside, answered outside
+#   loopback_mptcp     the user's MPTCP listener made outside: MPTCP and plain TCP refused inside
+#   loopback_own       TCP and UDP servers the agent starts inside: reachable from inside and
+#                      from the user's processes outside
+#   loopback_allow     `socket tcp:PORT` / `socket udp:PORT` lines: applied by a launch from
+#                      outside (served inside), not by one from inside (refused, and it says so)
+#   loopback_remote    a network namespace behind a veth pair stands for a remote host: the
+#                      user's server there is reached from inside although the user also has a
+#                      wildcard server on the same port here; the host's own new veth address
+#                      (learnt from rtnetlink) is refused like loopback
 #   tools              python3, git clone of a local repository, an inherited unlisted file
 #
 # It creates the user asx-doors, /tmp/asx-doors.*, the user's lingering
-# manager and a loop-mounted ext4 image (sock_reused); all of that is undone at exit.
+# manager, a loop-mounted ext4 image (sock_reused) and the network namespace
+# asx-doors-remote with its veth pair (loopback_remote); all of that is undone at exit.
 #
 # Output: "PASS: <what>", "FAIL: <what> (<detail>)", "SKIP: <why>" and notes
 # ("# ..."); then a count line and "ALL PASS" (exit 0) or "<n> FAILED" (exit 1).
@@ -63,7 +83,8 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
 CHECKS=(
 	systemd_run busctl_transient tmux_outside stream_outside planted_listener scm_rights inherited_fd
-	inherited_fd_chmod inherited_fd_below other_uid tmux_inside ssh_agent sock_reused tools
+	inherited_fd_chmod inherited_fd_below other_uid tmux_inside ssh_agent sock_reused planted_agents
+	loopback_tcp loopback_udp loopback_mptcp loopback_own loopback_allow loopback_remote tools
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -73,7 +94,8 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 FILTER=ASX_DOORS # run_check: ASX_DOORS_ONLY / ASX_DOORS_SKIP choose the checks
 CMD_TIMEOUT=60
 UENV=() T="" OUT="" ERR="" RC=0 TOK="" UH="" USR_UID="" SECRET="" D=""
-SETUP_DONE=0 CLEANED=0 LINGER=0
+SETUP_DONE=0 CLEANED=0 LINGER=0 NETNS=""
+NEXT_PORT=28000 # port: each server of the loopback checks gets its own
 BG_PIDS=()
 MOUNTS=() # mnt (test-lib.sh): unmounted at exit
 
@@ -198,6 +220,122 @@ bg_listen_in() {
 		</dev/null >/dev/null 2>"$T/listen.$3" &
 	BG_PIDS+=("$!")
 	wait_for 30 test -s "$D/up.$3"
+}
+
+
+# PY_TRAP PATH UP GOT: the agent's Unix stream listener at PATH; writes UP once it
+# listens, then appends whatever each client sends to GOT ("accepted" first).
+PY_TRAP='import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(8)
+open(sys.argv[2], "w").write("up\n")
+s.settimeout(140)
+while True:
+    c, _ = s.accept()
+    with open(sys.argv[3], "ab") as f:
+        f.write(b"accepted\n")
+        c.settimeout(3)
+        try:
+            f.write(c.recv(4096))
+        except OSError:
+            pass
+    c.close()'
+# PY_NET_SERVE PROTO ADDR PORT UP: a server on ADDR:PORT (PROTO tcp, mptcp or udp;
+# python3-minimal has no http.server): "served" to each TCP client, "served <data>"
+# back to each datagram. Writes UP once bound, "unsupported" there if the kernel
+# has no such protocol.
+PY_NET_SERVE='import socket, sys
+proto, addr, port, up = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+try:
+    if proto == "udp":
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+    else:
+        s = socket.socket(fam, socket.SOCK_STREAM, 262 if proto == "mptcp" else 0)
+except OSError as e:
+    open(up, "w").write("unsupported %s\n" % e.strerror)
+    sys.exit(0)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if fam == socket.AF_INET6:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind((addr, port))
+if proto != "udp":
+    s.listen(16)
+open(up, "w").write("up\n")
+s.settimeout(170)
+while True:
+    if proto == "udp":
+        data, peer = s.recvfrom(200)
+        s.sendto(b"served " + data, peer)
+    else:
+        c, _ = s.accept()
+        c.sendall(b"served\n")
+        c.close()'
+# PY_NET_ASK PROTO ADDR PORT: ask a server (PROTO tcp, mptcp, udp: sendto, udpc:
+# connect then send); prints "served..." or "refused: <strerror>".
+PY_NET_ASK='import socket, sys
+proto, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+try:
+    if proto in ("udp", "udpc"):
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        s.settimeout(5)
+        if proto == "udpc":
+            s.connect((addr, port))
+            s.send(b"hello")
+        else:
+            s.sendto(b"hello", (addr, port))
+        print(s.recv(200).decode(errors="replace"))
+    else:
+        s = socket.socket(fam, socket.SOCK_STREAM, 262 if proto == "mptcp" else 0)
+        s.settimeout(5)
+        s.connect((addr, port))
+        print(s.recv(200).decode(errors="replace").strip())
+except OSError as e:
+    print("refused:", e.strerror or str(e))'
+
+# port: the next free test port in NEXT_PORT
+port() { NEXT_PORT=$((NEXT_PORT + 1)); }
+
+# serve WHO PROTO ADDR PORT TAG: a server (PY_NET_SERVE) run by WHO: "out" (the user,
+# outside), "in" (the user, inside a sandbox) or "root"; waits until it is up
+serve() {
+	local who=$1 up=$D/up.$5
+	shift
+	rm -f "$up"
+	case $who in
+	out) timeout -k 5 180 runuser -u "$USR" -- python3 -c "$PY_NET_SERVE" "$1" "$2" "$3" "$up" ;;
+	in) timeout -k 5 180 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_NET_SERVE" "$1" "$2" "$3" "$up" ;;
+	root) timeout -k 5 180 python3 -c "$PY_NET_SERVE" "$1" "$2" "$3" "$up" ;;
+	esac </dev/null >/dev/null 2>"$T/serve.$4" &
+	BG_PIDS+=("$!")
+	wait_for 30 test -s "$up"
+}
+
+# ask_in / ask_out PROTO ADDR PORT: PY_NET_ASK inside the sandbox / outside, as the user
+ask_in() { run_in "$USR" python3 -c "$PY_NET_ASK" "$@"; }
+ask_out() { run_as "$USR" python3 -c "$PY_NET_ASK" "$@"; }
+
+# refused_in WHAT PROTO ADDR PORT: PASS WHAT if asking inside is refused with EPERM
+refused_in() {
+	local what=$1
+	shift
+	ask_in "$@"
+	okl "$what" 'stdout: $(snip "$OUT"), $(why)' has "refused: Operation not permitted" "$OUT"
+}
+
+# served_in / served_out WHAT PROTO ADDR PORT: PASS WHAT if the server answers
+served_in() {
+	local what=$1
+	shift
+	ask_in "$@"
+	okl "$what" 'stdout: $(snip "$OUT"), $(why)' has served "$OUT"
+}
+served_out() {
+	local what=$1
+	shift
+	ask_out "$@"
+	okl "$what" 'stdout: $(snip "$OUT"), $(why)' has served "$OUT"
 }
 
 # ---------------------------------------------------------------- checks
@@ -518,6 +656,212 @@ check_sock_reused() {
 	set_list "$SECRET"
 }
 
+# The agent replaces the user's agent sockets with listeners of its own: the user's outside
+# clients must not reach them (the listener would get a key, a password or a request).
+check_planted_agents() {
+	local a=$D/pa/agent.sock cc=$D/pa/cache/socket gpg=$D/pa/gnupg/S.gpg-agent key=$D/pa/key
+	fresh pa
+	install -d -o "$USR" -g "$USR" -m 0700 "$D/pa/cache" "$D/pa/gnupg"
+	timeout -k 5 200 runuser -u "$USR" -- ssh-agent -D -a "$a" </dev/null >/dev/null 2>&1 &
+	BG_PIDS+=("$!")
+	if ! wait_for 20 test -S "$a"; then
+		fail "planted_agents: the user's ssh-agent starts outside" "no socket"
+		return
+	fi
+	run_as "$USR" ssh-keygen -q -t ed25519 -N "" -C "asx-$TOK" -f "$key"
+	# Inside: the agent removes the user's socket and binds its own at the same path;
+	# the same at git's credential-cache socket and gpg-agent's.
+	local p tag
+	for p in "$a" "$cc" "$gpg"; do
+		tag=$(basename "$p")
+		timeout -k 5 150 runuser -u "$USR" -- "$LAUNCHER" sh -c 'rm -f "$1"; exec python3 -c "$2" "$1" "$3" "$4"' \
+			sh "$p" "$PY_TRAP" "$D/pa/up.$tag" "$D/pa/got.$tag" </dev/null >/dev/null 2>"$T/trap.$tag" &
+		BG_PIDS+=("$!")
+		if ! wait_for 30 test -s "$D/pa/up.$tag"; then
+			fail "planted_agents: the agent binds its own listener at $p inside" "$(snip "$T/trap.$tag")"
+			return
+		fi
+	done
+	run_as "$USR" env SSH_AUTH_SOCK="$a" ssh-add "$key"
+	okl "planted_agents: the user's outside ssh-add cannot reach the agent's listener at \$SSH_AUTH_SOCK" \
+		'ssh-add rc $RC, $(why); listener got: $(snip "$D/pa/got.agent.sock")' \
+		eval '[ "$RC" -ne 0 ] && [ ! -e "$D/pa/got.agent.sock" ]'
+	run_as "$USR" sh -c 'printf "protocol=https\nhost=example.com\nusername=u\npassword=pw-%s\n\n" "$2" |
+		git credential-cache --socket "$1" store' sh "$cc" "$TOK"
+	okl "planted_agents: the user's outside git credential-cache store hands the agent's listener no password" \
+		'rc $RC, $(why); listener got: $(snip "$D/pa/got.socket")' \
+		eval '! has "pw-$TOK" "$D/pa/got.socket" 2>/dev/null && [ ! -e "$D/pa/got.socket" ]'
+	# gpg is not in the guest image: a client of the user's, as gpg would connect.
+	run_as "$USR" python3 -c "$PY_CONNECT" stream "$gpg"
+	okl "planted_agents: the user's outside client at ~/.gnupg/S.gpg-agent is refused (EPERM)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'has "refused: Operation not permitted" "$OUT" && [ ! -e "$D/pa/got.S.gpg-agent" ]'
+}
+
+check_loopback_tcp() {
+	local p a
+	port
+	p=$NEXT_PORT
+	if ! serve out tcp 127.0.0.1 "$p" lt4; then
+		fail "loopback_tcp: the user's server on 127.0.0.1:$p outside" "$(snip "$T/serve.lt4")"
+		return
+	fi
+	served_out "loopback_tcp: control: the user's TCP server on 127.0.0.1 answers outside" tcp 127.0.0.1 "$p"
+	for a in 127.0.0.1 0.0.0.0 ::ffff:127.0.0.1; do
+		refused_in "loopback_tcp: inside, connect to $a:$p (the user's server on 127.0.0.1) is refused" \
+			tcp "$a" "$p"
+	done
+	port
+	p=$NEXT_PORT
+	if serve out tcp ::1 "$p" lt6; then
+		served_out "loopback_tcp: control: the user's server on [::1] answers outside" tcp ::1 "$p"
+		for a in ::1 ::; do
+			refused_in "loopback_tcp: inside, connect to [$a]:$p (the user's server on ::1) is refused" \
+				tcp "$a" "$p"
+		done
+	else
+		fail "loopback_tcp: the user's server on [::1]:$p outside" "$(snip "$T/serve.lt6")"
+	fi
+	port
+	p=$NEXT_PORT
+	if serve out tcp :: "$p" ltw; then
+		for a in 127.0.0.1 127.0.0.2 ::1 ::ffff:127.0.0.1 ::; do
+			refused_in "loopback_tcp: inside, connect to $a:$p (the user's dual-stack wildcard server) is refused" \
+				tcp "$a" "$p"
+		done
+	else
+		fail "loopback_tcp: the user's server on [::]:$p outside" "$(snip "$T/serve.ltw")"
+	fi
+	port
+	p=$NEXT_PORT
+	if serve root tcp 127.0.0.1 "$p" ltr; then
+		served_in "loopback_tcp: inside, root's TCP server on 127.0.0.1 answers" tcp 127.0.0.1 "$p"
+	else
+		fail "loopback_tcp: root's server on 127.0.0.1:$p" "$(snip "$T/serve.ltr")"
+	fi
+}
+
+check_loopback_udp() {
+	local p
+	port
+	p=$NEXT_PORT
+	if ! serve out udp 127.0.0.1 "$p" lu4; then
+		fail "loopback_udp: the user's UDP server on 127.0.0.1:$p outside" "$(snip "$T/serve.lu4")"
+		return
+	fi
+	served_out "loopback_udp: control: the user's UDP server answers outside" udp 127.0.0.1 "$p"
+	refused_in "loopback_udp: inside, sendto the user's UDP server is refused" udp 127.0.0.1 "$p"
+	refused_in "loopback_udp: inside, connect and send to the user's UDP server is refused" udpc 127.0.0.1 "$p"
+	port
+	p=$NEXT_PORT
+	if serve out udp ::1 "$p" lu6; then
+		refused_in "loopback_udp: inside, sendto the user's UDP server on ::1 is refused" udp ::1 "$p"
+	else
+		fail "loopback_udp: the user's UDP server on [::1]:$p outside" "$(snip "$T/serve.lu6")"
+	fi
+	port
+	p=$NEXT_PORT
+	if serve root udp 127.0.0.1 "$p" lur; then
+		served_in "loopback_udp: inside, root's UDP server answers" udp 127.0.0.1 "$p"
+	else
+		fail "loopback_udp: root's UDP server on 127.0.0.1:$p" "$(snip "$T/serve.lur")"
+	fi
+}
+
+check_loopback_mptcp() {
+	local p
+	port
+	p=$NEXT_PORT
+	if ! serve out mptcp 127.0.0.1 "$p" lm; then
+		fail "loopback_mptcp: the user's MPTCP listener on 127.0.0.1:$p outside" "$(snip "$T/serve.lm")"
+		return
+	fi
+	if has unsupported "$D/up.lm"; then
+		skip "loopback_mptcp: this kernel has no MPTCP ($(snip "$D/up.lm"))"
+		return
+	fi
+	served_out "loopback_mptcp: control: the user's MPTCP listener answers outside" mptcp 127.0.0.1 "$p"
+	refused_in "loopback_mptcp: inside, an MPTCP connect to it is refused" mptcp 127.0.0.1 "$p"
+	refused_in "loopback_mptcp: inside, a plain TCP connect to it is refused" tcp 127.0.0.1 "$p"
+}
+
+check_loopback_own() {
+	local p q
+	port
+	p=$NEXT_PORT
+	port
+	q=$NEXT_PORT
+	if ! serve in tcp 127.0.0.1 "$p" lot || ! serve in udp 127.0.0.1 "$q" lou; then
+		fail "loopback_own: the agent's servers start inside" "$(snip "$T/serve.lot") $(snip "$T/serve.lou")"
+		return
+	fi
+	served_in "loopback_own: the agent's own TCP server answers inside" tcp 127.0.0.1 "$p"
+	served_in "loopback_own: the agent's own UDP server answers inside" udp 127.0.0.1 "$q"
+	served_out "loopback_own: the agent's TCP server answers the user's outside client (a browser)" \
+		tcp 127.0.0.1 "$p"
+	served_out "loopback_own: the agent's UDP server answers the user's outside client" udp 127.0.0.1 "$q"
+}
+
+check_loopback_allow() {
+	local p q
+	port
+	p=$NEXT_PORT
+	port
+	q=$NEXT_PORT
+	if ! serve out tcp 127.0.0.1 "$p" lat || ! serve out udp 127.0.0.1 "$q" lau; then
+		fail "loopback_allow: the user's servers outside" "$(snip "$T/serve.lat") $(snip "$T/serve.lau")"
+		return
+	fi
+	refused_in "loopback_allow: without a line the user's TCP server is refused" tcp 127.0.0.1 "$p"
+	set_list "$SECRET" "socket tcp:$p"
+	served_in "loopback_allow: with 'socket tcp:$p' (an outside launch) the server answers inside" \
+		tcp 127.0.0.1 "$p"
+	refused_in "loopback_allow: 'socket tcp:$p' allows no UDP" udp 127.0.0.1 "$q"
+	# From inside, a launch adds no allow, and says so; the outside launch's stays.
+	set_list "$SECRET" "socket tcp:$p" "socket udp:$q"
+	run_in "$USR" sh -c '"$1" python3 -c "$2" udp 127.0.0.1 "$3"; "$1" python3 -c "$2" tcp 127.0.0.1 "$4"' \
+		sh "$LAUNCHER" "$PY_NET_ASK" "$q" "$p"
+	okl "loopback_allow: a launch from inside does not apply 'socket udp:$q' (and says so)" \
+		'stdout: $(snip "$OUT"), $(why)' \
+		eval 'has "refused: Operation not permitted" "$OUT" && has "port udp:$q stays refused" "$ERR"'
+	okl "loopback_allow: the outside launch's 'socket tcp:$p' still holds" 'stdout: $(snip "$OUT")' has served "$OUT"
+	served_in "loopback_allow: the next launch from outside applies 'socket udp:$q'" udp 127.0.0.1 "$q"
+	set_list "$SECRET"
+	refused_in "loopback_allow: a launch from outside without the lines takes the allow back" tcp 127.0.0.1 "$p"
+}
+
+# A network namespace behind a veth pair stands for a remote host (the guest has no network).
+check_loopback_remote() {
+	local p host=10.213.0.1 remote=10.213.0.2
+	if ! ip netns add asx-doors-remote; then
+		fail "loopback_remote: ip netns add" "no network namespace"
+		return
+	fi
+	NETNS=asx-doors-remote
+	ip link add asx-d0 type veth peer name asx-d1 netns "$NETNS" &&
+		ip addr add "$host/24" dev asx-d0 && ip link set asx-d0 up &&
+		ip -n "$NETNS" addr add "$remote/24" dev asx-d1 && ip -n "$NETNS" link set asx-d1 up &&
+		ip -n "$NETNS" link set lo up
+	port
+	p=$NEXT_PORT
+	# The user's server on the "remote host", and a wildcard one of the user's here on the same port.
+	rm -f "$D/up.lrr"
+	timeout -k 5 180 ip netns exec "$NETNS" runuser -u "$USR" -- python3 -c "$PY_NET_SERVE" tcp 0.0.0.0 "$p" "$D/up.lrr" \
+		</dev/null >/dev/null 2>"$T/serve.lrr" &
+	BG_PIDS+=("$!")
+	if ! wait_for 30 test -s "$D/up.lrr" || ! serve out tcp 0.0.0.0 "$p" lrw; then
+		fail "loopback_remote: the servers start" "$(snip "$T/serve.lrr") $(snip "$T/serve.lrw")"
+		return
+	fi
+	wait_for 20 eval 'ask_out tcp "$remote" "$p"; has served "$OUT"'
+	served_in "loopback_remote: inside, the user's server on a remote address answers (a wildcard server of the user's here has the same port)" \
+		tcp "$remote" "$p"
+	refused_in "loopback_remote: inside, the host's own veth address $host (added after the daemon started) is refused like loopback" \
+		tcp "$host" "$p"
+	ip link del asx-d0 2>/dev/null
+	ip netns del "$NETNS" 2>/dev/null && NETNS=""
+}
+
 check_tools() {
 	run_in "$USR" python3 -c 'print(6 * 7)'
 	okl "tools: python3 works inside" '$(why)' has 42 "$OUT"
@@ -540,7 +884,7 @@ preflight() {
 		return 1
 	fi
 	require_commands "$LAUNCHER" runuser timeout useradd userdel loginctl systemd-run busctl tmux \
-		python3 ssh-agent ssh-add ssh-keygen git logger journalctl || return 1
+		python3 ssh-agent ssh-add ssh-keygen git logger journalctl ip || return 1
 }
 
 setup() {
@@ -583,6 +927,10 @@ cleanup() {
 	if [ "${ASX_DOORS_KEEP:-0}" = 1 ]; then
 		printf 'kept: user %s, %s\n' "$USR" "$T" >&2
 		return 0
+	fi
+	if [ -n "$NETNS" ]; then
+		ip link del asx-d0 2>/dev/null
+		ip netns del "$NETNS" 2>/dev/null
 	fi
 	[ "$LINGER" = 1 ] && loginctl disable-linger "$USR"
 	systemctl stop "user@$USR_UID.service" 2>/dev/null

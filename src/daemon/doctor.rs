@@ -53,6 +53,9 @@ pub struct Facts {
     pub distro: Option<String>,
     /// Whether [`GRUB_FILE`] exists.
     pub grub: bool,
+    /// The members of each root-equivalent group that has any
+    /// ([`crate::policy::privilege::ROOT_EQUIVALENT`]): (group, members).
+    pub root_like: Vec<(String, Vec<String>)>,
 }
 
 /// A trial load or attach that failed: what was being done, its errno,
@@ -255,6 +258,17 @@ pub fn diagnose(f: &Facts) -> Vec<Finding> {
         )),
         (None, _) => {}
     }
+    for (group, members) in &f.root_like {
+        let why = crate::policy::privilege::ROOT_EQUIVALENT
+            .iter()
+            .find(|(g, _)| g == group)
+            .map_or("", |(_, w)| w);
+        out.push(Finding::Note(format!(
+            "{} in the {group} group, root by another name ({why}): no sandbox can keep their \
+             secrets from an agent they run",
+            members.join(", ")
+        )));
+    }
     out
 }
 
@@ -347,8 +361,22 @@ impl Facts {
             canary,
             distro,
             grub: Path::new(GRUB_FILE).exists(),
+            root_like: root_like_members(),
         }
     }
+}
+
+/// The members of each root-equivalent group of this system that has any
+/// (the group file's member list, getgrnam(3); users whose primary group it
+/// is are not listed).
+fn root_like_members() -> Vec<(String, Vec<String>)> {
+    crate::policy::privilege::ROOT_EQUIVALENT
+        .iter()
+        .filter_map(|(name, _)| {
+            let g = nix::unistd::Group::from_name(name).ok().flatten()?;
+            (!g.mem.is_empty()).then(|| (name.to_string(), g.mem))
+        })
+        .collect()
 }
 
 /// The canary below the cgroup2 hierarchy at `root`; the parent cgroup and
@@ -403,6 +431,7 @@ mod tests {
             canary: Some(Ok("a child was refused with EPERM".into())),
             distro: Some("debian".into()),
             grub: true,
+            root_like: vec![],
         }
     }
 
@@ -572,6 +601,21 @@ mod tests {
             ..healthy()
         };
         assert!(fails(&f).iter().all(|(c, _)| !c.contains("forbids")));
+    }
+
+    #[test]
+    fn root_equivalent_members_are_noted_not_failed() {
+        let f = Facts {
+            root_like: vec![("docker".into(), vec!["alice".into(), "bob".into()])],
+            ..healthy()
+        };
+        assert!(fails(&f).is_empty());
+        let (text, code) = report(&diagnose(&f));
+        assert_eq!(code, EXIT_HEALTHY);
+        assert!(
+            text.contains("alice, bob in the docker group, root by another name"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -42,6 +42,7 @@ use crate::lists::denylist::SocketSpec;
 use crate::os::cgroup;
 use crate::os::paths::Paths;
 use crate::os::procfs;
+use crate::policy::privilege;
 use crate::proto::ready::{alive, serving_pid};
 use crate::proto::request::{
     self, AllowedPort, AllowedSocket, Received, Reply, Request, RequestError,
@@ -258,6 +259,9 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
     for n in &reply.notices {
         eprintln!("agent-sandbox-exec: note: {n}");
     }
+    if let Some(w) = privilege::warning(&privilege::root_equivalent(&own_group_names()), false) {
+        eprintln!("agent-sandbox-exec: warning: {w}");
+    }
     if let Some(why) = reply.refusal {
         return Err(LaunchError::Refused(why));
     }
@@ -296,6 +300,32 @@ fn findable(program: &OsString) -> bool {
     })
 }
 
+/// The names of this process's groups: its real gid's and its
+/// supplementary ones (getgroups(2)); a gid without a name is left out.
+fn own_group_names() -> Vec<String> {
+    use nix::unistd::{Gid, Group, getgid, getgroups};
+    let mut gids = getgroups().unwrap_or_default();
+    gids.push(getgid());
+    gids.sort_unstable_by_key(|g: &Gid| g.as_raw());
+    gids.dedup();
+    gids.into_iter()
+        .filter_map(|g| Group::from_gid(g).ok().flatten().map(|g| g.name))
+        .collect()
+}
+
+/// Whether sudo runs a command as root for this user now without asking for
+/// a password (`sudo -n true` exits 0: a NOPASSWD rule or a cached
+/// timestamp); false when sudo is not installed or refuses.
+fn sudo_without_password() -> bool {
+    std::process::Command::new("sudo")
+        .args(["-n", "true"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Exit status of `--status` when the daemon does not serve.
 pub const EXIT_STATUS_NOT_SERVING: u8 = 1;
 
@@ -329,6 +359,10 @@ fn status(paths: &Paths, verbose: bool) -> u8 {
             }
             for w in &s.warnings {
                 println!("warning at the last launch: {w}");
+            }
+            let groups = privilege::root_equivalent(&own_group_names());
+            if let Some(w) = privilege::warning(&groups, sudo_without_password()) {
+                println!("warning: {w}");
             }
             0
         }

@@ -7,8 +7,10 @@
 //! - [`launch`]: the launch machine, the order of those decisions from a
 //!   request admitted to its reply (events in, commands out, time passed
 //!   in), which the daemon executes;
-//! - [`admission`]: connection caps and abuse logging.
+//! - [`admission`]: connection caps and abuse logging;
+//! - [`privilege`]: users no sandbox can protect (root-equivalent groups).
 
 pub mod admission;
 pub mod launch;
+pub mod privilege;
 pub mod rules;
