@@ -56,6 +56,8 @@
 #                      user's server there is reached from inside although the user also has a
 #                      wildcard server on the same port here; the host's own new veth address
 #                      (learnt from rtnetlink) is refused like loopback
+#   root_groups        the user added to a group that is root by another name (docker): a launch,
+#                      --status and the doctor (agent-sandbox-execd --check) warn, naming it
 #   tools              python3, git clone of a local repository, an inherited unlisted file
 #
 # It creates the user asx-doors, /tmp/asx-doors.*, the user's lingering
@@ -84,7 +86,7 @@ readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 CHECKS=(
 	systemd_run busctl_transient tmux_outside stream_outside planted_listener scm_rights inherited_fd
 	inherited_fd_chmod inherited_fd_below other_uid tmux_inside ssh_agent sock_reused planted_agents
-	loopback_tcp loopback_udp loopback_mptcp loopback_own loopback_allow loopback_remote tools
+	loopback_tcp loopback_udp loopback_mptcp loopback_own loopback_allow loopback_remote root_groups tools
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -817,10 +819,11 @@ check_loopback_allow() {
 	served_in "loopback_allow: with 'socket tcp:$p' (an outside launch) the server answers inside" \
 		tcp 127.0.0.1 "$p"
 	refused_in "loopback_allow: 'socket tcp:$p' allows no UDP" udp 127.0.0.1 "$q"
-	# From inside, a launch adds no allow, and says so; the outside launch's stays.
-	set_list "$SECRET" "socket tcp:$p" "socket udp:$q"
-	run_in "$USR" sh -c '"$1" python3 -c "$2" udp 127.0.0.1 "$3"; "$1" python3 -c "$2" tcp 127.0.0.1 "$4"' \
-		sh "$LAUNCHER" "$PY_NET_ASK" "$q" "$p"
+	# The agent adds a line to the list and launches from inside: no new allow, and it says
+	# so; the outside launch's allow stays.
+	run_in "$USR" sh -c 'printf "socket udp:%s\n" "$3" >>"$5"
+		"$1" python3 -c "$2" udp 127.0.0.1 "$3"; "$1" python3 -c "$2" tcp 127.0.0.1 "$4"' \
+		sh "$LAUNCHER" "$PY_NET_ASK" "$q" "$p" "$UH/$HOME_LIST_REL"
 	okl "loopback_allow: a launch from inside does not apply 'socket udp:$q' (and says so)" \
 		'stdout: $(snip "$OUT"), $(why)' \
 		eval 'has "refused: Operation not permitted" "$OUT" && has "port udp:$q stays refused" "$ERR"'
@@ -862,6 +865,29 @@ check_loopback_remote() {
 	ip netns del "$NETNS" 2>/dev/null && NETNS=""
 }
 
+check_root_groups() {
+	local made=0
+	run_in "$USR" true
+	okl "root_groups: control: a launch of a user in no such group warns of none" '$(why)' \
+		eval '! has "root by another name" "$ERR"'
+	if ! getent group docker >/dev/null; then
+		groupadd --system docker || { fail "root_groups: groupadd docker" ""; return; }
+		made=1
+	fi
+	usermod -a -G docker "$USR"
+	run_in "$USR" true
+	okl "root_groups: a launch of a docker group member warns once, naming the group" '$(why)' \
+		eval '[ "$(grep -c "root by another name" "$ERR")" = 1 ] && has "the docker group" "$ERR"'
+	run_as "$USR" "$LAUNCHER" --status
+	okl "root_groups: --status warns, naming the group" 'stdout: $(snip "$OUT")' \
+		eval 'has "root by another name" "$OUT" && has "the docker group" "$OUT"'
+	agent-sandbox-execd --check >"$OUT" 2>&1
+	okl "root_groups: the doctor names the member and the group" 'stdout: $(snip "$OUT")' \
+		has "$USR in the docker group, root by another name" "$OUT"
+	gpasswd -d "$USR" docker >/dev/null
+	[ "$made" = 1 ] && groupdel docker
+}
+
 check_tools() {
 	run_in "$USR" python3 -c 'print(6 * 7)'
 	okl "tools: python3 works inside" '$(why)' has 42 "$OUT"
@@ -884,7 +910,7 @@ preflight() {
 		return 1
 	fi
 	require_commands "$LAUNCHER" runuser timeout useradd userdel loginctl systemd-run busctl tmux \
-		python3 ssh-agent ssh-add ssh-keygen git logger journalctl ip || return 1
+		python3 ssh-agent ssh-add ssh-keygen git logger journalctl ip groupadd usermod gpasswd || return 1
 }
 
 setup() {
