@@ -15,6 +15,11 @@
 //! asx-bench connectloop DIR ITERS RUNS
 //!                                      socket+connect+accept+close to a Unix stream listener this
 //!                                      process binds at DIR/asx-bench.sock: ns per op (as openloop)
+//! asx-bench netloop tcp|udp ITERS RUNS
+//!                                      tcp: socket+connect+accept+close (RST, no TIME_WAIT) to a
+//!                                      listener this process binds on 127.0.0.1; udp: sendto of
+//!                                      8 bytes to a socket this process binds on 127.0.0.1 and
+//!                                      its recv: ns per op (as openloop)
 //! asx-bench time [--cold] [--touch DIR] RUNS -- CMD...
 //!                                      run CMD RUNS times (must exit 0; stdout discarded; each
 //!                                      after 100 ms idle; after one untimed run unless --cold;
@@ -75,6 +80,7 @@ fn run(args: &[OsString]) -> Res<()> {
         "openloop" => openloop(rest),
         "sysloop" => sysloop(rest),
         "connectloop" => connectloop(rest),
+        "netloop" => netloop(rest),
         "time" => time_cmd(rest),
         "stat" => stat_floor(rest),
         "migrate" => migrate(rest),
@@ -274,6 +280,57 @@ fn connectloop(args: &[OsString]) -> Res<()> {
     });
     let _ = std::fs::remove_file(&path);
     timed
+}
+
+/// TCP connects or UDP sends to a server bound by this process on
+/// 127.0.0.1 (so a sandboxed run reaches a server made in its own sandbox,
+/// which the loopback programs look up and allow), ITERS times per run,
+/// RUNS runs, as [`connectloop`]; prints its line format.
+fn netloop(args: &[OsString]) -> Res<()> {
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    let kind = arg(args, 0, "tcp|udp")?;
+    let iters = num(arg(args, 1, "ITERS")?)?.max(1);
+    let runs = num(arg(args, 2, "RUNS")?)?.max(1);
+    match kind.to_str() {
+        Some("tcp") => {
+            let listener =
+                TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+            let at = listener.local_addr().map_err(|e| format!("local_addr: {e}"))?;
+            op_loop(iters, runs, || {
+                let c = TcpStream::connect(at).map_err(|e| format!("connect {at}: {e}"))?;
+                // Closed with an RST: no TIME_WAIT to use up the ephemeral ports.
+                nix::sys::socket::setsockopt(
+                    &c,
+                    nix::sys::socket::sockopt::Linger,
+                    &libc::linger {
+                        l_onoff: 1,
+                        l_linger: 0,
+                    },
+                )
+                .map_err(|e| format!("SO_LINGER: {e}"))?;
+                let (a, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+                drop(c);
+                drop(a);
+                Ok(())
+            })
+        }
+        Some("udp") => {
+            let server =
+                UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+            let at = server.local_addr().map_err(|e| format!("local_addr: {e}"))?;
+            let client =
+                UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
+            let mut buf = [0u8; 16];
+            op_loop(iters, runs, || {
+                client
+                    .send_to(b"asxbench", at)
+                    .map_err(|e| format!("sendto {at}: {e}"))?;
+                server.recv(&mut buf).map_err(|e| format!("recv: {e}"))?;
+                Ok(())
+            })
+        }
+        _ => Err("netloop takes tcp or udp".into()),
+    }
 }
 
 /// Sum over CPUs of the time they ran tasks other than idle (rq_cpu_time,

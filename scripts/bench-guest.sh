@@ -206,6 +206,8 @@ hook_suite() {
 	sleep 2    # let the stop's aftermath (journal writes, ...) settle
 	measure hook.none as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	measure conn.none as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
+	measure net.tcp.none as_user "$U" "$BIN" netloop tcp "$ITERS" "$RUNS"
+	measure net.udp.none as_user "$U" "$BIN" netloop udp "$ITERS" "$RUNS"
 	measure hook.landlock as_user "$U" "$BIN" landlock -- "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	measure hook.deeplandlock as_user "$U" "$BIN" landlock -- "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	sysloops none
@@ -234,6 +236,11 @@ hook_suite() {
 	wait "$TARGET" 2>/dev/null || true
 	measure conn.outside as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	measure conn.inside as_user "$U" agent-sandbox-exec "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
+	local p
+	for p in tcp udp; do
+		measure "net.$p.outside" as_user "$U" "$BIN" netloop "$p" "$ITERS" "$RUNS"
+		measure "net.$p.inside" as_user "$U" agent-sandbox-exec "$BIN" netloop "$p" "$ITERS" "$RUNS"
+	done
 	for n in 0 1000 "$BIG"; do
 		set_list "$U" "$n"
 		[ "$n" -ne "$BIG" ] || R[mem.kernel_before]=$(kernel_kib)
@@ -557,6 +564,26 @@ report_hooks() {
 	done
 	r_cout=$(calc '%.4f' "$(med conn.outside) / $(med conn.empty)")
 	echo "target: outside <= 1.01x floor: $r_cout -> $(verdict "$r_cout <= 1.01")"
+	echo
+	echo "1d. Loopback TCP socket+connect+accept+close (RST) and UDP sendto+recv, server made by the same process [$mode], $ITERS ops x $RUNS runs, ns/op"
+	echo "   floor: no program (outside a sandbox no program runs on these paths: the cgroup programs sit on the sandboxes' parent cgroup)"
+	printf '%-44s %10s %8s %9s
+' condition ns/op spread "x none"
+	local p r_net
+	for p in tcp udp; do
+		for row in "none:$p, no BPF program attached" "outside:$p, ours, caller outside any sandbox" \
+			"inside:$p, ours, in a sandbox (own server)"; do
+			printf '%-44s %10s %8s %9s
+' "${row#*:}" "$(med "net.$p.${row%%:*}")" \
+				"$(spread "net.$p.${row%%:*}")" "$(calc '%.4f' "$(med "net.$p.${row%%:*}") / $(med "net.$p.none")")"
+		done
+	done
+	for p in tcp udp; do
+		r_net=$(calc '%.4f' "$(med "net.$p.outside") / $(med "net.$p.none")")
+		echo "target: $p outside <= 1.01x floor: $r_net -> $(verdict "$r_net <= 1.01")"
+		r_net=$(calc '%.4f' "$(med "net.$p.inside") / $(med "net.$p.none")")
+		echo "target: $p inside <= 1.03x floor: $r_net -> $(verdict "$r_net <= 1.03")"
+	done
 
 }
 

@@ -56,6 +56,12 @@
  * sandboxed task the user's own daemons and descriptors of files it could
  * not open ("Side doors I" in sockets.bpf.h).
  *
+ * cgroup/connect4, connect6, sendmsg4 and sendmsg6, attached to the
+ * sandboxes' parent cgroup, refuse a sandboxed socket a TCP, MPTCP or UDP
+ * server of its uid made outside its sandbox on an address of this host;
+ * lsm/socket_bind stores a bound UDP socket's owner for them ("Side doors
+ * III" in loopback.bpf.h).
+ *
  * One compilation unit, one object, one skeleton: the maps and programs are
  * in the headers below, included here once each, in dependency order (each
  * uses only those above it). Each header says what it holds and which hooks
