@@ -12,7 +12,7 @@
 #            only the launches with a directory entry (2b.) and the figures they are judged
 #            against (/bin/true, bwrap, a first apply of 10,000 file entries)
 #   --only hooks
-#            only the hooks' cost per operation (1., 1b., 1c.)
+#            only the hooks' cost per operation (1., 1b., 1c., 1d.)
 #   --without PARTS
 #            the daemon loads without these optional parts (AGENT_SANDBOX_EXECD_WITHOUT, a unit
 #            drop-in): e.g. memo-inode-storage measures the walk memos in the LRU hash, as a
