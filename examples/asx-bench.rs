@@ -295,7 +295,9 @@ fn netloop(args: &[OsString]) -> Res<()> {
         Some("tcp") => {
             let listener =
                 TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
-            let at = listener.local_addr().map_err(|e| format!("local_addr: {e}"))?;
+            let at = listener
+                .local_addr()
+                .map_err(|e| format!("local_addr: {e}"))?;
             op_loop(iters, runs, || {
                 let c = TcpStream::connect(at).map_err(|e| format!("connect {at}: {e}"))?;
                 // Closed with an RST: no TIME_WAIT to use up the ephemeral ports.
@@ -317,7 +319,9 @@ fn netloop(args: &[OsString]) -> Res<()> {
         Some("udp") => {
             let server =
                 UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
-            let at = server.local_addr().map_err(|e| format!("local_addr: {e}"))?;
+            let at = server
+                .local_addr()
+                .map_err(|e| format!("local_addr: {e}"))?;
             let client =
                 UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1: {e}"))?;
             let mut buf = [0u8; 16];

@@ -818,6 +818,7 @@ check_loopback_allow() {
 	set_list "$SECRET" "socket tcp:$p"
 	served_in "loopback_allow: with 'socket tcp:$p' (an outside launch) the server answers inside" \
 		tcp 127.0.0.1 "$p"
+	okl "loopback_allow: the outside launch says the port is allowed" '$(why)' has "socket tcp:$p allowed" "$ERR"
 	refused_in "loopback_allow: 'socket tcp:$p' allows no UDP" udp 127.0.0.1 "$q"
 	# The agent adds a line to the list and launches from inside: no new allow, and it says
 	# so; the outside launch's allow stays.
@@ -859,6 +860,8 @@ check_loopback_remote() {
 	wait_for 20 eval 'ask_out tcp "$remote" "$p"; has served "$OUT"'
 	served_in "loopback_remote: inside, the user's server on a remote address answers (a wildcard server of the user's here has the same port)" \
 		tcp "$remote" "$p"
+	run_in "$USR" curl --http0.9 -sS -m 10 "http://$remote:$p/"
+	okl "loopback_remote: inside, curl reaches the remote address" 'stdout: $(snip "$OUT"), $(why)' has served "$OUT"
 	refused_in "loopback_remote: inside, the host's own veth address $host (added after the daemon started) is refused like loopback" \
 		tcp "$host" "$p"
 	ip link del asx-d0 2>/dev/null

@@ -1145,11 +1145,16 @@ impl Machine {
             }
         };
         let asked = asked_sockets(&flight.batch);
-        if !asked.is_empty() {
+        let ports = asked_ports(&flight.batch);
+        if !asked.is_empty() || !ports.is_empty() {
             log(
                 out,
                 Level::Info,
-                format!("uid {uid}: {} socket(s) allowed ({added} new)", asked.len()),
+                format!(
+                    "uid {uid}: {} socket(s) and {} port(s) allowed ({added} new)",
+                    asked.len(),
+                    ports.len()
+                ),
             );
         }
         admit.notices.extend(asked.iter().map(|a| {
@@ -1157,6 +1162,13 @@ impl Machine {
                 "socket {} allowed: your sandbox may connect to it although one of your \
                  processes outside made it (an ssh-agent signs with your keys for the agent)",
                 a.path
+            )
+        }));
+        admit.notices.extend(ports.iter().map(|p| {
+            format!(
+                "socket {p} allowed: your sandbox may reach your own server on that port of \
+                 this host although you started it outside (it serves the agent whatever it \
+                 serves you)"
             )
         }));
         self.check(uid, flight.batch, admit, out);
@@ -1753,6 +1765,46 @@ mod tests {
         assert_eq!(m.stage(UID), "idle");
         assert!(!m.busy());
         assert_eq!(m.next_deadline(), None);
+    }
+
+    #[test]
+    fn an_outside_launch_allows_its_ports_and_says_so() {
+        let mut m = Machine::new(LIMITS);
+        let mut w = World::new();
+        let tcp = AllowedPort {
+            transport: crate::lists::denylist::Transport::Tcp,
+            port: 11434,
+        };
+        let launch = |id| {
+            Event::Admitted(Launch {
+                id,
+                uid: UID,
+                pid: pid(id),
+                sockets: Vec::new(),
+                ports: vec![tcp],
+            })
+        };
+        // Two launches of one batch ask for the same port: allowed once.
+        w.run(&mut m, launch(1));
+        w.run(&mut m, launch(2));
+        w.run(&mut m, Event::Dispatch);
+        w.run(&mut m, done(&[1]));
+        let lines = w.take();
+        assert!(
+            lines.contains(&"sockets 1000 cg7 0 ports 1".to_owned()),
+            "{lines:?}"
+        );
+        for (_, reply) in &w.replies {
+            assert_eq!(reply.refusal, None);
+            assert!(
+                reply
+                    .notices
+                    .iter()
+                    .any(|n| n.starts_with("socket tcp:11434 allowed: your sandbox may reach")),
+                "{:?}",
+                reply.notices
+            );
+        }
     }
 
     #[test]
