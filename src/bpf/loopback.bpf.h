@@ -39,9 +39,9 @@
  * none and is not judged.
  *
  * A wildcard listener (0.0.0.0, ::) answers a lookup for any address, a
- * remote one too, so an address counts as the host's only when it is a
- * loopback one, one of host_addrs, or the found server is bound to exactly
- * it. Returns: 1 lets the call go on, 0 refuses it with EPERM.
+ * remote one too, so only an address of this host is looked up at all: a
+ * loopback one or one of host_addrs (a remote address costs no lookup).
+ * Returns: 1 lets the call go on, 0 refuses it with EPERM.
  */
 
 #define IPPROTO_MPTCP 262
@@ -153,18 +153,17 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
 		local = v6_host_addr(t.ipv6.daddr);
 		size = sizeof(t.ipv6);
 	}
+	if (!local)
+		return 1;
 	if (proto == IPPROTO_TCP)
 		sk = bpf_sk_lookup_tcp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
 	else
 		sk = bpf_sk_lookup_udp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
 		return 1;
-	if (!local) /* bound to exactly the address: a host address */
-		local = size == sizeof(t.ipv4) ? sk->src_ip4 != 0 :
-			(sk->src_ip6[0] | sk->src_ip6[1] | sk->src_ip6[2] | sk->src_ip6[3]) != 0;
 	known = inet_owner(sk, proto, &o);
 	bpf_sk_release(sk);
-	if (!local || !known)
+	if (!known)
 		return 1;
 	if (o.uid != (__u32)bpf_get_current_uid_gid() || o.cgid == cgid)
 		return 1;
