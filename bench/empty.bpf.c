@@ -7,7 +7,12 @@
  * lsm/task_kill and lsm/file_fcntl programs are the floors of the connect
  * loop (asx-bench connectloop) and of the signal and fcntl loops (asx-bench
  * sysloop); an empty lsm/inode_free_security, which ours also attaches and
- * the connect loop's freed sockets run, belongs to the connect loop's floor. Built by the Makefile's bench target with
+ * the connect loop's freed sockets run, belongs to the connect loop's floor.
+ * The empty cgroup/connect4, connect6, sendmsg4 and sendmsg6 programs, on a
+ * cgroup of their own, are the floor of the loopback loops (asx-bench
+ * netloop): once any such program is attached anywhere, the kernel runs the
+ * cgroup path (lock_sock(), an empty program array) on every connect and
+ * addressed UDP send of the machine. Built by the Makefile's bench target with
  * `clang -O2 -g -target bpf`; loaded by `asx-bench empty-prog`.
  */
 #define SEC(name) __attribute__((section(name), used))
@@ -43,4 +48,28 @@ SEC("lsm/inode_free_security")
 int empty_inode_free_security(void *ctx)
 {
 	return 0;
+}
+
+SEC("cgroup/connect4")
+int empty_connect4(void *ctx)
+{
+	return 1;
+}
+
+SEC("cgroup/connect6")
+int empty_connect6(void *ctx)
+{
+	return 1;
+}
+
+SEC("cgroup/sendmsg4")
+int empty_sendmsg4(void *ctx)
+{
+	return 1;
+}
+
+SEC("cgroup/sendmsg6")
+int empty_sendmsg6(void *ctx)
+{
+	return 1;
 }

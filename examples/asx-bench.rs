@@ -41,8 +41,9 @@
 //! asx-bench mapcount NAME              the number of keys in every loaded map named NAME (root)
 //! asx-bench landlock -- CMD...         exec CMD under a Landlock ruleset that handles READ_FILE and
 //!                                      allows it beneath /
-//! asx-bench empty-prog OBJ             load OBJ, attach its LSM programs, print `ready`, hold the
-//!                                      links until SIGTERM or SIGINT
+//! asx-bench empty-prog OBJ             load OBJ, attach its LSM programs (its cgroup sock_addr ones
+//!                                      to a new cgroup no measured task is in), print `ready`, hold
+//!                                      the links until SIGTERM or SIGINT
 //! asx-bench as USER CMD...             exec CMD as USER (uid, gid, groups, HOME, USER, cwd = home)
 //! ```
 
@@ -759,12 +760,25 @@ fn empty_prog(args: &[OsString]) -> Res<()> {
         .and_then(|o| o.load())
         .map_err(|e| format!("loading {path:?}: {e}"))?;
     let mut links = Vec::new();
+    // Cgroup sock_addr programs go on a cgroup of their own, which no task
+    // of the measurements is in: what they cost everyone else is the floor.
+    let cgroup = std::path::Path::new(EMPTY_CGROUP);
+    let mut cgroup_fd = None;
     for prog in obj.progs_mut() {
         let name = prog.name().to_string_lossy().into_owned();
-        links.push(
+        let link = if prog.prog_type() == libbpf_rs::ProgramType::CgroupSockAddr {
+            if cgroup_fd.is_none() {
+                let _ = std::fs::create_dir(cgroup);
+                cgroup_fd = Some(
+                    std::fs::File::open(cgroup).map_err(|e| format!("open {cgroup:?}: {e}"))?,
+                );
+            }
+            let fd = cgroup_fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+            prog.attach_cgroup(fd.unwrap_or(-1))
+        } else {
             prog.attach_lsm()
-                .map_err(|e| format!("attaching {name}: {e}"))?,
-        );
+        };
+        links.push(link.map_err(|e| format!("attaching {name}: {e}"))?);
     }
     if links.is_empty() {
         return Err(format!("{path:?} has no program"));
@@ -778,8 +792,15 @@ fn empty_prog(args: &[OsString]) -> Res<()> {
     io::stdout().flush().map_err(|e| e.to_string())?;
     set.wait().map_err(|e| format!("sigwait: {e}"))?;
     drop(links);
+    drop(cgroup_fd);
+    if cgroup.exists() {
+        let _ = std::fs::remove_dir(cgroup);
+    }
     Ok(())
 }
+
+/// The cgroup `empty-prog` attaches the empty cgroup programs to.
+const EMPTY_CGROUP: &str = "/sys/fs/cgroup/asx-bench-empty";
 
 fn as_user(args: &[OsString]) -> Res<()> {
     let name = arg(args, 0, "USER")?.to_str().ok_or("USER is not UTF-8")?;
