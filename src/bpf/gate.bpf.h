@@ -19,29 +19,6 @@ static __always_inline int pass_on(int ret)
 	return (ret < 0 && ret >= -MAX_ERRNO) ? ret : -EPERM;
 }
 
-/*
- * The cgroup v2 id of task `t`: t->cgroups->dfl_cgrp->kn->id (the css_set's
- * default-hierarchy cgroup, kernel/cgroup/cgroup.c: task_dfl_cgroup()), read
- * with direct BTF loads. A BPF LSM program runs under rcu_read_lock() (the
- * trampoline's __bpf_prog_enter()), which the css_set pointer needs.
- */
-static __always_inline __u64 task_cgid(struct task_struct *t)
-{
-	return t->cgroups->dfl_cgrp->kn->id;
-}
-
-/*
- * The current task's cgroup v2 id: what bpf_get_current_cgroup_id() returns,
- * without its call and its own rcu_read_lock()/unlock() (with PREEMPT_RCU,
- * two more calls): on every hook of the machine, so the cheapest form
- * (make bench: kill outside a sandbox cost 1.053x the empty program with the
- * helper). For LSM and tracing programs only (bpf_get_current_task_btf()).
- */
-static __always_inline __u64 current_cgid(void)
-{
-	return task_cgid(bpf_get_current_task_btf());
-}
-
 static __always_inline bool in_sandbox(__u64 cgid)
 {
 	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
@@ -97,7 +74,7 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 	do {                                          \
 		if ((ret) != 0)                       \
 			return pass_on(ret);          \
-		(cgid) = current_cgid();              \
+		(cgid) = bpf_get_current_cgroup_id(); \
 		if (!in_sandbox(cgid))                \
 			return 0;                     \
 	} while (0)
@@ -107,7 +84,7 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 	do {                                          \
 		if ((ret) != 0)                       \
 			return pass_on(ret);          \
-		(cgid) = current_cgid();              \
+		(cgid) = bpf_get_current_cgroup_id(); \
 		(sbx) = sandbox_of(cgid);             \
 		if (!(sbx))                           \
 			return 0;                     \

@@ -73,7 +73,7 @@ static __always_inline int ioctl_check(struct file *file, unsigned int cmd, int 
 		return pass_on(ret);
 	if (!ioctl_refused(file, cmd))
 		return 0;
-	cgid = current_cgid();
+	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
 	return -EPERM;

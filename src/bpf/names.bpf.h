@@ -101,7 +101,7 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 	ret = name_change(dir, dentry, ret);
 	if (ret != 0)
 		return ret;
-	cgid = current_cgid();
+	cgid = bpf_get_current_cgroup_id();
 	if (!(sandbox_of(cgid) & SBX_DIRS))
 		return 0;
 	/* A symlink below a directory entry: see the directory-entry section (walk.bpf.h). */

@@ -118,7 +118,7 @@ int BPF_PROG(unix_stream_connect, struct sock *sock, struct sock *other, struct 
 
 	if (ret != 0)
 		return pass_on(ret);
-	cgid = current_cgid();
+	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return outside_sock_verdict(other);
 	return sock_verdict(cgid, other);
@@ -131,7 +131,7 @@ int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other, int ret)
 
 	if (ret != 0)
 		return pass_on(ret);
-	cgid = current_cgid();
+	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return outside_sock_verdict(other ? other->sk : NULL);
 	return sock_verdict(cgid, BPF_CORE_READ(other, sk));

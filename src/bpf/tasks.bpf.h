@@ -46,6 +46,12 @@
  * its command first), then return.
  */
 
+/* The cgroup v2 id of task `t` (a BTF pointer walk; a NULL on the way reads as 0). */
+static __always_inline __u64 task_cgid(struct task_struct *t)
+{
+	return t->cgroups->dfl_cgrp->kn->id;
+}
+
 /*
  * The verdict of the hooks that act on another task `t`, for an earlier
  * verdict `ret`: a sandboxed caller may act only on tasks of its own
@@ -136,7 +142,7 @@ int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg,
 		return pass_on(ret);
 	if (cmd != F_SETOWN && cmd != F_SETSIG && cmd != F_SETOWN_EX)
 		return 0;
-	cgid = current_cgid();
+	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
 	/*
