@@ -769,9 +769,8 @@ fn empty_prog(args: &[OsString]) -> Res<()> {
         let link = if prog.prog_type() == libbpf_rs::ProgramType::CgroupSockAddr {
             if cgroup_fd.is_none() {
                 let _ = std::fs::create_dir(cgroup);
-                cgroup_fd = Some(
-                    std::fs::File::open(cgroup).map_err(|e| format!("open {cgroup:?}: {e}"))?,
-                );
+                cgroup_fd =
+                    Some(std::fs::File::open(cgroup).map_err(|e| format!("open {cgroup:?}: {e}"))?);
             }
             let fd = cgroup_fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
             prog.attach_cgroup(fd.unwrap_or(-1))

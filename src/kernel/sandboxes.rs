@@ -113,30 +113,12 @@ impl Bpf {
     /// # Errors
     /// [`BpfError::Libbpf`] for the first failed update or delete.
     pub fn set_sock_allow(&self, cgid: u64, sockets: &[FileKey]) -> Result<usize, BpfError> {
-        let map = &self.skel.maps.sock_allow;
         let want: HashSet<Vec<u8>> = sockets
             .iter()
             .map(|f| deny_key(cgid, f.with_kind(0)).bytes().to_vec())
             .collect();
-        let stale: Vec<Vec<u8>> = map
-            .keys()
-            .filter(|k| {
-                CDenyKey::from_bytes(k).is_some_and(|d| d.cgid == cgid)
-                    && !want.iter().any(|w| w.as_slice() == k.as_slice())
-            })
-            .collect();
-        for k in &stale {
-            map.delete(k).map_err(lb("delete a sock_allow entry"))?;
-        }
-        let mut added = 0;
-        for k in &want {
-            if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
-                map.update(k, &PRESENT, MapFlags::ANY)
-                    .map_err(lb("add a sock_allow entry"))?;
-                added += 1;
-            }
-        }
-        Ok(added)
+        let ours = |k: &[u8]| CDenyKey::from_bytes(k).is_some_and(|d| d.cgid == cgid);
+        set_exactly(&self.skel.maps.sock_allow, "sock_allow", &want, ours).map(|(added, _)| added)
     }
 
     /// Makes `ports` ({IP protocol (6 TCP, 17 UDP), port}) exactly the
@@ -148,31 +130,12 @@ impl Bpf {
     /// # Errors
     /// [`BpfError::Libbpf`] for the first failed update or delete.
     pub fn set_port_allow(&self, cgid: u64, ports: &[(u8, u16)]) -> Result<usize, BpfError> {
-        let map = &self.skel.maps.port_allow;
-        let want: HashSet<[u8; PORT_KEY_LEN]> = ports
+        let want: HashSet<Vec<u8>> = ports
             .iter()
-            .map(|&(proto, port)| port_key(cgid, proto, port))
+            .map(|&(proto, port)| port_key(cgid, proto, port).to_vec())
             .collect();
-        let stale: Vec<Vec<u8>> = map
-            .keys()
-            .filter(|k| {
-                k.len() == PORT_KEY_LEN
-                    && k[..8] == cgid.to_ne_bytes()
-                    && !want.iter().any(|w| w.as_slice() == k.as_slice())
-            })
-            .collect();
-        for k in &stale {
-            map.delete(k).map_err(lb("delete a port_allow entry"))?;
-        }
-        let mut added = 0;
-        for k in &want {
-            if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
-                map.update(k, &PRESENT, MapFlags::ANY)
-                    .map_err(lb("add a port_allow entry"))?;
-                added += 1;
-            }
-        }
-        Ok(added)
+        let ours = |k: &[u8]| k.len() == PORT_KEY_LEN && k[..8] == cgid.to_ne_bytes();
+        set_exactly(&self.skel.maps.port_allow, "port_allow", &want, ours).map(|(added, _)| added)
     }
 
     /// Reads the maps back into the mirror, the filter counts and the slots.
@@ -513,6 +476,37 @@ impl Bpf {
             }
         }
     }
+}
+
+/// Makes `want` exactly the keys of `map` (a set: value 1) among those
+/// `ours` claims; keys `ours` does not claim are untouched. Returns how many
+/// keys were added and how many removed. `what` names the map in errors.
+///
+/// # Errors
+/// [`BpfError::Libbpf`] for the first failed update or delete.
+pub(super) fn set_exactly(
+    map: &libbpf_rs::Map<'_>,
+    what: &str,
+    want: &HashSet<Vec<u8>>,
+    ours: impl Fn(&[u8]) -> bool,
+) -> Result<(usize, usize), BpfError> {
+    let stale: Vec<Vec<u8>> = map
+        .keys()
+        .filter(|k| ours(k) && !want.contains(k))
+        .collect();
+    for k in &stale {
+        map.delete(k)
+            .map_err(lb(format!("delete a {what} entry")))?;
+    }
+    let mut added = 0;
+    for k in want {
+        if map.lookup(k, MapFlags::ANY).ok().flatten().is_none() {
+            map.update(k, &PRESENT, MapFlags::ANY)
+                .map_err(lb(format!("add a {what} entry")))?;
+            added += 1;
+        }
+    }
+    Ok((added, stale.len()))
 }
 
 /// Inserts `keys` (`key_len` bytes each, back to back; value 1) into `map` in
