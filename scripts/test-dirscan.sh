@@ -293,7 +293,10 @@ while True:
 	bg=$!
 	okl "scan_race: inside, a loop renames ~/.ssh/sub to ~/.ssh/sub2 and back" \
 		'err=$(snip "$T/race.err")' wait_for 30 test -e "$UH/.ssh/sub2"
-	for i in 1 2 3 4 5 6; do
+	# At least 6 launches, and more (up to 24) until one's scan has met the loop: whether a
+	# scan overlaps a rename is up to the scheduler (one vCPU: 0 of 6 happened once).
+	for ((i = 1; i <= 24; i++)); do
+		[ "$i" -le 6 ] || [ "$said" -eq 0 ] || break
 		run_in "$USR" cat "$UH/outside/multi"
 		if [ "$RC" -eq 0 ] || has "$(sec multi)" "$OUT"; then
 			read=$((read + 1))
@@ -301,10 +304,11 @@ while True:
 		fi
 		has "removes nothing from your sandbox" "$ERR" && said=$((said + 1))
 	done
-	ok "scan_race: meanwhile 6 launches from outside all deny the outside name" "$read of 6 read it" \
+	i=$((i - 1))
+	ok "scan_race: meanwhile $i launches from outside all deny the outside name" "$read of $i read it" \
 		test "$read" -eq 0
-	ok "scan_race: and say they remove nothing (a change below the entry during the scan)" \
-		"$said of 6 said so" test "$said" -gt 0
+	ok "scan_race: and one or more say they remove nothing (a change below the entry during the scan)" \
+		"$said of $i said so" test "$said" -gt 0
 	stop_bg "$bg"
 	[ -d "$UH/.ssh/sub" ] || mv "$UH/.ssh/sub2" "$UH/.ssh/sub"
 	denied "scan_race: after the loop, the next launch denies the outside name" "$UH/outside/multi" "$(sec multi)"
