@@ -273,25 +273,35 @@ while True:
         c, _ = s.accept()
         c.sendall(b"served\n")
         c.close()'
-# PY_NET_ASK PROTO ADDR PORT: ask a server (PROTO tcp, mptcp, udp: sendto, udpc:
-# connect then send); prints "served..." or "refused: <strerror>".
+# PY_NET_ASK PROTO ADDR PORT [SRC]: ask a server (PROTO tcp, mptcp, udp: sendto, udpc:
+# connect then send) from a socket bound to SRC if given (UDP ones may broadcast);
+# ADDR may carry an IPv6 scope (ff02::1%IFNAME). Prints "served..." or "refused: <strerror>".
 PY_NET_ASK='import socket, sys
 proto, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+src = sys.argv[4] if len(sys.argv) > 4 else None
 fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+dst = (addr, port)
+if "%" in addr:
+    a, ifname = addr.split("%")
+    dst = (a, port, 0, socket.if_nametoindex(ifname))
 try:
     if proto in ("udp", "udpc"):
         s = socket.socket(fam, socket.SOCK_DGRAM)
-        s.settimeout(5)
-        if proto == "udpc":
-            s.connect((addr, port))
-            s.send(b"hello")
-        else:
-            s.sendto(b"hello", (addr, port))
-        print(s.recv(200).decode(errors="replace"))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
     else:
         s = socket.socket(fam, socket.SOCK_STREAM, 262 if proto == "mptcp" else 0)
-        s.settimeout(5)
-        s.connect((addr, port))
+    s.settimeout(5)
+    if src:
+        s.bind((src, 0))
+    if proto == "udpc":
+        s.connect(dst)
+        s.send(b"hello")
+        print(s.recv(200).decode(errors="replace"))
+    elif proto == "udp":
+        s.sendto(b"hello", dst)
+        print(s.recv(200).decode(errors="replace"))
+    else:
+        s.connect(dst)
         print(s.recv(200).decode(errors="replace").strip())
 except OSError as e:
     print("refused:", e.strerror or str(e))'
@@ -713,6 +723,20 @@ check_loopback_tcp() {
 		refused_in "loopback_tcp: inside, connect to $a:$p (the user's server on 127.0.0.1) is refused" \
 			tcp "$a" "$p"
 	done
+	# tcp_v6_connect() sends "::" to 127.0.0.1 when the socket is bound to an IPv4-mapped address.
+	refused_in "loopback_tcp: inside, connect to [::]:$p from a socket bound to ::ffff:127.0.0.1 is refused" \
+		tcp :: "$p" ::ffff:127.0.0.1
+	port
+	p=$NEXT_PORT
+	# 0.0.0.0 goes to the socket's source address, not always to 127.0.0.1.
+	if serve out tcp 127.0.0.2 "$p" lt2; then
+		served_out "loopback_tcp: control: the user's server on 127.0.0.2 answers outside a connect to 0.0.0.0 from 127.0.0.2" \
+			tcp 0.0.0.0 "$p" 127.0.0.2
+		refused_in "loopback_tcp: inside, connect to 0.0.0.0:$p from a socket bound to 127.0.0.2 (the user's server there) is refused" \
+			tcp 0.0.0.0 "$p" 127.0.0.2
+	else
+		fail "loopback_tcp: the user's server on 127.0.0.2:$p outside" "$(snip "$T/serve.lt2")"
+	fi
 	port
 	p=$NEXT_PORT
 	if serve out tcp ::1 "$p" lt6; then
@@ -754,6 +778,20 @@ check_loopback_udp() {
 	served_out "loopback_udp: control: the user's UDP server answers outside" udp 127.0.0.1 "$p"
 	refused_in "loopback_udp: inside, sendto the user's UDP server is refused" udp 127.0.0.1 "$p"
 	refused_in "loopback_udp: inside, connect and send to the user's UDP server is refused" udpc 127.0.0.1 "$p"
+	refused_in "loopback_udp: inside, connect to [::]:$p from a socket bound to ::ffff:127.0.0.1 and send is refused" \
+		udpc :: "$p" ::ffff:127.0.0.1
+	port
+	p=$NEXT_PORT
+	if serve out udp 127.0.0.2 "$p" lu2; then
+		served_out "loopback_udp: control: the user's UDP server on 127.0.0.2 answers outside a sendto 0.0.0.0 from 127.0.0.2" \
+			udp 0.0.0.0 "$p" 127.0.0.2
+		refused_in "loopback_udp: inside, sendto 0.0.0.0:$p from a socket bound to 127.0.0.2 (the user's server there) is refused" \
+			udp 0.0.0.0 "$p" 127.0.0.2
+		refused_in "loopback_udp: inside, connect to 0.0.0.0:$p from a socket bound to 127.0.0.2 and send is refused" \
+			udpc 0.0.0.0 "$p" 127.0.0.2
+	else
+		fail "loopback_udp: the user's UDP server on 127.0.0.2:$p outside" "$(snip "$T/serve.lu2")"
+	fi
 	port
 	p=$NEXT_PORT
 	if serve out udp ::1 "$p" lu6; then
@@ -843,7 +881,7 @@ check_loopback_remote() {
 	fi
 	NETNS=asx-doors-remote
 	ip link add asx-d0 type veth peer name asx-d1 netns "$NETNS" &&
-		ip addr add "$host/24" dev asx-d0 && ip link set asx-d0 up &&
+		ip addr add "$host/24" brd + dev asx-d0 && ip link set asx-d0 up &&
 		ip -n "$NETNS" addr add "$remote/24" dev asx-d1 && ip -n "$NETNS" link set asx-d1 up &&
 		ip -n "$NETNS" link set lo up
 	port
@@ -864,6 +902,23 @@ check_loopback_remote() {
 	okl "loopback_remote: inside, curl reaches the remote address" 'stdout: $(snip "$OUT"), $(why)' has served "$OUT"
 	refused_in "loopback_remote: inside, the host's own veth address $host (added after the daemon started) is refused like loopback" \
 		tcp "$host" "$p"
+	# A datagram to a broadcast or multicast address loops back to the user's wildcard UDP server.
+	port
+	p=$NEXT_PORT
+	if serve out udp :: "$p" lrb; then
+		served_out "loopback_remote: control: the user's wildcard UDP server answers a broadcast to 10.213.0.255 outside" \
+			udp 10.213.0.255 "$p" "$host"
+		for a in 10.213.0.255 255.255.255.255; do
+			refused_in "loopback_remote: inside, a UDP datagram to $a:$p (the user's wildcard UDP server gets it) is refused" \
+				udp "$a" "$p" "$host"
+		done
+		served_out "loopback_remote: control: the user's wildcard UDP server answers a datagram to ff02::1 outside" \
+			udp "ff02::1%asx-d0" "$p"
+		refused_in "loopback_remote: inside, a UDP datagram to [ff02::1]:$p (the user's wildcard UDP server gets it) is refused" \
+			udp "ff02::1%asx-d0" "$p"
+	else
+		fail "loopback_remote: the user's wildcard UDP server on [::]:$p" "$(snip "$T/serve.lrb")"
+	fi
 	ip link del asx-d0 2>/dev/null
 	ip netns del "$NETNS" 2>/dev/null && NETNS=""
 }

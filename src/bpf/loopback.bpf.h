@@ -23,17 +23,18 @@
  * reachable; a `port` list line allows a port (port_allow).
  *
  * The programs are cgroup sock_addr programs, not LSM ones, because only
- * they may look the server up as the kernel would route the connection:
+ * they may look the server up by address:
  * bpf_sk_lookup_tcp()/bpf_sk_lookup_udp() (net/core/filter.c,
- * sock_addr_func_proto()) in the caller's network namespace. The kernel
+ * sock_addr_func_proto()) in the socket's network namespace. The kernel
  * runs them from inet_stream_connect()'s pre_connect (TCP, and the MPTCP
- * subflow, which carries its parent's cgroup), ip4/ip6_datagram_connect()
- * and udp_sendmsg()/udpv6_sendmsg() with an address; they run for sockets
+ * subflow, which carries its parent's cgroup), udp_pre_connect()/
+ * udpv6_pre_connect() and udp_sendmsg()/udpv6_sendmsg() with an address; they run for sockets
  * whose creating cgroup is below the one they are attached to (the
  * sandboxes' parent), so a task outside every sandbox pays nothing.
  *
  * The owner of a found TCP listener is read through bpf_skc_to_tcp_sock().
- * A UDP socket has no such cast on 6.1, so lsm/socket_bind stores the owner
+ * An IPv4 UDP socket has no such cast (bpf_skc_to_udp6_sock() knows IPv6
+ * ones only), so lsm/socket_bind stores the owner
  * and creating cgroup of every bound UDP socket in its sk_storage
  * (udp_owner); a UDP socket bound before the programs were first loaded has
  * none and is not judged.
@@ -112,8 +113,52 @@ static __always_inline bool inet_owner(struct bpf_sock *sk, __u32 proto, struct 
 	return true;
 }
 
-/* The verdict on a sandboxed socket's connect or send to `ctx`'s address (`v6`: an AF_INET6 one). */
-static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
+/*
+ * The IPv4 source address a connect or send from `ctx`'s socket would use
+ * (network byte order), 0 if none is chosen yet: for sendmsg4, the source
+ * the kernel hands the program (the bound address, or IP_PKTINFO's); else
+ * the socket's bound address, for an AF_INET6 socket only if IPv4-mapped.
+ */
+static __always_inline __be32 v4_source(struct bpf_sock_addr *ctx, bool v6, bool sendmsg)
+{
+	struct bpf_sock *s = ctx->sk;
+
+	if (sendmsg && !v6)
+		return ctx->msg_src_ip4;
+	if (!v6)
+		return s->src_ip4;
+	if (s->src_ip6[0] == 0 && s->src_ip6[1] == 0 && s->src_ip6[2] == bpf_htonl(0xffff))
+		return s->src_ip6[3];
+	return 0;
+}
+
+/* Is an AF_INET6 socket bound to an IPv4-mapped address (::ffff:a.b.c.d)? */
+static __always_inline bool v6_bound_mapped(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *s = ctx->sk;
+
+	return s->src_ip6[0] == 0 && s->src_ip6[1] == 0 && s->src_ip6[2] == bpf_htonl(0xffff);
+}
+
+/*
+ * The verdict on a sandboxed socket's connect or send to `ctx`'s address
+ * (`v6`: an AF_INET6 one; `sendmsg`: a send, not a connect).
+ *
+ * The address looked up is the one the kernel will use:
+ * - `::` goes to ::1, or to 127.0.0.1 when the socket is bound to an
+ *   IPv4-mapped address (tcp_v6_connect(), __ip6_datagram_connect(),
+ *   udpv6_sendmsg(): "::" is loopback, the BSD way).
+ * - 0.0.0.0 goes to the source address, or to 127.0.0.1 if none
+ *   (ip_route_output_key_hash_rcu(), net/ipv4/route.c); the program writes
+ *   that address into the call, so a socket bound to a device
+ *   (SO_BINDTODEVICE), whose source the kernel would pick only later, goes
+ *   where it was judged.
+ * - A UDP datagram to a broadcast (255.255.255.255, a subnet's, which the
+ *   daemon keeps in host_addrs) or multicast address (224.0.0.0/4,
+ *   ff00::/8) is looped back to this host's wildcard sockets on its port
+ *   too (ip_mc_output(), ip6_finish_output2()): it is judged as local.
+ */
+static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6, bool sendmsg)
 {
 	struct bpf_sock_tuple t = {};
 	struct sock_owner o = {};
@@ -121,8 +166,9 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
 	struct bpf_sock *sk;
 	__u64 cgid = bpf_get_current_cgroup_id();
 	__u32 proto, size;
+	__be32 a = 0;
 	__be16 port;
-	bool local, known;
+	bool local = false, known, v4 = !v6;
 
 	if (!in_sandbox(cgid))
 		return 1;
@@ -132,15 +178,35 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
 		return 1;
 	port = (__be16)ctx->user_port;
-	if (!v6 || (ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 &&
-		    ctx->user_ip6[2] == bpf_htonl(0xffff))) {
-		__be32 a = v6 ? ctx->user_ip6[3] : ctx->user_ip4;
-
-		if (a == 0)
-			a = bpf_htonl(0x7f000001); /* 0.0.0.0 reaches 127.0.0.1 */
+	if (v6) {
+		if (ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 &&
+		    ctx->user_ip6[2] == bpf_htonl(0xffff)) {
+			v4 = true;
+			a = ctx->user_ip6[3];
+		} else if ((ctx->user_ip6[0] | ctx->user_ip6[1] | ctx->user_ip6[2] |
+			    ctx->user_ip6[3]) == 0 && v6_bound_mapped(ctx)) {
+			v4 = true; /* "::" from a socket bound to a mapped address */
+			a = bpf_htonl(0x7f000001);
+		}
+	} else {
+		a = ctx->user_ip4;
+	}
+	if (v4) {
+		if (a == 0) {
+			a = v4_source(ctx, v6, sendmsg);
+			if (a == 0)
+				a = bpf_htonl(0x7f000001);
+			if (v6)
+				ctx->user_ip6[3] = a;
+			else
+				ctx->user_ip4 = a;
+			local = true;
+		}
 		t.ipv4.daddr = a;
 		t.ipv4.dport = port;
-		local = v4_loopback(a) || v4_host_addr(a);
+		local = local || v4_loopback(a) || v4_host_addr(a) ||
+			(proto == IPPROTO_UDP &&
+			 (a == 0xffffffff || (bpf_ntohl(a) >> 28) == 0xe));
 		size = sizeof(t.ipv4);
 	} else {
 		t.ipv6.daddr[0] = ctx->user_ip6[0];
@@ -150,7 +216,8 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
 		if ((t.ipv6.daddr[0] | t.ipv6.daddr[1] | t.ipv6.daddr[2] | t.ipv6.daddr[3]) == 0)
 			t.ipv6.daddr[3] = bpf_htonl(1); /* :: reaches ::1 */
 		t.ipv6.dport = port;
-		local = v6_host_addr(t.ipv6.daddr);
+		local = v6_host_addr(t.ipv6.daddr) ||
+			(proto == IPPROTO_UDP && (bpf_ntohl(t.ipv6.daddr[0]) >> 24) == 0xff);
 		size = sizeof(t.ipv6);
 	}
 	if (!local)
@@ -178,25 +245,25 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6)
 SEC("cgroup/connect4")
 int connect4(struct bpf_sock_addr *ctx)
 {
-	return inet_verdict(ctx, false);
+	return inet_verdict(ctx, false, false);
 }
 
 SEC("cgroup/connect6")
 int connect6(struct bpf_sock_addr *ctx)
 {
-	return inet_verdict(ctx, true);
+	return inet_verdict(ctx, true, false);
 }
 
 SEC("cgroup/sendmsg4")
 int sendmsg4(struct bpf_sock_addr *ctx)
 {
-	return inet_verdict(ctx, false);
+	return inet_verdict(ctx, false, true);
 }
 
 SEC("cgroup/sendmsg6")
 int sendmsg6(struct bpf_sock_addr *ctx)
 {
-	return inet_verdict(ctx, true);
+	return inet_verdict(ctx, true, true);
 }
 
 /*

@@ -20,21 +20,29 @@ pub fn addr_key(a: IpAddr) -> [u8; 16] {
 }
 
 /// Every IPv4 and IPv6 address of every interface of this network
-/// namespace (getifaddrs(3)), as [`addr_key`]s, sorted, each once.
+/// namespace, and every IPv4 subnet broadcast address (a UDP datagram sent
+/// there loops back to this host's wildcard sockets) (getifaddrs(3)), as
+/// [`addr_key`]s, sorted, each once.
 ///
 /// # Errors
 /// getifaddrs' errno.
 pub fn host_addrs() -> io::Result<Vec<[u8; 16]>> {
+    let key = |a: &nix::sys::socket::SockaddrStorage| {
+        if let Some(v4) = a.as_sockaddr_in() {
+            Some(addr_key(IpAddr::V4(v4.ip())))
+        } else {
+            a.as_sockaddr_in6().map(|v6| addr_key(IpAddr::V6(v6.ip())))
+        }
+    };
     let mut out: Vec<[u8; 16]> = nix::ifaddrs::getifaddrs()
         .map_err(io::Error::from)?
-        .filter_map(|ifa| {
-            let a = ifa.address?;
-            if let Some(v4) = a.as_sockaddr_in() {
-                Some(addr_key(IpAddr::V4(v4.ip())))
-            } else {
-                a.as_sockaddr_in6().map(|v6| addr_key(IpAddr::V6(v6.ip())))
-            }
+        .flat_map(|ifa| {
+            [
+                ifa.address.as_ref().and_then(key),
+                ifa.broadcast.as_ref().and_then(key),
+            ]
         })
+        .flatten()
         .filter(|k| *k != Ipv6Addr::UNSPECIFIED.octets())
         .collect();
     out.sort_unstable();
