@@ -41,10 +41,12 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
 	BPF_MAP_TYPE_SK_STORAGE = 24,
 	BPF_MAP_TYPE_INODE_STORAGE = 28,
 };
 #define BPF_ANY 0 /* bpf_map_update_elem(): create or replace */
+#define BPF_NOEXIST 1 /* bpf_map_update_elem(): create only */
 #define BPF_F_NO_PREALLOC (1U << 0)
 #define BPF_LOCAL_STORAGE_GET_F_CREATE (1ULL << 0)
 #define BPF_F_MMAPABLE (1U << 10)

@@ -9,13 +9,14 @@
 # daemons and passed descriptors test-doors.sh, the
 # user's other processes and terminal test-procs.sh, system services that read a
 # file for the caller test-services.sh, --status/--check/the
-# doctor test-status.sh, and last the package lifecycle test-lifecycle.sh,
+# doctor test-status.sh, denial events test-events.sh, and last the package
+# lifecycle test-lifecycle.sh,
 # which ends by purging the package. A suite that is not on the share is a
 # failure, not a skip. Prints `systemd-analyze security` of the unit for the
 # record first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh test-procs.sh test-services.sh test-status.sh test-lifecycle.sh)
+SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh test-procs.sh test-services.sh test-status.sh test-events.sh test-lifecycle.sh)
 
 echo "== systemd-analyze security agent-sandbox-execd.service"
 systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 60 || true

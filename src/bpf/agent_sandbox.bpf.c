@@ -62,6 +62,9 @@
  * lsm/socket_bind stores a bound UDP socket's owner for them ("Side doors
  * III" in loopback.bpf.h).
  *
+ * Every refusal is reported to the daemon through the ring buffer
+ * `denials`, rate-limited (events.bpf.h).
+ *
  * One compilation unit, one object, one skeleton: the maps and programs are
  * in the headers below, included here once each, in dependency order (each
  * uses only those above it). Each header says what it holds and which hooks
@@ -78,6 +81,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 #include "maps.bpf.h"       /* every map; the .rodata constants */
 #include "gate.bpf.h"       /* is the task sandboxed: in_sandbox(), sandbox_of(), ONLY_SANDBOXED */
+#include "events.bpf.h"     /* denial events: report_file(), report_dentry(), report_other() */
 #include "keys.bpf.h"       /* file keys, key_filter, listed and marked inodes and names */
 #include "walk.bpf.h"       /* directory entries: the walk and its memos; fexit/vfs_rename */
 #include "proc.bpf.h"       /* write-opens of an outside task's /proc/<pid>/ files */

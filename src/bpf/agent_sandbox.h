@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 7
+#define AGENT_SANDBOX_LAYOUT_VERSION 8
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -227,6 +227,58 @@ static inline __u32 agent_sandbox_filter_bit(__u64 ino, __u64 tag)
 }
 
 /*
+ * Denial events (events.bpf.h): what a hook refused, one record per refusal
+ * that passes the rate limit, in the ring buffer `denials`.
+ */
+enum agent_sandbox_denial_op {
+	AGENT_SANDBOX_OP_OPEN = 1,        /* file_open: an open (or exec) of a denied file */
+	AGENT_SANDBOX_OP_RECEIVE = 2,     /* file_receive: a descriptor passed in */
+	AGENT_SANDBOX_OP_LINK = 3,        /* inode_link */
+	AGENT_SANDBOX_OP_RENAME = 4,      /* inode_rename */
+	AGENT_SANDBOX_OP_CREATE = 5,      /* inode_create, mknod, symlink, mkdir */
+	AGENT_SANDBOX_OP_UNLINK = 6,      /* inode_unlink, inode_rmdir */
+	AGENT_SANDBOX_OP_SETATTR = 7,     /* inode_setattr: a mode change */
+	AGENT_SANDBOX_OP_XATTR = 8,       /* inode_setxattr, inode_set_acl */
+	AGENT_SANDBOX_OP_IOCTL = 9,       /* file_ioctl, file_ioctl_compat; `dev` the command, `ino` the file's inode */
+	AGENT_SANDBOX_OP_PTRACE = 10,     /* ptrace_access_check; `ino` the target's pid, `dev` the mode */
+	AGENT_SANDBOX_OP_SIGNAL = 11,     /* task_kill; `ino` the target's pid, `dev` the signal */
+	AGENT_SANDBOX_OP_RLIMIT = 12,     /* task_setrlimit; `ino` the target's pid, `dev` the resource */
+	AGENT_SANDBOX_OP_FCNTL = 13,      /* file_fcntl; `dev` the command (F_SETOWN, ...), `ino` its argument */
+	AGENT_SANDBOX_OP_UNIX = 14,       /* unix_stream_connect, unix_may_send: the socket's inode */
+	AGENT_SANDBOX_OP_INET = 15,       /* cgroup connect/sendmsg: `ino` the port, `dev` the protocol */
+	AGENT_SANDBOX_OP_MOUNT = 16,      /* sb_mount, move_mount, sb_umount */
+	AGENT_SANDBOX_OP_PROC_WRITE = 17, /* a write-open of an outside task's /proc/<pid>/ file */
+};
+
+/* struct denial's flags. */
+#define AGENT_SANDBOX_DENIAL_PATH_TRUNCATED 1 /* the path's start is missing: too deep or too long */
+#define AGENT_SANDBOX_DENIAL_PATH_FS 2        /* the path is from its filesystem's root: no mount known */
+
+/* Room for the path in struct denial: components are written from the end. */
+enum agent_sandbox_denial_path { AGENT_SANDBOX_DENIAL_PATH = 1024 };
+
+/*
+ * One refusal, as the ring buffer carries it: 1,344 bytes, no implicit
+ * padding. The path is path[path_off .. AGENT_SANDBOX_DENIAL_PATH), '/'-
+ * separated, built by walking the dentry's parents (and, when the hook has
+ * the mount, the mounts'); empty for operations on no file.
+ */
+struct denial {
+	__u64 boot_ns;    /* bpf_ktime_get_boot_ns() at the refusal */
+	__u64 cgid;       /* the sandbox's cgroup id */
+	__u64 ino;        /* the file's inode number, or what the op's comment says */
+	__u32 dev;        /* the file's s_dev (kernel encoding), or what the op's comment says */
+	__u32 uid;        /* the task's real uid */
+	__u32 pid;        /* the task's thread-group id */
+	__u32 op;         /* enum agent_sandbox_denial_op */
+	__u32 suppressed; /* refusals of the same {sandbox, op, file} the rate limit dropped before this one */
+	__u16 path_off;
+	__u16 flags;      /* AGENT_SANDBOX_DENIAL_* */
+	char comm[16];    /* the task's comm */
+	char path[AGENT_SANDBOX_DENIAL_PATH + 256]; /* the last 256 bytes: room for one name past the end */
+};
+
+/*
  * One field of each enum above, so that each reaches the object's BTF (the
  * .rodata variable agent_sandbox_shared in maps.bpf.h holds it; nothing reads
  * it) and the skeleton emits it for Rust.
@@ -242,6 +294,9 @@ struct agent_sandbox_shared {
 	enum agent_sandbox_filter_tag_dir filter_tag_dir;
 	enum agent_sandbox_name_len name_len;
 	enum agent_sandbox_walk_depth walk_depth;
+	enum agent_sandbox_denial_op denial_op;
+	enum agent_sandbox_denial_path denial_path;
+	struct denial denial;
 };
 
 #endif

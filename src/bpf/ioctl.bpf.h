@@ -76,6 +76,7 @@ static __always_inline int ioctl_check(struct file *file, unsigned int cmd, int 
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
+	report_other(AGENT_SANDBOX_OP_IOCTL, cgid, cmd, BPF_CORE_READ(file, f_inode, i_ino));
 	return -EPERM;
 }
 

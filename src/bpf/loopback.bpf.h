@@ -239,6 +239,7 @@ static __always_inline int inet_verdict(struct bpf_sock_addr *ctx, bool v6, bool
 	pk.proto = (__u8)proto;
 	if (bpf_map_lookup_elem(&port_allow, &pk))
 		return 1;
+	report_other(AGENT_SANDBOX_OP_INET, cgid, proto, pk.port);
 	return 0;
 }
 

@@ -200,4 +200,66 @@ struct {
 	__type(value, struct sock_owner);
 } udp_owner SEC(".maps");
 
+/* ---- Denial events (events.bpf.h) ---- */
+
+/*
+ * The records of refusals (struct denial) for the daemon, which reads them
+ * in its poll loop. Pinned, so a record not yet read outlives a restart of
+ * the daemon. 512 KiB: 390 records; a full ring drops the newest (counted).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 512 * 1024);
+} denials SEC(".maps");
+
+/* Per-CPU room for the record being built (too big for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct denial);
+} denial_scratch SEC(".maps");
+
+/* A token bucket's key: a sandbox (op 0, dev 0, ino 0), or a sandbox's op on one file. */
+struct denial_bucket_key {
+	__u64 cgid;
+	__u64 ino;
+	__u32 dev;
+	__u32 op;
+};
+
+/* A token bucket: tokens left, when it last gained any, refusals dropped since its last event. */
+struct denial_bucket {
+	__u64 last_ns;
+	__u32 tokens;
+	__u32 suppressed;
+};
+
+/* The rate limit's buckets (events.bpf.h); LRU, so a storm over many files cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct denial_bucket_key);
+	__type(value, struct denial_bucket);
+} denial_buckets SEC(".maps");
+
+/*
+ * Sandbox cgroup id -> refusals of it the rate limit dropped, ever; the
+ * daemon reads the growth and deletes the keys of sandboxes that are gone.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_SANDBOXES);
+	__type(key, __u64);
+	__type(value, __u64);
+} denial_dropped SEC(".maps");
+
+/* [0] records lost to a full ring, [1] refusals the rate limit dropped; read by the daemon. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} denial_stats SEC(".maps");
+
 #endif /* AGENT_SANDBOX_MAPS_BPF_H */

@@ -45,7 +45,10 @@ static __always_inline int mount_check(int ret)
 	__u64 cgid;
 
 	ONLY_SANDBOXED(ret, cgid);
-	return in_initial_mount_owner() ? -EPERM : 0;
+	if (!in_initial_mount_owner())
+		return 0;
+	report_other(AGENT_SANDBOX_OP_MOUNT, cgid, 0, 0);
+	return -EPERM;
 }
 
 SEC("lsm/sb_mount")

@@ -2,7 +2,7 @@
 /*
  * Name changes: the hooks that make, move or remove a name, and a mode or
  * ACL change of a directory or file below a directory entry.
- * Uses: gate.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
+ * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
  * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
  * lsm/inode_setxattr, lsm/inode_set_acl.
@@ -42,8 +42,10 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
 	    name_refused(cgid, dir, new_dentry, true) ||
-	    moves_across_entry(cgid, sbx, old_dentry, new_dentry))
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry)) {
+		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -64,8 +66,10 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	    name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
-	    moves_across_entry(cgid, sbx, old_dentry, new_dentry))
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry)) {
+		report_dentry(AGENT_SANDBOX_OP_RENAME, cgid, dentry_addr(old_dentry));
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -75,8 +79,10 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	__u64 cgid;
 
 	ONLY_SANDBOXED(ret, cgid);
-	if (name_refused(cgid, dir, dentry, true))
+	if (name_refused(cgid, dir, dentry, true)) {
+		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -106,8 +112,10 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 		return 0;
 	/* A symlink below a directory entry: see the directory-entry section (walk.bpf.h). */
 	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
-	if (walk_denied(cgid, d, 0))
+	if (walk_denied(cgid, d, 0)) {
+		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, d);
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -125,8 +133,10 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 
 	ONLY_SANDBOXED(ret, cgid);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
-	    on_path(cgid, dentry->d_inode))
+	    on_path(cgid, dentry->d_inode)) {
+		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -136,8 +146,10 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 	__u64 cgid;
 
 	ONLY_SANDBOXED(ret, cgid);
-	if (on_path(cgid, dentry->d_inode))
+	if (on_path(cgid, dentry->d_inode)) {
+		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -169,7 +181,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
  * is judged by the launcher's reopen, which a mode or ACL keeping the user
  * out (`chmod 000` from inside) would fail with EACCES before the hook.
  */
-static __always_inline int entry_verdict(__u64 cgid, __u64 d)
+static __always_inline int entry_verdict(__u64 cgid, __u64 d, __u32 op)
 {
 	int eperm;
 
@@ -180,8 +192,10 @@ static __always_inline int entry_verdict(__u64 cgid, __u64 d)
 	 */
 	eperm = -EPERM;
 	barrier_var(eperm);
-	if (walk_denied(cgid, d, 0))
+	if (walk_denied(cgid, d, 0)) {
+		report_dentry(op, cgid, d);
 		return eperm;
+	}
 	return 0;
 }
 
@@ -207,7 +221,7 @@ int BPF_PROG(inode_setattr)
 		return -EPERM;
 	if (!(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
 		return 0;
-	return entry_verdict(cgid, d);
+	return entry_verdict(cgid, d, AGENT_SANDBOX_OP_SETATTR);
 }
 
 /*
@@ -265,7 +279,7 @@ static __always_inline int acl_on_entry_dir(__u64 *ctx)
 		return 0;
 	if (bpf_get_func_arg(ctx, 1, &d) || !d)
 		return -EPERM;
-	return entry_verdict(cgid, d);
+	return entry_verdict(cgid, d, AGENT_SANDBOX_OP_XATTR);
 }
 
 SEC("lsm/inode_setxattr")

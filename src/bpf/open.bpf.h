@@ -3,7 +3,7 @@
  * The decision on an open file (file_refused(): its key and name, then the
  * walk; agent_sandbox.bpf.c describes the steps) and the hook that makes it.
  * lsm/file_receive (sockets.bpf.h) judges a passed descriptor the same way.
- * Uses: gate.bpf.h, keys.bpf.h, walk.bpf.h, proc.bpf.h. Hooks: lsm/file_open.
+ * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, proc.bpf.h. Hooks: lsm/file_open.
  */
 #ifndef AGENT_SANDBOX_OPEN_BPF_H
 #define AGENT_SANDBOX_OPEN_BPF_H
@@ -33,8 +33,14 @@ int BPF_PROG(file_open, struct file *file, int ret)
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (file_refused(cgid, sbx, file) || proc_write_refused(cgid, file))
+	if (file_refused(cgid, sbx, file)) {
+		report_file(AGENT_SANDBOX_OP_OPEN, cgid, file);
 		return -EPERM;
+	}
+	if (proc_write_refused(cgid, file)) {
+		report_file(AGENT_SANDBOX_OP_PROC_WRITE, cgid, file);
+		return -EPERM;
+	}
 	return 0;
 }
 

@@ -72,6 +72,23 @@ static __always_inline bool sock_allowed(__u64 cgid, struct sock *sk)
 	return bpf_map_lookup_elem(&sock_allow, &k) != NULL;
 }
 
+/*
+ * Reports the refusal of a connect or send to Unix socket `sk`, for sandbox
+ * `cgid` (the caller's, or, for an outside caller, the socket's): its path,
+ * or no path for an abstract or unbound one.
+ */
+static __always_inline void report_unix(__u64 cgid, struct sock *sk)
+{
+	__u64 d = 0, vmnt = 0;
+
+	BPF_CORE_READ_INTO(&d, (struct unix_sock *)sk, path.dentry);
+	BPF_CORE_READ_INTO(&vmnt, (struct unix_sock *)sk, path.mnt);
+	if (d)
+		report_path(AGENT_SANDBOX_OP_UNIX, cgid, d, vmnt);
+	else
+		report_other(AGENT_SANDBOX_OP_UNIX, cgid, 0, 0);
+}
+
 /* The verdict on sandbox `cgid` reaching Unix socket `other` (listening or receiving). */
 static __always_inline int sock_verdict(__u64 cgid, struct sock *other)
 {
@@ -85,6 +102,7 @@ static __always_inline int sock_verdict(__u64 cgid, struct sock *other)
 		return 0;
 	if (sock_allowed(cgid, other))
 		return 0;
+	report_unix(cgid, other);
 	return -EPERM;
 }
 
@@ -105,8 +123,10 @@ static __always_inline int outside_sock_verdict(struct sock *other)
 	if (!bpf_core_field_exists(struct sock, sk_cgrp_data))
 		return 0;
 	cg = other->sk_cgrp_data.cgroup;
-	if (cg && in_sandbox(cg->kn->id))
+	if (cg && in_sandbox(cg->kn->id)) {
+		report_unix(cg->kn->id, other);
 		return -EPERM;
+	}
 	return 0;
 }
 
@@ -144,8 +164,10 @@ int BPF_PROG(file_receive, struct file *file, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (file_refused(cgid, sbx, file))
+	if (file_refused(cgid, sbx, file)) {
+		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
 		return -EPERM;
+	}
 	return 0;
 }
 /* ==== end of side doors I ==== */

@@ -57,19 +57,22 @@ static __always_inline __u64 task_cgid(struct task_struct *t)
  * verdict `ret`: a sandboxed caller may act only on tasks of its own
  * sandbox cgroup; others are not judged (one cgroup lookup).
  */
-static __always_inline int other_task_check(struct task_struct *t, int ret)
+static __always_inline int other_task_check(struct task_struct *t, int ret, __u32 op, __u32 detail)
 {
 	__u64 cgid;
 
 	ONLY_SANDBOXED(ret, cgid);
-	return task_cgid(t) != cgid ? -EPERM : 0;
+	if (task_cgid(t) == cgid)
+		return 0;
+	report_other(op, cgid, detail, (__u32)t->tgid);
+	return -EPERM;
 }
 
 /* __ptrace_may_access() does not call the hook for the caller's own thread group. */
 SEC("lsm/ptrace_access_check")
 int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
 {
-	return other_task_check(child, ret);
+	return other_task_check(child, ret, AGENT_SANDBOX_OP_PTRACE, mode);
 }
 
 /*
@@ -96,14 +99,14 @@ int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int 
 	bpf_get_func_arg(ctx, 3, &sender_cred);
 	if (sender_cred != 0)
 		return 0;
-	return other_task_check(p, 0);
+	return other_task_check(p, 0, AGENT_SANDBOX_OP_SIGNAL, sig);
 }
 
 SEC("lsm/task_setrlimit")
 int BPF_PROG(task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim,
 	     int ret)
 {
-	return other_task_check(p, ret);
+	return other_task_check(p, ret, AGENT_SANDBOX_OP_RLIMIT, resource);
 }
 
 /* include/uapi/asm-generic/fcntl.h, include/uapi/linux/fcntl.h */
@@ -153,6 +156,7 @@ int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg,
 	 */
 	if (cmd == F_SETOWN && owner_is_self((int)arg))
 		return 0;
+	report_other(AGENT_SANDBOX_OP_FCNTL, cgid, cmd, arg);
 	return -EPERM;
 }
 

@@ -24,6 +24,7 @@
 //! re-applies every sandbox's lists.
 
 pub mod canary;
+pub mod denials;
 pub mod doctor;
 pub mod failure;
 pub mod pool;
@@ -245,10 +246,12 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
     raise_nofile();
     let listener = prepare_socket(paths)?;
 
+    let denials = denials::Denials::new(&bpf);
     let mut d = Daemon {
         paths: paths.clone(),
         tree,
         bpf,
+        denials,
         listener,
         incoming: Vec::new(),
         ledger: Ledger::default(),
@@ -489,6 +492,8 @@ struct Daemon {
     /// Per uid: the sandbox cgroup id whose entries, as the mirror holds
     /// them, its record on disk ([`record`]) was last written from.
     recorded: HashMap<u32, u64>,
+    /// Denial events: the ring buffer's reader, the journal, `--denials`.
+    denials: denials::Denials,
 }
 
 impl Daemon {
@@ -626,7 +631,9 @@ impl Daemon {
             let ready = {
                 // Without an address watch the wake pipe stands in (drained first).
                 let addrs = self.addr_watch.as_ref().map_or(wake.as_fd(), AsFd::as_fd);
-                let mut extra = vec![self.listener.as_fd(), wake.as_fd(), addrs];
+                // Without denial events the wake pipe stands in too.
+                let events = self.denials.fd().unwrap_or(wake.as_fd());
+                let mut extra = vec![self.listener.as_fd(), wake.as_fd(), addrs, events];
                 extra.extend(incoming.iter().map(|i| i.conn.fd.as_fd()));
                 self.wait(&extra, &incoming)
                     .map_err(|e| setup("poll")(io::Error::from(e)))?
@@ -637,7 +644,10 @@ impl Daemon {
             if ready[2] && self.addr_watch.as_ref().is_some_and(AddrWatch::drain) {
                 self.sync_host_addrs();
             }
-            let (conn_ready, resolver_ready) = ready[3..].split_at(incoming.len());
+            if ready[3] {
+                self.denials.pump();
+            }
+            let (conn_ready, resolver_ready) = ready[4..].split_at(incoming.len());
             self.pump_resolvers(resolver_ready);
             self.read_requests(incoming, conn_ready);
             if ready[0] {
@@ -646,6 +656,7 @@ impl Daemon {
             if self.last_expire.elapsed() >= TICK {
                 self.last_expire = Instant::now();
                 self.abuse.expire(self.last_expire);
+                self.denials.tick(&self.bpf);
                 self.pool.expire(&mut self.killed);
                 // Without its resolvers a uid's next answers come from new
                 // processes: not worth the memory of keeping the last ones.
@@ -786,6 +797,17 @@ impl Daemon {
             match admission::screen(inc.conn.peer.pid, received) {
                 Screened::Request(req) => self.take_request(inc.conn, req),
                 Screened::Status(_) => self.answer_status(&inc.conn),
+                Screened::Denials(after) => {
+                    let answer = self.denials.answer(inc.conn.peer.uid, after);
+                    if let Err(e) =
+                        request::send_packet(inc.conn.fd.as_fd(), answer.encode().as_bytes())
+                    {
+                        log::debug!(
+                            "cannot answer the denials of uid {}: {e}",
+                            inc.conn.peer.uid
+                        );
+                    }
+                }
                 Screened::Refuse(kind, why) => self.refuse_conn(inc.conn, kind, why),
                 Screened::Wait => self.incoming.push(inc),
                 Screened::Close => {}
@@ -916,6 +938,14 @@ impl Daemon {
                     launches,
                 );
                 Some(Event::Applied { uid, result })
+            }
+            Command::Entries {
+                uid,
+                entries,
+                replace,
+            } => {
+                self.denials.set_lines(uid, entries, replace);
+                None
             }
             Command::Record { uid, cgid, changed } => {
                 self.record(uid, cgid, changed);

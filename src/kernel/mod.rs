@@ -14,6 +14,7 @@
 //! `walk_gens` the daemon writes through mmap.
 
 pub mod codec;
+pub mod denials;
 pub mod errno;
 pub mod error;
 pub mod filter;

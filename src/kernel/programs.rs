@@ -113,12 +113,17 @@ pub(super) fn remember_rejections(
 }
 
 /// The object's maps that a load leaves unpinned: per-CPU scratch room
-/// (`name_scratch`), the count of keys the kernel dropped since this load
+/// (`name_scratch`, `denial_scratch`), the count of keys the kernel dropped since this load
 /// (`dropped_keys`, which the daemon compares with its own record of this
 /// load) and the hash walk memos (`walk_memo_hash`, keyed by inode
 /// addresses that mean nothing to the next load). Every other map is pinned,
 /// so a map added to src/bpf/ outlives the daemon unless it is named here.
-const UNPINNED_MAPS: [&str; 3] = ["dropped_keys", "name_scratch", "walk_memo_hash"];
+const UNPINNED_MAPS: [&str; 4] = [
+    "dropped_keys",
+    "name_scratch",
+    "denial_scratch",
+    "walk_memo_hash",
+];
 
 /// Whether the map `name` of the object is pinned: not libbpf's own map of a
 /// data section (`.rodata`, `.bss`: their names hold a dot) nor in
@@ -513,6 +518,10 @@ mod tests {
             pinned,
             [
                 "agent_cgid_set",
+                "denial_buckets",
+                "denial_dropped",
+                "denial_stats",
+                "denials",
                 "deny_map",
                 "host_addrs",
                 "key_filter",

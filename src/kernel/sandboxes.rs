@@ -475,6 +475,8 @@ impl Bpf {
                 log::warn!("cgroup {cgid}: cannot remove its allowed sockets: {e}");
             }
         }
+        // Absent unless the rate limit dropped one of its denial events.
+        let _ = self.skel.maps.denial_dropped.delete(&cgid.to_ne_bytes());
     }
 }
 

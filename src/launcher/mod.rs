@@ -25,6 +25,7 @@
 //! flag or environment variable that skips a step.
 
 pub mod check;
+pub mod denials;
 
 use std::ffi::OsString;
 use std::fs;
@@ -101,6 +102,8 @@ enum Cli<'a> {
     Status {
         verbose: bool,
     },
+    /// `--denials [...]`: the uid's recent refusals ([`denials::main`]).
+    Denials(&'a [OsString]),
     /// PROGRAM and its arguments, exactly as given (bytes, any encoding).
     Run(&'a OsString, &'a [OsString]),
     /// A usage error, to print after `agent-sandbox-exec: `.
@@ -119,6 +122,7 @@ fn parse_cli(args: &[OsString]) -> Cli<'_> {
                 _ => Cli::Usage("usage: agent-sandbox-exec --check [LIST]".into()),
             };
         }
+        Some("--denials") => return Cli::Denials(&args[1..]),
         Some("--status") => {
             return match args.get(1).map(|a| a.to_str()) {
                 None => Cli::Status { verbose: false },
@@ -139,7 +143,8 @@ fn parse_cli(args: &[OsString]) -> Cli<'_> {
         Some(Some("--")) => &args[1..],
         Some(Some(s)) if s.starts_with('-') && s.len() > 1 => {
             return Cli::Usage(format!(
-                "unknown option {s:?} (options: --help, --version, --check [LIST], --status [-v]); \
+                "unknown option {s:?} (options: --help, --version, --check [LIST], --status [-v], \
+                 --denials [--follow] [--since DURATION] [--json]); \
                  put -- before a PROGRAM whose name starts with '-'"
             ));
         }
@@ -159,7 +164,8 @@ pub fn main(args: &[OsString]) -> u8 {
             println!(
                 "Usage: agent-sandbox-exec [--] PROGRAM [ARGS...]\n\
                  \x20      agent-sandbox-exec --check [LIST]\n\
-                 \x20      agent-sandbox-exec --status [-v]\n\n\
+                 \x20      agent-sandbox-exec --status [-v]\n\
+                 \x20      agent-sandbox-exec --denials [--follow] [--since DURATION] [--json]\n\n\
                  Runs PROGRAM (found in PATH like a shell does) in your agent sandbox: it and\n\
                  every process it starts get \"Operation not permitted\" when opening a file in\n\
                  {} or ~/{}.\n\
@@ -171,6 +177,10 @@ pub fn main(args: &[OsString]) -> u8 {
                  --status [-v]   whether you are in a sandbox, whether the daemon serves, what is\n\
                  \x20               enforced for you (-v: each line of your lists); exit 0 when the\n\
                  \x20               daemon serves, 1 when it does not, 2 for a usage error\n\
+                 --denials       what your sandbox was refused lately (the daemon keeps your last\n\
+                 \x20               200), oldest first, and which list line caused it; --follow\n\
+                 \x20               waits for more, --since 10m (s, m, h, d) only the recent ones,\n\
+                 \x20               --json one JSON object per line; works inside a sandbox too\n\
                  See agent-sandbox-exec(1).",
                 paths.base_list.display(),
                 crate::os::paths::HOME_LIST
@@ -189,6 +199,10 @@ pub fn main(args: &[OsString]) -> u8 {
             return crate::launcher::check::main(&paths, list.map(std::path::Path::new));
         }
         Cli::Status { verbose } => return status(&paths, verbose),
+        Cli::Denials(opts) => {
+            let ask = |r: &Request| ask(&paths, r).map(|(_, m)| m).map_err(|e| e.to_string());
+            return crate::launcher::denials::main(opts, &ask, EXIT_REFUSED);
+        }
         Cli::Run(program, rest) => (program, rest),
     };
     // A mistyped PROGRAM is named as such, not as a daemon problem (the
@@ -243,6 +257,7 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
     let req = Request {
         pid: std::process::id() as i32,
         status: false,
+        denials_after: None,
         sockets,
         ports,
         descriptors,
@@ -413,13 +428,25 @@ fn connect_daemon(
 
 /// Asks the daemon for this uid's status; its pid and the answer.
 fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError> {
-    let daemon = serving_pid(paths).map_err(|e| LaunchError::NoDaemon(e.0))?;
-    let conn = connect_daemon(paths, |e| LaunchError::NoDaemon(e.to_string()))?;
     let req = Request {
         pid: std::process::id() as i32,
         status: true,
         ..Default::default()
     };
+    let (daemon, m) = ask(paths, &req)?;
+    request::StatusReply::parse(&m)
+        .map(|s| (daemon, s))
+        .map_err(|e| LaunchError::NoReply(e.to_string()))
+}
+
+/// Sends `req`, a question that moves nothing (`op=status`, `op=denials`),
+/// and returns the daemon's pid and its answer, waiting 10 s at most.
+///
+/// # Errors
+/// [`LaunchError`]: no daemon, no answer.
+fn ask(paths: &Paths, req: &Request) -> Result<(i32, Vec<u8>), LaunchError> {
+    let daemon = serving_pid(paths).map_err(|e| LaunchError::NoDaemon(e.0))?;
+    let conn = connect_daemon(paths, |e| LaunchError::NoDaemon(e.to_string()))?;
     request::send_packet(conn.as_fd(), req.encode().as_bytes())
         .map_err(|e| LaunchError::Request(e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -427,11 +454,7 @@ fn ask_status(paths: &Paths) -> Result<(i32, request::StatusReply), LaunchError>
         let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::from(250u16));
         match request::recv_packet(conn.as_fd(), request::MAX_REPLY_BYTES) {
-            Ok(Received::Message(m)) => {
-                return request::StatusReply::parse(&m)
-                    .map(|s| (daemon, s))
-                    .map_err(|e| LaunchError::NoReply(e.to_string()));
-            }
+            Ok(Received::Message(m)) => return Ok((daemon, m)),
             Ok(Received::Closed) => {
                 return Err(LaunchError::NoReply(
                     "the daemon closed the connection without an answer".into(),

@@ -72,6 +72,33 @@ pub struct NameKey {
     pub name: Vec<u8>,
 }
 
+/// Which list a line is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListOrigin {
+    /// The administrator's base list (`/etc/agent-sandbox-exec/denylist`).
+    Base,
+    /// The user's own list (`~/.config/agent-sandbox-exec/denylist`).
+    User,
+}
+
+/// One accepted line of a list as resolved for a uid: where it is, what it
+/// asks, and the absolute path it names (`~/` joined with the home). What a
+/// denial is traced back to ([`crate::policy::denials`]); its path is never
+/// shown for the user's list (lines are named by number only).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ListEntry {
+    /// The list.
+    pub origin: ListOrigin,
+    /// 1-based line number.
+    pub line: u32,
+    /// A directory entry (`DIR/`) rather than one file.
+    pub dir: bool,
+    /// An exception (`!PATH`, `!DIR/`).
+    pub exception: bool,
+    /// The absolute path, without a trailing `/`.
+    pub path: Vec<u8>,
+}
+
 /// What one sandbox denies: file keys and directory + name pairs, each kept
 /// sorted and free of duplicates, so that two sets compare in one merge
 /// (no hashing: a no-change relaunch of 100,000 entries walks two sorted

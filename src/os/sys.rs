@@ -1,7 +1,7 @@
 //! Thin wrappers of the system calls the resolver and the watches share:
 //! `openat(2)`, `statx(2)`, `fstatfs(2)`, with owned descriptors and
 //! `io::Error`s; and of the process-wide calls nix has no safe form of:
-//! `getrandom(2)`, `malloc_trim(3)`, ignoring `SIGPIPE`.
+//! `getrandom(2)`, `malloc_trim(3)`, ignoring `SIGPIPE`, local time.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -124,4 +124,30 @@ pub fn ignore_sigpipe() {
     // SAFETY: SIG_IGN is no handler of ours; sets a signal disposition,
     // before any thread exists (the caller's promise).
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// `secs` since the Unix epoch as local time, `YYYY-MM-DD HH:MM:SS`
+/// (localtime_r(3), strftime(3); the time zone from `TZ` or
+/// /etc/localtime). None if the C library cannot convert it.
+pub fn local_time(secs: i64) -> Option<String> {
+    let t: libc::time_t = secs;
+    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are
+    // valid for the call.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return None;
+    }
+    let mut buf = [0u8; 32];
+    // SAFETY: `buf` has room for `buf.len()` bytes, the format is a NUL-
+    // terminated C string, `tm` was filled above.
+    let n = unsafe {
+        libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%Y-%m-%d %H:%M:%S".as_ptr(),
+            &tm,
+        )
+    };
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
 }

@@ -206,6 +206,9 @@ pub enum Screened {
     /// A well-formed status question (`op=status`) of the connecting
     /// process: answered at once, nothing moved or applied.
     Status(i32),
+    /// A well-formed question for the uid's recent refusals (`op=denials`)
+    /// numbered above this: answered at once, nothing moved or applied.
+    Denials(u64),
     /// Refuse, with this kind (for the log) and reason (for the reply).
     Refuse(Abuse, String),
     /// Nothing arrived yet: keep waiting (until the deadline).
@@ -247,6 +250,8 @@ pub fn screen(peer_pid: i32, received: Received) -> Screened {
     }
     if req.status {
         Screened::Status(req.pid)
+    } else if let Some(after) = req.denials_after {
+        Screened::Denials(after)
     } else {
         Screened::Request(req)
     }

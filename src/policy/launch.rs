@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use crate::lists::entries::{DenySet, FileKey};
+use crate::lists::entries::{DenySet, FileKey, ListEntry};
 use crate::os::cgroup::sandbox_path_for;
 use crate::policy::rules::{self, AfterBreak, ApplyMode, LastApply, MoveRefusal, Requester};
 use crate::proto::request::{AllowedPort, AllowedSocket, Reply};
@@ -298,6 +298,18 @@ pub enum Event {
 /// that event at once ([`Plan`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// Keep the uid's accepted list lines, to name the line a denial comes
+    /// from: in place of the kept ones (`replace`, a launch that may remove
+    /// keys), or besides them (an add-only launch from inside keeps what
+    /// the sandbox holds, so its lines stay nameable too). No event.
+    Entries {
+        /// The uid.
+        uid: u32,
+        /// The lines, in list order.
+        entries: Vec<ListEntry>,
+        /// Replace the kept lines rather than add to them.
+        replace: bool,
+    },
     /// Start a resolution of the uid's lists (its idle resolver processes,
     /// or new ones) → [`Event::Started`].
     Start {
@@ -928,6 +940,7 @@ impl Machine {
             admin_warnings,
             fatal,
             incomplete,
+            entries,
         } = answers.parse();
         let parsed = deny.len();
         if let Some(fatal) = fatal {
@@ -956,6 +969,11 @@ impl Machine {
             refuse_all(out, batch, &r.to_string());
             return freed(out, parsed);
         }
+        out.push(Command::Entries {
+            uid,
+            entries,
+            replace: mode != ApplyMode::AddOnly,
+        });
         out.push(Command::Ensure { uid });
         let work = Work {
             answers,
@@ -1490,6 +1508,8 @@ mod tests {
         dropped: bool,
         /// The uid's record: what its sandboxes denied until now.
         recorded: DenySet,
+        /// The Entries commands: (uid, lines, replace).
+        entries: Vec<(u32, usize, bool)>,
     }
 
     impl World {
@@ -1502,6 +1522,16 @@ mod tests {
         fn run(&mut self, m: &mut Machine, event: Event) {
             let mut plan = Plan::new(m.handle(self.now, event));
             while let Some(command) = plan.next() {
+                // The kept list lines change no key: the traces leave them out.
+                if let Command::Entries {
+                    uid,
+                    entries,
+                    replace,
+                } = &command
+                {
+                    self.entries.push((*uid, entries.len(), *replace));
+                    continue;
+                }
                 self.trace.push(show(&command));
                 if let Some(result) = self.execute(command) {
                     plan.then(m.handle(self.now, result));
@@ -1516,6 +1546,7 @@ mod tests {
 
         fn execute(&mut self, command: Command) -> Option<Event> {
             Some(match command {
+                Command::Entries { .. } => return None,
                 Command::Start { uid } => Event::Started {
                     uid,
                     result: self.starts.pop_front().unwrap_or(Ok(())),
@@ -1643,6 +1674,11 @@ mod tests {
             ApplyMode::AddOnly => "add-only",
         };
         match c {
+            Command::Entries {
+                uid,
+                entries,
+                replace,
+            } => format!("entries {uid} {} replace={replace}", entries.len()),
             Command::Start { uid } => format!("start {uid}"),
             Command::Kill { uid } => format!("kill {uid}"),
             Command::Observe {
@@ -2037,6 +2073,12 @@ mod tests {
         );
         // Nothing removed, no socket allowed, and the launch is told so.
         assert_eq!(w.held.files(), &[key(1), key(2)]);
+        // The lines that name denials: replaced from outside, added to from
+        // inside (the kept keys' lines stay nameable).
+        assert_eq!(
+            w.entries.iter().map(|e| e.2).collect::<Vec<_>>(),
+            [true, false]
+        );
         let notices = &w.replies[1].1.notices;
         assert_eq!(notices.len(), 2, "{notices:?}");
         assert!(notices[0].starts_with("1 entries no longer in the lists stay denied"));

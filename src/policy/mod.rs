@@ -11,6 +11,7 @@
 //! - [`privilege`]: users no sandbox can protect (root-equivalent groups).
 
 pub mod admission;
+pub mod denials;
 pub mod launch;
 pub mod privilege;
 pub mod rules;

@@ -214,6 +214,9 @@ pub struct Request {
     /// `op=status`: the requester asks what is enforced for its uid
     /// ([`StatusReply`]) and is not moved anywhere.
     pub status: bool,
+    /// `op=denials` with `after=<n>`: the requester asks for its uid's
+    /// refusals numbered above n ([`DenialsReply`]) and is not moved anywhere.
+    pub denials_after: Option<u64>,
     /// Sockets to allow, at most [`MAX_SOCKETS`].
     pub sockets: Vec<AllowedSocket>,
     /// Loopback ports to allow, at most [`MAX_PORTS`].
@@ -229,6 +232,9 @@ impl Request {
         let mut m = format!("version={VERSION}\npid={}\n", self.pid);
         if self.status {
             m.push_str("op=status\n");
+        }
+        if let Some(after) = self.denials_after {
+            m.push_str(&format!("op=denials\nafter={after}\n"));
         }
         for s in &self.sockets {
             m.push_str(&s.encode());
@@ -260,6 +266,8 @@ impl Request {
         let mut version = None;
         let mut pid = None;
         let mut status = false;
+        let mut denials = false;
+        let mut after = None;
         let mut sockets = Vec::new();
         let mut ports = Vec::new();
         let mut descriptors = Vec::new();
@@ -274,6 +282,12 @@ impl Request {
                 "version" => version = Some(value),
                 "pid" => pid = Some(value),
                 "op" if value == "status" => status = true,
+                "op" if value == "denials" => denials = true,
+                "after" => {
+                    after = Some(value.parse::<u64>().map_err(|_| {
+                        RequestError::Malformed(format!("bad after {:?}", shorten(value)))
+                    })?);
+                }
                 "op" => {
                     return Err(RequestError::Malformed(format!(
                         "unknown op {:?}",
@@ -319,6 +333,7 @@ impl Request {
             Ok(p) if p > 0 && !pid.starts_with('+') => Ok(Request {
                 pid: p,
                 status,
+                denials_after: denials.then(|| after.unwrap_or(0)),
                 sockets,
                 ports,
                 descriptors,
@@ -551,6 +566,99 @@ impl StatusReply {
             return Err(RequestError::Malformed(
                 "an answer without the counts (a daemon older than this launcher?)".into(),
             ));
+        }
+        Ok(r)
+    }
+}
+
+/// The daemon's answer to `op=denials`: the requester's uid's recent
+/// refusals, oldest first, as one line of JSON each
+/// ([`crate::policy::denials::to_json`]); `status=ok`, `next=<n>` (the
+/// number to ask after next time), `lost=<n>` (records the kernel lost to a
+/// full ring buffer, all uids, since its map was made), `more=1` when the
+/// rest did not fit ([`MAX_REPLY_BYTES`]), then `denial=<json>` lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DenialsReply {
+    /// The number of the last record sent (0: none).
+    pub next: u64,
+    /// Records the kernel lost (all uids).
+    pub lost: u64,
+    /// More records wait: ask again after `next`.
+    pub more: bool,
+    /// The records, one JSON object each.
+    pub records: Vec<String>,
+    bytes: usize,
+}
+
+impl DenialsReply {
+    /// Adds record `json` numbered `seq`; false (and nothing added) when it
+    /// would not fit one reply.
+    pub fn push(&mut self, json: String, seq: u64) -> bool {
+        let line = one_line(&json);
+        if self.bytes + line.len() + 16 > MAX_REPLY_BYTES - 256 {
+            return false;
+        }
+        self.bytes += line.len() + 9;
+        self.records.push(line);
+        self.next = seq;
+        true
+    }
+
+    /// The message for this answer.
+    pub fn encode(&self) -> String {
+        let mut m = format!(
+            "status=ok\nnext={}\nlost={}\nmore={}\n",
+            self.next,
+            self.lost,
+            u8::from(self.more)
+        );
+        for r in &self.records {
+            m.push_str("denial=");
+            m.push_str(r);
+            m.push('\n');
+        }
+        m
+    }
+
+    /// Parses an answer to `op=denials`.
+    ///
+    /// # Errors
+    /// [`RequestError::Malformed`] for a refusal (with its reason) or a
+    /// message without `status=ok` and `next`.
+    pub fn parse(content: &[u8]) -> Result<DenialsReply, RequestError> {
+        let text = std::str::from_utf8(content)
+            .map_err(|_| RequestError::Malformed("not UTF-8".into()))?;
+        let mut r = DenialsReply::default();
+        let (mut ok, mut next) = (false, false);
+        let mut reason = None;
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let num = || {
+                v.parse::<u64>()
+                    .map_err(|_| RequestError::Malformed(format!("bad {k} {:?}", shorten(v))))
+            };
+            match k {
+                "status" => ok = v == "ok",
+                "reason" => reason = Some(v.to_owned()),
+                "next" => {
+                    r.next = num()?;
+                    next = true;
+                }
+                "lost" => r.lost = num()?,
+                "more" => r.more = v == "1",
+                "denial" => r.records.push(v.to_owned()),
+                _ => {}
+            }
+        }
+        if !ok {
+            return Err(RequestError::Malformed(
+                reason.unwrap_or_else(|| "no status=ok".into()),
+            ));
+        }
+        if !next {
+            return Err(RequestError::Malformed("no next".into()));
         }
         Ok(r)
     }

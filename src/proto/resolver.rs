@@ -18,6 +18,10 @@
 //!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch);
+//! - `E` origin (u8: 0 base, 1 user), shape (u8: bit 0 a directory entry,
+//!   bit 1 an exception), line (u32), length (u16), path: one accepted list
+//!   line, which the daemon keeps to name the line a denial comes from
+//!   ([`crate::policy::denials::attribute`]);
 //! - `I` length (u32), UTF-8 text: a directory entry's scan did not read
 //!   everything below it, and why (the launch then removes no key, see
 //!   [`crate::policy::rules::keys_mode`]).
@@ -28,7 +32,7 @@
 
 use crate::lists::entries::{
     DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR,
-    KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, NAME_MAX, NameKey,
+    KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, ListEntry, ListOrigin, NAME_MAX, NameKey,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -47,6 +51,8 @@ pub struct Resolution {
     /// one did not (the first `I` record): the apply must then remove no key
     /// ([`crate::policy::rules::keys_mode`]).
     pub incomplete: Option<String>,
+    /// The accepted lines of both lists, in order (`E` records).
+    pub entries: Vec<ListEntry>,
 }
 
 /// Bytes of a file key on the wire.
@@ -102,6 +108,10 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         names.push(n);
                         after
                     })
+                }),
+                b'E' => take_entry(body).map(|(e, after)| {
+                    r.entries.push(e);
+                    after
                 }),
                 b'U' | b'A' | b'F' | b'I' => take_text(body).map(|(text, after)| {
                     match tag {
@@ -167,6 +177,27 @@ pub(crate) fn take_name(b: &[u8]) -> Option<(NameKey, &[u8])> {
     Some((NameKey { dir, name }, rest))
 }
 
+pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
+    let (&origin, b) = b.split_first()?;
+    let (&shape, b) = b.split_first()?;
+    let (line, b) = b.split_at_checked(4)?;
+    let (len, b) = b.split_at_checked(2)?;
+    let (path, rest) = b.split_at_checked(usize::from(u16::from_ne_bytes(len.try_into().ok()?)))?;
+    let origin = match origin {
+        0 => ListOrigin::Base,
+        1 => ListOrigin::User,
+        _ => return None,
+    };
+    let e = ListEntry {
+        origin,
+        line: u32::from_ne_bytes(line.try_into().ok()?),
+        dir: shape & 1 != 0,
+        exception: shape & 2 != 0,
+        path: path.to_vec(),
+    };
+    Some((e, rest))
+}
+
 pub(crate) fn take_text(b: &[u8]) -> Option<(String, &[u8])> {
     let (len, rest) = b.split_at_checked(4)?;
     let len = u32::from_ne_bytes(len.try_into().expect("4 bytes")) as usize;
@@ -186,6 +217,20 @@ impl Sink<'_> {
         self.out.push(tag);
         self.out.extend_from_slice(&len.to_ne_bytes());
         self.out.extend_from_slice(&line.as_bytes()[..len as usize]);
+    }
+    /// An `E` record for `e` (a path longer than 65,535 bytes is cut: it
+    /// only names the line).
+    pub(crate) fn entry(&mut self, e: &ListEntry) {
+        let len = e.path.len().min(usize::from(u16::MAX));
+        self.out.push(b'E');
+        self.out.push(match e.origin {
+            ListOrigin::Base => 0,
+            ListOrigin::User => 1,
+        });
+        self.out.push(u8::from(e.dir) | u8::from(e.exception) << 1);
+        self.out.extend_from_slice(&e.line.to_ne_bytes());
+        self.out.extend_from_slice(&(len as u16).to_ne_bytes());
+        self.out.extend_from_slice(&e.path[..len]);
     }
     pub(crate) fn key_bytes(k: FileKey, tag: u8) -> [u8; 1 + KEY_BYTES] {
         let mut b = [tag; 1 + KEY_BYTES];
@@ -356,6 +401,38 @@ pub const EXIT_STALE: i32 = 75;
 mod tests {
     use super::*;
     use crate::lists::entries::KIND_EXC_BASE;
+
+    #[test]
+    fn list_lines_travel_with_the_keys() {
+        let lines = [
+            ListEntry {
+                origin: ListOrigin::User,
+                line: 3,
+                dir: true,
+                exception: false,
+                path: b"/home/u/.ssh".to_vec(),
+            },
+            ListEntry {
+                origin: ListOrigin::Base,
+                line: 70_000,
+                dir: false,
+                exception: true,
+                path: b"/etc/x y".to_vec(),
+            },
+        ];
+        let mut out = Vec::new();
+        let mut sink = Sink { out: &mut out };
+        sink.entry(&lines[0]);
+        sink.record(b'U', "a warning");
+        sink.entry(&lines[1]);
+        let r = parse_output(&[&out]);
+        assert_eq!(r.fatal, None);
+        assert_eq!(r.entries, lines);
+        assert_eq!(r.user_warnings, ["a warning"]);
+        out.truncate(out.len() - 2);
+        let cut = parse_output(&[&out]);
+        assert!(cut.fatal.unwrap().contains("malformed 'E' record"));
+    }
 
     #[test]
     fn output_parsing() {

@@ -38,7 +38,9 @@
 pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
-use crate::lists::entries::{KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER};
+use crate::lists::entries::{
+    KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, ListEntry, ListOrigin,
+};
 use crate::os::fd;
 use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
@@ -572,6 +574,16 @@ pub(crate) fn emit(
         Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
     };
     let mark = sink.out.len();
+    sink.entry(&ListEntry {
+        origin: match source {
+            Source::Base => ListOrigin::Base,
+            Source::Home => ListOrigin::User,
+        },
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        dir: matches!(shape, Shape::Dir | Shape::DirException),
+        exception: matches!(shape, Shape::Exception | Shape::DirException),
+        path: path.as_os_str().as_bytes().to_vec(),
+    });
     let (dir_kind, exc_kind) = match source {
         Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
         Source::Home => (KIND_DIR_USER, KIND_EXC_USER),

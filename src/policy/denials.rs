@@ -1,0 +1,654 @@
+//! Denial events (issue 28) once they leave the kernel: what each refusal
+//! was ([`Denial`], decoded by `kernel::denials` from `struct denial` in
+//! src/bpf/agent_sandbox.h), which list line caused it ([`attribute`]), how
+//! many reach the journal ([`Limiter`]), the recent ones a user may read back
+//! ([`Store`], `agent-sandbox-exec --denials`) and how they are shown
+//! ([`message`], [`to_json`], [`journal_fields`]). No I/O.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::lists::entries::{ListEntry, ListOrigin};
+use crate::os::procfs::{MountInfo, unescape};
+
+/// What a hook refused (`enum agent_sandbox_denial_op`, agent_sandbox.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `file_open`: an open (or exec) of a denied file.
+    Open,
+    /// `file_receive`: a descriptor of a denied file passed in.
+    Receive,
+    /// `inode_link`: a new name for a protected file.
+    Link,
+    /// `inode_rename`: a move of a protected file, or onto a listed name.
+    Rename,
+    /// `inode_create`, `mknod`, `symlink`, `mkdir`: a new inode at a listed name.
+    Create,
+    /// `inode_unlink`, `inode_rmdir`.
+    Unlink,
+    /// `inode_setattr`: a mode change below a directory entry.
+    Setattr,
+    /// `inode_setxattr`, `inode_set_acl`: an ACL below a directory entry.
+    Xattr,
+    /// `file_ioctl`: `dev` holds the command.
+    Ioctl,
+    /// `ptrace_access_check`: `ino` holds the target's pid.
+    Ptrace,
+    /// `task_kill`: `ino` the target's pid, `dev` the signal.
+    Signal,
+    /// `task_setrlimit`: `ino` the target's pid.
+    Rlimit,
+    /// `file_fcntl`: `dev` the command.
+    Fcntl,
+    /// `unix_stream_connect`, `unix_may_send`.
+    Unix,
+    /// A TCP, MPTCP or UDP connect or send to the user's server on this
+    /// host: `ino` the port, `dev` the protocol number.
+    Inet,
+    /// `sb_mount`, `move_mount`, `sb_umount`.
+    Mount,
+    /// A write-open of an outside task's `/proc/<pid>/` file.
+    ProcWrite,
+    /// A code this build does not know (a newer program).
+    Unknown(u32),
+}
+
+impl Op {
+    /// The op for `code` (`AGENT_SANDBOX_OP_*`).
+    pub fn from_code(code: u32) -> Op {
+        match code {
+            1 => Op::Open,
+            2 => Op::Receive,
+            3 => Op::Link,
+            4 => Op::Rename,
+            5 => Op::Create,
+            6 => Op::Unlink,
+            7 => Op::Setattr,
+            8 => Op::Xattr,
+            9 => Op::Ioctl,
+            10 => Op::Ptrace,
+            11 => Op::Signal,
+            12 => Op::Rlimit,
+            13 => Op::Fcntl,
+            14 => Op::Unix,
+            15 => Op::Inet,
+            16 => Op::Mount,
+            17 => Op::ProcWrite,
+            n => Op::Unknown(n),
+        }
+    }
+
+    /// A short name: the `ASE_OP=` field and the JSON `op`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Open => "open",
+            Op::Receive => "receive",
+            Op::Link => "link",
+            Op::Rename => "rename",
+            Op::Create => "create",
+            Op::Unlink => "unlink",
+            Op::Setattr => "chmod",
+            Op::Xattr => "setxattr",
+            Op::Ioctl => "ioctl",
+            Op::Ptrace => "ptrace",
+            Op::Signal => "signal",
+            Op::Rlimit => "setrlimit",
+            Op::Fcntl => "fcntl",
+            Op::Unix => "unix-connect",
+            Op::Inet => "inet-connect",
+            Op::Mount => "mount",
+            Op::ProcWrite => "proc-write",
+            Op::Unknown(_) => "unknown",
+        }
+    }
+
+    /// Whether the op acts on a file that a list line may have caused.
+    pub fn on_listed_file(self) -> bool {
+        matches!(
+            self,
+            Op::Open
+                | Op::Receive
+                | Op::Link
+                | Op::Rename
+                | Op::Create
+                | Op::Unlink
+                | Op::Setattr
+                | Op::Xattr
+        )
+    }
+}
+
+/// One refusal as the kernel reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// `CLOCK_BOOTTIME` of the refusal, in nanoseconds.
+    pub boot_ns: u64,
+    /// The sandbox's cgroup id.
+    pub cgid: u64,
+    /// The file's inode number, or what [`Op`] says.
+    pub ino: u64,
+    /// The file's `s_dev` (kernel encoding, `MAJOR << 20 | MINOR`), or what [`Op`] says.
+    pub dev: u32,
+    /// The task's real uid.
+    pub uid: u32,
+    /// The task's thread-group id.
+    pub pid: u32,
+    /// What was refused.
+    pub op: Op,
+    /// Refusals of the same sandbox, op and file the kernel's rate limit
+    /// dropped before this one.
+    pub suppressed: u32,
+    /// The task's `comm` (at most 15 bytes; lossy UTF-8).
+    pub comm: String,
+    /// The path, '/'-separated, if the hook had a file; see the two flags.
+    pub path: Option<Vec<u8>>,
+    /// The path's start is missing (too deep or too long).
+    pub path_truncated: bool,
+    /// The path is from its filesystem's root, not the mount tree's: the
+    /// hook had no mount.
+    pub path_fs_relative: bool,
+}
+
+/// A denial as the daemon keeps and shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its number: increasing over the daemon's life, for `--denials`' paging.
+    pub seq: u64,
+    /// When, in milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// The kernel's report.
+    pub denial: Denial,
+    /// The task's executable (`/proc/<pid>/exe` when the daemon read the
+    /// record), if it could be read.
+    pub exe: Option<String>,
+    /// The path as shown: absolute where the mount was known or could be
+    /// found, else [`Denial::path`] as it came.
+    pub path: Option<String>,
+    /// The list line that caused it, when it can be told.
+    pub entry: Option<EntryRef>,
+}
+
+/// The list line a denial is traced to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryRef {
+    /// Which list.
+    pub origin: ListOrigin,
+    /// The list file's path (the user's own, or the base list).
+    pub list: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// A directory entry.
+    pub dir: bool,
+}
+
+/// Whether `path` is `dir` or below it, component-wise (`/a/b` is below
+/// `/a`, `/ab` is not).
+fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
+    path.starts_with(dir) && (path.len() == dir.len() || path.get(dir.len()) == Some(&b'/'))
+}
+
+/// The line of `entries` that denies `path` by name, as the hook decides:
+/// per list, the nearest line that names the path or a directory above it
+/// decides (an exception nearer than a directory entry re-allows for that
+/// list); a file line names the path exactly. The base list's line is
+/// preferred when both lists deny. None when no line denies the path by
+/// name: the file was denied by inode (another name of a listed file, or a
+/// mark on the way to a listed name), or by a line of an earlier launch.
+pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8]) -> Option<&'e ListEntry> {
+    let nearest = |origin: ListOrigin| {
+        entries
+            .iter()
+            .filter(|e| e.origin == origin)
+            .filter(|e| {
+                if e.dir {
+                    at_or_below(path, &e.path)
+                } else {
+                    e.path == path
+                }
+            })
+            // Longest path first; a file line before a directory line of the same path.
+            .max_by_key(|e| (e.path.len(), !e.dir, e.exception))
+            .filter(|e| !e.exception)
+    };
+    nearest(ListOrigin::Base).or_else(|| nearest(ListOrigin::User))
+}
+
+/// The path, in the mount tree, of `fs_path` (a path from the root of the
+/// filesystem on device `dev`, kernel encoding) by `mounts` (a mountinfo
+/// table): the first mount of that device whose root is at or above the
+/// path. None if no mount of the device shows it.
+pub fn mounted_path<'m>(
+    mounts: impl Iterator<Item = MountInfo<'m>>,
+    dev: u32,
+    fs_path: &[u8],
+) -> Option<Vec<u8>> {
+    let (major, minor) = (dev >> 20, dev & 0xf_ffff);
+    mounts
+        .filter(|m| m.major == major && m.minor == minor)
+        .find_map(|m| {
+            let root = unescape(m.root);
+            let below = if root == b"/" {
+                fs_path
+            } else if at_or_below(fs_path, &root) {
+                &fs_path[root.len()..]
+            } else {
+                return None;
+            };
+            let mut out = unescape(m.mount_point);
+            if out == b"/" {
+                out.clear();
+            }
+            out.extend_from_slice(below);
+            if out.is_empty() {
+                out.push(b'/');
+            }
+            Some(out)
+        })
+}
+
+/// Journal lines per uid per [`Limiter::WINDOW_MS`], at most; the rest are
+/// counted and summarised once the window ends.
+#[derive(Debug, Default)]
+pub struct Limiter {
+    windows: HashMap<u32, Window>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start_ms: u64,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl Limiter {
+    /// The window, in milliseconds.
+    pub const WINDOW_MS: u64 = 10_000;
+    /// Lines per uid per window.
+    pub const LINES: u32 = 10;
+
+    /// Whether a denial of `uid` at `now_ms` may be logged; if not, it is
+    /// counted for the window's summary.
+    pub fn admit(&mut self, uid: u32, now_ms: u64) -> bool {
+        let w = self.window(uid, now_ms);
+        if w.logged < Self::LINES {
+            w.logged += 1;
+            return true;
+        }
+        w.suppressed += 1;
+        false
+    }
+
+    /// Counts `n` refusals of `uid` that the kernel's rate limit dropped
+    /// (they never reached the daemon) into the window's summary.
+    pub fn add_dropped(&mut self, uid: u32, n: u64, now_ms: u64) {
+        self.window(uid, now_ms).suppressed += n;
+    }
+
+    fn window(&mut self, uid: u32, now_ms: u64) -> &mut Window {
+        self.windows.entry(uid).or_insert(Window {
+            start_ms: now_ms,
+            logged: 0,
+            suppressed: 0,
+        })
+    }
+
+    /// Ends the windows older than [`Self::WINDOW_MS`] at `now_ms`: the
+    /// `(uid, refusals not logged)` of each that dropped any, sorted by uid.
+    /// A uid's state is then forgotten, so the map holds only uids denied
+    /// in the last window.
+    pub fn expire(&mut self, now_ms: u64) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        self.windows.retain(|uid, w| {
+            if now_ms.saturating_sub(w.start_ms) < Self::WINDOW_MS {
+                return true;
+            }
+            if w.suppressed > 0 {
+                out.push((*uid, w.suppressed));
+            }
+            false
+        });
+        out.sort_unstable();
+        out
+    }
+}
+
+/// The recent denials of each uid, for `--denials`: at most
+/// [`Store::PER_UID`] per uid and [`Store::UIDS`] uids (the uid whose last
+/// denial is oldest goes first), so memory does not grow with a storm.
+#[derive(Debug, Default)]
+pub struct Store {
+    by_uid: HashMap<u32, VecDeque<Record>>,
+    next_seq: u64,
+}
+
+impl Store {
+    /// Records kept per uid.
+    pub const PER_UID: usize = 200;
+    /// Uids kept.
+    pub const UIDS: usize = 256;
+
+    /// The number the next record gets (1 for the first).
+    pub fn next_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Keeps `r`, dropping the oldest of its uid (or the stalest uid) when full.
+    pub fn push(&mut self, r: Record) {
+        let uid = r.denial.uid;
+        if !self.by_uid.contains_key(&uid) && self.by_uid.len() >= Self::UIDS {
+            let stalest = self
+                .by_uid
+                .iter()
+                .min_by_key(|(_, q)| q.back().map_or(0, |r| r.seq))
+                .map(|(u, _)| *u);
+            if let Some(u) = stalest {
+                self.by_uid.remove(&u);
+            }
+        }
+        let q = self.by_uid.entry(uid).or_default();
+        if q.len() >= Self::PER_UID {
+            q.pop_front();
+        }
+        q.push_back(r);
+    }
+
+    /// `uid`'s records numbered above `after`, oldest first.
+    pub fn since(&self, uid: u32, after: u64) -> impl Iterator<Item = &Record> {
+        self.by_uid
+            .get(&uid)
+            .into_iter()
+            .flat_map(|q| q.iter())
+            .filter(move |r| r.seq > after)
+    }
+}
+
+/// What was refused, in words: "open of /home/u/.ssh/id", "signal 9 to pid 77".
+pub fn what(r: &Record) -> String {
+    let d = &r.denial;
+    let path = r.path.as_deref().unwrap_or("(no path)");
+    match d.op {
+        Op::Ioctl => format!("ioctl {:#x} on {path}", d.dev),
+        Op::Ptrace => format!("ptrace of pid {}", d.ino),
+        Op::Signal => format!("signal {} to pid {}", d.dev, d.ino),
+        Op::Rlimit => format!("setrlimit of pid {}", d.ino),
+        Op::Fcntl => format!("fcntl {} (owner {})", d.dev, d.ino as i64),
+        Op::Inet => format!(
+            "{} connect or send to your server on port {}",
+            match d.dev {
+                6 => "TCP",
+                17 => "UDP",
+                _ => "IP",
+            },
+            d.ino
+        ),
+        Op::Mount => "a mount change".to_owned(),
+        Op::Unix if r.path.is_none() => "connect to an abstract Unix socket".to_owned(),
+        op => format!("{} of {path}", op.name()),
+    }
+}
+
+/// Which line, in words: "~/.config/agent-sandbox-exec/denylist:3 (a directory entry)".
+pub fn cause(r: &Record) -> String {
+    match &r.entry {
+        Some(e) => format!(
+            "{}:{} ({})",
+            e.list,
+            e.line,
+            if e.dir {
+                "a directory entry"
+            } else {
+                "a file entry"
+            }
+        ),
+        None if r.denial.op.on_listed_file() => {
+            "a listed file by inode, a name on the way to one, or a line of an earlier launch"
+                .to_owned()
+        }
+        None => "the sandbox's fixed rules".to_owned(),
+    }
+}
+
+/// The journal's MESSAGE for `r`.
+pub fn message(r: &Record) -> String {
+    let d = &r.denial;
+    let mut m = format!(
+        "uid {}: {} refused to {} (pid {}{}): {}",
+        d.uid,
+        what(r),
+        d.comm,
+        d.pid,
+        r.exe
+            .as_deref()
+            .map(|e| format!(", {e}"))
+            .unwrap_or_default(),
+        cause(r)
+    );
+    if d.suppressed > 0 {
+        m.push_str(&format!("; {} more like it not reported", d.suppressed));
+    }
+    m
+}
+
+/// The journal's structured fields for `r` (`journalctl ASE_UID=1000`).
+pub fn journal_fields(r: &Record) -> Vec<(&'static str, String)> {
+    let d = &r.denial;
+    let mut f = vec![
+        ("ASE_UID", d.uid.to_string()),
+        ("ASE_PID", d.pid.to_string()),
+        ("ASE_COMM", d.comm.clone()),
+        ("ASE_OP", d.op.name().to_owned()),
+        ("ASE_CGROUP", d.cgid.to_string()),
+    ];
+    if let Some(e) = &r.exe {
+        f.push(("ASE_EXE", e.clone()));
+    }
+    if let Some(p) = &r.path {
+        f.push(("ASE_PATH", p.clone()));
+    }
+    if let Some(e) = &r.entry {
+        f.push(("ASE_ENTRY", format!("{}:{}", e.list, e.line)));
+    }
+    if d.suppressed > 0 {
+        f.push(("ASE_SUPPRESSED", d.suppressed.to_string()));
+    }
+    f
+}
+
+/// `r` as one line of JSON (the wire format of `--denials`, and its `--json`).
+pub fn to_json(r: &Record) -> String {
+    let d = &r.denial;
+    serde_json::json!({
+        "seq": r.seq,
+        "time_ms": r.time_ms,
+        "uid": d.uid,
+        "pid": d.pid,
+        "comm": d.comm,
+        "exe": r.exe,
+        "op": d.op.name(),
+        "what": what(r),
+        "path": r.path,
+        "path_truncated": d.path_truncated,
+        "entry": r.entry.as_ref().map(|e| format!("{}:{}", e.list, e.line)),
+        "cause": cause(r),
+        "suppressed": d.suppressed,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(origin: ListOrigin, line: u32, path: &str, dir: bool, exception: bool) -> ListEntry {
+        ListEntry {
+            origin,
+            line,
+            dir,
+            exception,
+            path: path.as_bytes().to_vec(),
+        }
+    }
+
+    fn denial(uid: u32, op: Op) -> Denial {
+        Denial {
+            boot_ns: 1,
+            cgid: 7,
+            ino: 12,
+            dev: 8 << 20 | 1,
+            uid,
+            pid: 4242,
+            op,
+            suppressed: 0,
+            comm: "cat".into(),
+            path: Some(b"/home/u/.ssh/id".to_vec()),
+            path_truncated: false,
+            path_fs_relative: false,
+        }
+    }
+
+    fn record(seq: u64, uid: u32) -> Record {
+        Record {
+            seq,
+            time_ms: 1_000 * seq,
+            denial: denial(uid, Op::Open),
+            exe: Some("/usr/bin/cat".into()),
+            path: Some("/home/u/.ssh/id".into()),
+            entry: None,
+        }
+    }
+
+    #[test]
+    fn nearest_line_decides_per_list() {
+        use ListOrigin::{Base, User};
+        let e = vec![
+            entry(User, 1, "/home/u/.ssh", true, false),
+            entry(User, 2, "/home/u/.ssh/id.pub", false, true),
+            entry(User, 3, "/home/u/.ssh/keys", true, false),
+            entry(User, 4, "/home/u/.ssh/keys/ok", true, true),
+            entry(Base, 5, "/home/u/.aws", true, false),
+        ];
+        let line = |p: &str| attribute(&e, p.as_bytes()).map(|e| e.line);
+        assert_eq!(line("/home/u/.ssh/id"), Some(1));
+        assert_eq!(line("/home/u/.ssh/keys/a"), Some(3), "the nearer directory");
+        assert_eq!(line("/home/u/.ssh/id.pub"), None, "excepted: by name, none");
+        assert_eq!(line("/home/u/.ssh/keys/ok/x"), None, "a nearer exception");
+        assert_eq!(line("/home/u/.sshx/id"), None, "component-wise");
+        assert_eq!(line("/home/u/.aws/credentials"), Some(5));
+        let both = vec![
+            entry(User, 1, "/etc/secret", false, false),
+            entry(Base, 9, "/etc", true, false),
+        ];
+        assert_eq!(
+            attribute(&both, b"/etc/secret").map(|e| e.line),
+            Some(9),
+            "the base list's line first"
+        );
+        let file = vec![entry(User, 1, "/a/b", false, false)];
+        assert_eq!(attribute(&file, b"/a/b/c").map(|e| e.line), None);
+    }
+
+    #[test]
+    fn paths_from_a_filesystem_root_get_their_mount_point() {
+        let table = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+            30 22 8:2 / /home rw - ext4 /dev/sda2 rw\n\
+            31 22 8:2 /u/srv /srv\\040x rw - ext4 /dev/sda2 rw\n";
+        let dev = |maj: u32, min: u32| maj << 20 | min;
+        let at = |d, p: &[u8]| {
+            mounted_path(crate::os::procfs::mountinfo(table), d, p)
+                .map(|v| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(at(dev(8, 1), b"/etc/x").as_deref(), Some("/etc/x"));
+        assert_eq!(
+            at(dev(8, 2), b"/u/.ssh/id").as_deref(),
+            Some("/home/u/.ssh/id")
+        );
+        assert_eq!(at(dev(8, 3), b"/x"), None, "no mount of the device");
+        let bind = b"31 22 8:2 /u/srv /srv\\040x rw - ext4 /dev/sda2 rw\n";
+        let got = mounted_path(crate::os::procfs::mountinfo(bind), dev(8, 2), b"/u/srv/a");
+        assert_eq!(
+            got.as_deref(),
+            Some(&b"/srv x/a"[..]),
+            "a bind mount of a directory"
+        );
+        assert_eq!(
+            mounted_path(crate::os::procfs::mountinfo(bind), dev(8, 2), b"/u/other"),
+            None
+        );
+    }
+
+    #[test]
+    fn limiter_bounds_lines_and_sums_the_rest() {
+        let mut l = Limiter::default();
+        let logged = (0..100_000).filter(|_| l.admit(1000, 5)).count();
+        assert_eq!(logged, Limiter::LINES as usize);
+        l.add_dropped(1000, 7, 6);
+        assert!(l.admit(1001, 5), "another uid has its own window");
+        assert_eq!(l.expire(5 + Limiter::WINDOW_MS - 1), vec![]);
+        let dropped = 100_000 - u64::from(Limiter::LINES) + 7;
+        assert_eq!(l.expire(5 + Limiter::WINDOW_MS), vec![(1000, dropped)]);
+        assert!(l.admit(1000, 20_000), "a new window");
+        l.add_dropped(1002, 3, 20_000);
+        assert_eq!(
+            l.expire(30_000),
+            vec![(1002, 3)],
+            "kernel drops alone are summed up too"
+        );
+    }
+
+    #[test]
+    fn store_is_bounded_and_per_uid() {
+        let mut s = Store::default();
+        for _ in 0..(Store::PER_UID + 50) {
+            let seq = s.next_seq();
+            s.push(record(seq, 1000));
+        }
+        let seq = s.next_seq();
+        s.push(record(seq, 1001));
+        let mine: Vec<u64> = s.since(1000, 0).map(|r| r.seq).collect();
+        assert_eq!(mine.len(), Store::PER_UID);
+        assert_eq!(mine.first(), Some(&51), "the oldest dropped");
+        assert_eq!(s.since(1000, 240).count(), 10);
+        assert_eq!(s.since(1001, 0).count(), 1);
+        assert_eq!(s.since(1002, 0).count(), 0, "another uid sees nothing");
+        for u in 0..(Store::UIDS as u32 + 5) {
+            let seq = s.next_seq();
+            s.push(record(seq, 2000 + u));
+        }
+        assert!(s.by_uid.len() <= Store::UIDS);
+    }
+
+    #[test]
+    fn rendering() {
+        let mut r = record(3, 1000);
+        r.entry = Some(EntryRef {
+            origin: ListOrigin::User,
+            list: "/home/u/.config/agent-sandbox-exec/denylist".into(),
+            line: 4,
+            dir: true,
+        });
+        r.denial.suppressed = 5;
+        let m = message(&r);
+        assert!(m.contains("open of /home/u/.ssh/id refused to cat (pid 4242, /usr/bin/cat)"));
+        assert!(m.contains("denylist:4 (a directory entry)"), "{m}");
+        assert!(m.contains("5 more like it"), "{m}");
+        let f = journal_fields(&r);
+        assert!(f.contains(&("ASE_UID", "1000".into())));
+        assert!(f.contains(&(
+            "ASE_ENTRY",
+            "/home/u/.config/agent-sandbox-exec/denylist:4".into()
+        )));
+        let v: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();
+        assert_eq!(v["seq"], 3);
+        assert_eq!(v["op"], "open");
+        assert_eq!(v["path"], "/home/u/.ssh/id");
+        let mut s = record(1, 1000);
+        s.denial.op = Op::Inet;
+        s.denial.dev = 6;
+        s.denial.ino = 8080;
+        s.path = None;
+        assert_eq!(what(&s), "TCP connect or send to your server on port 8080");
+        assert_eq!(cause(&s), "the sandbox's fixed rules");
+        assert_eq!(Op::from_code(17), Op::ProcWrite);
+        assert_eq!(Op::from_code(99), Op::Unknown(99));
+    }
+}
