@@ -8,6 +8,8 @@
 //!
 //! ```text
 //! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
+//! asx-bench openloop --denied FILE ITERS RUNS
+//!                                      open(O_RDONLY) of FILE, which must fail with EPERM: ns per op
 //! asx-bench sysloop OP PID ITERS RUNS  one syscall ITERS times per run, as openloop: OP is kill0
 //!                                      (kill(PID, 0)), kill (kill(PID, SIGWINCH), which a process
 //!                                      that keeps SIGWINCH's default ignores) or fcntl
@@ -173,12 +175,26 @@ fn cstring(bytes: &[u8]) -> Res<CString> {
 /// prints the median, min and max of the per-run mean in ns per op (one
 /// decimal).
 fn openloop(args: &[OsString]) -> Res<()> {
+    let denied = args.first().is_some_and(|a| a == "--denied");
+    let args = if denied { &args[1..] } else { args };
     let path = cstring(arg(args, 0, "FILE")?.as_bytes())?;
     let iters = num(arg(args, 1, "ITERS")?)?.max(1);
     let runs = num(arg(args, 2, "RUNS")?)?.max(1);
     op_loop(iters, runs, || {
         // SAFETY: path is NUL-terminated; the fd is closed right away.
         let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if denied {
+            let e = io::Error::last_os_error();
+            if fd >= 0 {
+                // SAFETY: fd was just opened by us.
+                unsafe { libc::close(fd) };
+                return Err(format!("open {path:?} was not refused"));
+            }
+            return match e.raw_os_error() {
+                Some(libc::EPERM) => Ok(()),
+                _ => Err(format!("open {path:?}: {e}, not EPERM")),
+            };
+        }
         if fd < 0 {
             return Err(format!("open {path:?}: {}", io::Error::last_os_error()));
         }

@@ -262,6 +262,9 @@ hook_suite() {
 	done
 	# Back to the $BIG list, which the honesty check and the memory figures below expect.
 	set_list "$U" "$BIG"
+	# A denied open in a loop (issue 28): the refusal and its event (after the first 8 a second,
+	# dropped by the rate limit: a bucket lookup and update, and a count).
+	measure hook.denied as_user "$U" agent-sandbox-exec "$BIN" openloop --denied "$UHOME/files/d0/f0" "$ITERS" "$RUNS"
 	# Honesty checks: the loop ran in the sandbox, and a listed file is denied there.
 	as_user "$U" agent-sandbox-exec grep -q '^0::/agent-sandbox-exec/uid-' /proc/self/cgroup \
 		|| die "a launched process is not in its sandbox cgroup"
@@ -521,6 +524,8 @@ report_hooks() {
 		"$(verdict "$(med "hook.inside$BIG") <= $(med hook.inside0) * 1.002")" \
 		"(bound: +0.2 %, twice the repeatability of icount)"
 	echo "  both below Landlock ($(calc '%.4f' "$ll / $empty")x floor): $(verdict "$(med hook.outside) < $ll && $(med "hook.inside$BIG") < $ll && $(med hook.inside0) < $ll")"
+	echo "a denied open (a listed file, $BIG entries; open only, no close), in a loop: $(med hook.denied) ns/op," \
+		"spread $(spread hook.denied); its event is rate-limited (8 a second per file reach the daemon)"
 	local dempty dll
 	dempty=$(med hook.deepempty) dll=$(med hook.deeplandlock)
 	echo "directory entries, open+close of an unlisted file 8 levels deep in the home, ns/op (x floor:"
