@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::policy::denials::printable;
 use crate::proto::request::{DenialsReply, Request};
 
 /// How often `--follow` asks again.
@@ -76,16 +77,18 @@ fn render(v: &serde_json::Value) -> String {
         .as_u64()
         .and_then(|ms| crate::os::sys::local_time(i64::try_from(ms / 1000).ok()?))
         .unwrap_or_else(|| "?".into());
+    // The daemon's text is escaped already; a control character here is escaped again, so a
+    // record is one line that a terminal only prints.
     let mut line = format!(
         "{when}  {} refused to {} (pid {}{}): {}",
-        s("what"),
-        s("comm"),
+        printable(&s("what")),
+        printable(&s("comm")),
         v["pid"].as_u64().unwrap_or(0),
         v["exe"]
             .as_str()
-            .map(|e| format!(", {e}"))
+            .map(|e| format!(", {}", printable(e)))
             .unwrap_or_default(),
-        s("cause")
+        printable(&s("cause"))
     );
     if let Some(n) = v["suppressed"].as_u64().filter(|n| *n > 0) {
         line.push_str(&format!(" ({n} more like it not reported)"));
@@ -222,5 +225,8 @@ mod tests {
         let line = render(&v);
         assert!(line.contains("open of /home/u/.ssh/id refused to cat (pid 7, /usr/bin/cat): "));
         assert!(line.contains("denylist:3 (a file entry) (2 more like it not reported)"));
+        let evil = serde_json::json!({"what": "open of /x\u{1b}[2J", "comm": "\u{7}", "pid": 1});
+        let line = render(&evil);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
     }
 }

@@ -362,10 +362,26 @@ impl Store {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1) written as `\xNN`:
+/// paths and `comm` are the agent's to choose, and a terminal would act on an
+/// escape sequence in them (set the title, write the clipboard) when the user
+/// reads `--denials` or the journal.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// What was refused, in words: "open of /home/u/.ssh/id", "signal 9 to pid 77".
 pub fn what(r: &Record) -> String {
     let d = &r.denial;
-    let path = r.path.as_deref().unwrap_or("(no path)");
+    let path = printable(r.path.as_deref().unwrap_or("(no path)"));
     match d.op {
         Op::Ioctl => format!("ioctl {:#x} on {path}", d.dev),
         Op::Ptrace => format!("ptrace of pid {}", d.ino),
@@ -415,11 +431,11 @@ pub fn message(r: &Record) -> String {
         "uid {}: {} refused to {} (pid {}{}): {}",
         d.uid,
         what(r),
-        d.comm,
+        printable(&d.comm),
         d.pid,
         r.exe
             .as_deref()
-            .map(|e| format!(", {e}"))
+            .map(|e| format!(", {}", printable(e)))
             .unwrap_or_default(),
         cause(r)
     );
@@ -649,6 +665,16 @@ mod tests {
         assert_eq!(what(&s), "TCP connect or send to your server on port 8080");
         assert_eq!(cause(&s), "the sandbox's fixed rules");
         assert_eq!(Op::from_code(17), Op::ProcWrite);
+        let mut evil = record(2, 1000);
+        evil.path = Some("/home/u/\u{1b}]52;c;aGk=\u{7}\nFAKE\u{9b}".into());
+        evil.denial.comm = "x\u{1b}[2J".into();
+        let shown = message(&evil);
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert!(
+            shown.contains("/home/u/\\x1b]52;c;aGk=\\x07\\x0aFAKE\\x9b"),
+            "{shown}"
+        );
+        assert!(shown.contains("refused to x\\x1b[2J"), "{shown}");
         assert_eq!(Op::from_code(99), Op::Unknown(99));
     }
 }
