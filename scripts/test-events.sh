@@ -129,6 +129,14 @@ check_denials_cli() {
 	run_as "$USR2" "$LAUNCHER" --denials
 	okl "denials_cli: another user sees nothing of the first" '$(snip "$OUT")' \
 		eval 'has "no refusals kept for you" "$OUT" && ! has "$UH" "$OUT"'
+	# --follow: a refusal made after it started shows up while it waits.
+	timeout -k 5 30 runuser -u "$USR" -- "$LAUNCHER" --denials --follow --json </dev/null >"$T/follow.out" 2>&1 &
+	BG_PIDS+=("$!")
+	wait_for 10 test -s "$T/follow.out"
+	run_as "$USR" sh -c 'echo f >"$1"' sh "$UH/secrets/follow-me"
+	run_in "$USR" cat "$UH/secrets/follow-me"
+	okl "denials_cli: --follow shows a refusal made after it started" '$(snip "$T/follow.out")' \
+		wait_for 20 grep -q "\"path\":\"$UH/secrets/follow-me\"" "$T/follow.out"
 	sleep 3
 	run_as "$USR" "$LAUNCHER" --denials --since 2s
 	okl "denials_cli: --since 2s leaves the older ones out" '$(snip "$OUT")' \

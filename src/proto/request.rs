@@ -840,6 +840,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn denials_question_and_answer() {
+        let q = Request {
+            pid: 77,
+            denials_after: Some(41),
+            ..Default::default()
+        };
+        assert_eq!(q.encode(), "version=2\npid=77\nop=denials\nafter=41\n");
+        assert_eq!(Request::parse(q.encode().as_bytes()).unwrap(), q);
+        let first = Request::parse(b"version=2\npid=77\nop=denials\n").unwrap();
+        assert_eq!(first.denials_after, Some(0), "no after: from the start");
+        assert!(Request::parse(b"version=2\npid=77\nop=denials\nafter=-1\n").is_err());
+        let mut a = DenialsReply::default();
+        a.lost = 3;
+        assert!(a.push("{\"seq\":5}".into(), 5));
+        assert!(a.push("{\"seq\":9}".into(), 9));
+        let back = DenialsReply::parse(a.encode().as_bytes()).unwrap();
+        assert_eq!((back.next, back.lost, back.more), (9, 3, false));
+        assert_eq!(back.records, ["{\"seq\":5}", "{\"seq\":9}"]);
+        // A reply never outgrows one packet: the records that do not fit wait.
+        let mut full = DenialsReply::default();
+        let big = "x".repeat(1000);
+        let n = (1..).take_while(|i| full.push(big.clone(), *i)).count();
+        assert!(n > 10 && full.encode().len() <= MAX_REPLY_BYTES, "{n}");
+        assert_eq!(full.next, n as u64);
+        let refused = DenialsReply::parse(b"status=refused\nreason=bad request\n").unwrap_err();
+        assert!(refused.to_string().contains("bad request"));
+        assert!(DenialsReply::parse(b"status=ok\n").is_err(), "no next");
+    }
+
+    #[test]
     fn status_reply_round_trip() {
         let r = StatusReply {
             sandbox: true,
