@@ -710,6 +710,26 @@ check_planted_agents() {
 		eval 'has "refused: Operation not permitted" "$OUT" && [ ! -e "$D/pa/got.S.gpg-agent" ]'
 }
 
+# zero_reaches_source CHECK PROTO ASK...: 0.0.0.0 goes to the socket's source address, not
+# always to 127.0.0.1: the user's PROTO server on 127.0.0.2 answers outside an ASK (PY_NET_ASK's
+# first argument) to 0.0.0.0 from a socket bound to 127.0.0.2, and each ASK inside is refused.
+zero_reaches_source() {
+	local check=$1 proto=$2 p a
+	shift 2
+	port
+	p=$NEXT_PORT
+	if ! serve out "$proto" 127.0.0.2 "$p" "z$proto"; then
+		fail "$check: the user's $proto server on 127.0.0.2:$p outside" "$(snip "$T/serve.z$proto")"
+		return
+	fi
+	served_out "$check: control: the user's $proto server on 127.0.0.2 answers outside ($1 to 0.0.0.0 from 127.0.0.2)" \
+		"$1" 0.0.0.0 "$p" 127.0.0.2
+	for a in "$@"; do
+		refused_in "$check: inside, $a to 0.0.0.0:$p from a socket bound to 127.0.0.2 (the user's server there) is refused" \
+			"$a" 0.0.0.0 "$p" 127.0.0.2
+	done
+}
+
 check_loopback_tcp() {
 	local p a
 	port
@@ -726,17 +746,7 @@ check_loopback_tcp() {
 	# tcp_v6_connect() sends "::" to 127.0.0.1 when the socket is bound to an IPv4-mapped address.
 	refused_in "loopback_tcp: inside, connect to [::]:$p from a socket bound to ::ffff:127.0.0.1 is refused" \
 		tcp :: "$p" ::ffff:127.0.0.1
-	port
-	p=$NEXT_PORT
-	# 0.0.0.0 goes to the socket's source address, not always to 127.0.0.1.
-	if serve out tcp 127.0.0.2 "$p" lt2; then
-		served_out "loopback_tcp: control: the user's server on 127.0.0.2 answers outside a connect to 0.0.0.0 from 127.0.0.2" \
-			tcp 0.0.0.0 "$p" 127.0.0.2
-		refused_in "loopback_tcp: inside, connect to 0.0.0.0:$p from a socket bound to 127.0.0.2 (the user's server there) is refused" \
-			tcp 0.0.0.0 "$p" 127.0.0.2
-	else
-		fail "loopback_tcp: the user's server on 127.0.0.2:$p outside" "$(snip "$T/serve.lt2")"
-	fi
+	zero_reaches_source loopback_tcp tcp tcp
 	port
 	p=$NEXT_PORT
 	if serve out tcp ::1 "$p" lt6; then
@@ -780,18 +790,7 @@ check_loopback_udp() {
 	refused_in "loopback_udp: inside, connect and send to the user's UDP server is refused" udpc 127.0.0.1 "$p"
 	refused_in "loopback_udp: inside, connect to [::]:$p from a socket bound to ::ffff:127.0.0.1 and send is refused" \
 		udpc :: "$p" ::ffff:127.0.0.1
-	port
-	p=$NEXT_PORT
-	if serve out udp 127.0.0.2 "$p" lu2; then
-		served_out "loopback_udp: control: the user's UDP server on 127.0.0.2 answers outside a sendto 0.0.0.0 from 127.0.0.2" \
-			udp 0.0.0.0 "$p" 127.0.0.2
-		refused_in "loopback_udp: inside, sendto 0.0.0.0:$p from a socket bound to 127.0.0.2 (the user's server there) is refused" \
-			udp 0.0.0.0 "$p" 127.0.0.2
-		refused_in "loopback_udp: inside, connect to 0.0.0.0:$p from a socket bound to 127.0.0.2 and send is refused" \
-			udpc 0.0.0.0 "$p" 127.0.0.2
-	else
-		fail "loopback_udp: the user's UDP server on 127.0.0.2:$p outside" "$(snip "$T/serve.lu2")"
-	fi
+	zero_reaches_source loopback_udp udp udp udpc
 	port
 	p=$NEXT_PORT
 	if serve out udp ::1 "$p" lu6; then
