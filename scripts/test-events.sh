@@ -50,7 +50,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0
 . "$HERE/test-lib.sh" || exit 1
 FILTER=ASX_EVENTS # run_check: ASX_EVENTS_ONLY / ASX_EVENTS_SKIP choose the checks
 CMD_TIMEOUT=60
-T="" OUT="" ERR="" RC=0 UH="" USR_UID="" CLEANED=0 STARTED=0 BG_PIDS=()
+T="" OUT="" ERR="" RC=0 UH="" USR_UID="" CLEANED=0 STARTED=0 BG_PIDS=() BIND=""
 
 # The user's list: line 1 a comment, then the lines the checks rely on.
 set_events_list() {
@@ -112,6 +112,14 @@ check_dir_entry() {
 	okl "dir_entry: the event names the directory entry's line" \
 		'$(journalctl -q --no-pager -o verbose --since "@$STARTED" ASE_UID="$USR_UID" | grep ASE_ | tr "\n" "|")' \
 		wait_for 20 journal_has ASE_UID="$USR_UID" ASE_PATH="$UH/secrets/deep/er/token" ASE_ENTRY="$UH/$HOME_LIST_REL:3"
+	# The same file through a bind mount of the entry's directory: the path is the one opened
+	# (the walk stops at the bind mount's root, not at its filesystem's).
+	mkdir -p "$T/bind" && mount --bind "$UH/secrets" "$T/bind" && BIND=$T/bind
+	run_in "$USR" cat "$T/bind/deep/er/token"
+	okl "dir_entry: through a bind mount, the event's path is the one opened" \
+		'$(journalctl -q --no-pager -o verbose --since "@$STARTED" ASE_UID="$USR_UID" | grep ASE_PATH | tail -3 | tr "\n" "|")' \
+		wait_for 20 journal_has ASE_UID="$USR_UID" ASE_PATH="$T/bind/deep/er/token"
+	umount "$T/bind" && BIND=""
 }
 
 check_denials_cli() {
@@ -349,6 +357,7 @@ cleanup() {
 	CLEANED=1
 	local p
 	for p in "${BG_PIDS[@]}"; do stop_bg "$p"; done
+	[ -z "$BIND" ] || umount "$BIND"
 	kill -CONT "$(daemon_pid)" 2>/dev/null
 	systemctl start agent-sandbox-execd 2>/dev/null
 	remove_test_user "$USR"

@@ -152,7 +152,13 @@ static long denial_path_step(__u64 index, void *ctx)
 	__u64 pos, size;
 
 	parent = BPF_CORE_READ(d, d_parent);
-	if (!parent || parent == d) {
+	/*
+	 * The top of this mount: its root dentry, which for a bind mount of a
+	 * directory or a btrfs subvolume is not its filesystem's root (whose
+	 * d_parent is itself), so both are tested.
+	 */
+	if (!parent || parent == d ||
+	    (c->mnt && d == BPF_CORE_READ((struct mount *)c->mnt, mnt.mnt_root))) {
 		struct mount *m = (struct mount *)c->mnt;
 		struct mount *up;
 

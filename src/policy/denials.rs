@@ -417,7 +417,8 @@ pub fn cause(r: &Record) -> String {
             }
         ),
         None if r.denial.op.on_listed_file() => {
-            "a listed file by inode, a name on the way to one, or a line of an earlier launch"
+            "another name of a listed file or directory (a link or a mount), a name on the way \
+             to one, or a line of an earlier launch"
                 .to_owned()
         }
         None => "the sandbox's fixed rules".to_owned(),

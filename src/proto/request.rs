@@ -851,8 +851,10 @@ mod tests {
         let first = Request::parse(b"version=2\npid=77\nop=denials\n").unwrap();
         assert_eq!(first.denials_after, Some(0), "no after: from the start");
         assert!(Request::parse(b"version=2\npid=77\nop=denials\nafter=-1\n").is_err());
-        let mut a = DenialsReply::default();
-        a.lost = 3;
+        let mut a = DenialsReply {
+            lost: 3,
+            ..Default::default()
+        };
         assert!(a.push("{\"seq\":5}".into(), 5));
         assert!(a.push("{\"seq\":9}".into(), 9));
         let back = DenialsReply::parse(a.encode().as_bytes()).unwrap();
