@@ -145,6 +145,7 @@ static long denial_path_step(__u64 index, void *ctx)
 {
 	struct denial_path_ctx *c = ctx;
 	struct dentry *d = (struct dentry *)c->dentry;
+	struct mount *here = (struct mount *)c->mnt;
 	struct dentry *parent;
 	const unsigned char *name;
 	struct denial *e;
@@ -157,9 +158,8 @@ static long denial_path_step(__u64 index, void *ctx)
 	 * directory or a btrfs subvolume is not its filesystem's root (whose
 	 * d_parent is itself), so both are tested.
 	 */
-	if (!parent || parent == d ||
-	    (c->mnt && d == BPF_CORE_READ((struct mount *)c->mnt, mnt.mnt_root))) {
-		struct mount *m = (struct mount *)c->mnt;
+	if (!parent || parent == d || (here && d == BPF_CORE_READ(here, mnt.mnt_root))) {
+		struct mount *m = here;
 		struct mount *up;
 
 		if (!m) {
