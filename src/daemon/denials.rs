@@ -87,10 +87,14 @@ impl Denials {
                 }
             }
         }
-        if let std::collections::hash_map::Entry::Vacant(v) = self.homes.entry(uid)
-            && let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        {
-            v.insert(u.dir.to_string_lossy().into_owned());
+        // Looked up at every apply: a uid may be a new user with another home since the last.
+        match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+            Ok(Some(u)) => {
+                self.homes.insert(uid, u.dir.to_string_lossy().into_owned());
+            }
+            _ => {
+                self.homes.remove(&uid);
+            }
         }
     }
 
