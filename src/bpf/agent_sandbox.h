@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 8
+#define AGENT_SANDBOX_LAYOUT_VERSION 9
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -48,6 +48,12 @@ enum agent_sandbox_slots { AGENT_SANDBOX_SLOTS = 4096 };
  * shared slot says nothing: the KIND_HAS_DIRS key does.
  */
 #define AGENT_SANDBOX_SLOT_DIRS 0x8000000000000000ULL
+/*
+ * Or-ed into such a slot when that sandbox has audit entries (`audit`
+ * lines: KIND_AUDIT*), so file_open looks for them only then. A shared slot
+ * says nothing: the KIND_HAS_AUDIT key does.
+ */
+#define AGENT_SANDBOX_SLOT_AUDIT 0x4000000000000000ULL
 
 /*
  * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
@@ -118,6 +124,22 @@ enum agent_sandbox_kind {
 	AGENT_SANDBOX_KIND_EXC_BASE = 6,
 	AGENT_SANDBOX_KIND_EXC_USER = 7,
 	AGENT_SANDBOX_KIND_HAS_DIRS = 8,
+/*
+ * Audit entries (list lines `audit PATH`, `audit DIR/`; shadow mode): an
+ * open they match is allowed and reported as "would deny"
+ * (AGENT_SANDBOX_OP_AUDIT_OPEN). KIND_AUDIT on a file's key (deny_map) and
+ * as the kind of name_map's directory key for its name; KIND_AUDIT_DIR_*
+ * like KIND_DIR_* (the same list's KIND_EXC_* exceptions apply to them).
+ * KIND_HAS_AUDIT, on the all-zero file key, says the sandbox has audit
+ * entries where its slot is shared (else AGENT_SANDBOX_SLOT_AUDIT). They
+ * never refuse anything: an enforced entry of either list that matches the
+ * same open decides (deny beats audit). These kinds have key_filter bits,
+ * except KIND_HAS_AUDIT.
+ */
+	AGENT_SANDBOX_KIND_AUDIT = 9,
+	AGENT_SANDBOX_KIND_AUDIT_DIR_BASE = 10,
+	AGENT_SANDBOX_KIND_AUDIT_DIR_USER = 11,
+	AGENT_SANDBOX_KIND_HAS_AUDIT = 12,
 };
 
 /*
@@ -248,6 +270,7 @@ enum agent_sandbox_denial_op {
 	AGENT_SANDBOX_OP_INET = 15,       /* cgroup connect/sendmsg: `ino` the port, `dev` the protocol */
 	AGENT_SANDBOX_OP_MOUNT = 16,      /* sb_mount, move_mount, sb_umount */
 	AGENT_SANDBOX_OP_PROC_WRITE = 17, /* a write-open of an outside task's /proc/<pid>/ file */
+	AGENT_SANDBOX_OP_AUDIT_OPEN = 18, /* file_open: an audit entry would deny this open; allowed */
 };
 
 /* struct denial's flags. */

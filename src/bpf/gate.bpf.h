@@ -28,24 +28,27 @@ static __always_inline bool in_sandbox(__u64 cgid)
 		return false;
 	if (*slot == AGENT_SANDBOX_SLOT_SHARED)
 		return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
-	return (*slot & ~AGENT_SANDBOX_SLOT_DIRS) == cgid;
+	return (*slot & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT)) == cgid;
 }
 
-/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries. */
+/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries; audit entries. */
 #define SBX_IN 1U
 #define SBX_DIRS 2U
+#define SBX_AUDIT 4U
 
 /*
  * 0 for a cgroup outside every sandbox; else SBX_IN, with SBX_DIRS when the
  * sandbox has directory entries (AGENT_SANDBOX_SLOT_DIRS in its slot, or,
- * for a shared slot, the KIND_HAS_DIRS key): sandboxes without directory
- * entries learn it from the slot's one load.
+ * for a shared slot, the KIND_HAS_DIRS key) and SBX_AUDIT when it has audit
+ * entries (AGENT_SANDBOX_SLOT_AUDIT, or the KIND_HAS_AUDIT key): sandboxes
+ * without them learn it from the slot's one load.
  */
 static __always_inline __u32 sandbox_of(__u64 cgid)
 {
 	__u32 idx = (__u32)cgid & (AGENT_SANDBOX_SLOTS - 1);
 	__u64 *slot = bpf_map_lookup_elem(&sandbox_slots, &idx);
 	struct deny_key dk = {};
+	__u32 sbx = SBX_IN;
 	__u64 v;
 
 	if (!slot)
@@ -58,11 +61,20 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 			return 0;
 		dk.cgid = cgid;
 		dk.file.kind = AGENT_SANDBOX_KIND_HAS_DIRS;
-		return bpf_map_lookup_elem(&deny_map, &dk) ? SBX_IN | SBX_DIRS : SBX_IN;
+		if (bpf_map_lookup_elem(&deny_map, &dk))
+			sbx |= SBX_DIRS;
+		dk.file.kind = AGENT_SANDBOX_KIND_HAS_AUDIT;
+		if (bpf_map_lookup_elem(&deny_map, &dk))
+			sbx |= SBX_AUDIT;
+		return sbx;
 	}
-	if ((v & ~AGENT_SANDBOX_SLOT_DIRS) != cgid)
+	if ((v & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT)) != cgid)
 		return 0;
-	return (v & AGENT_SANDBOX_SLOT_DIRS) ? SBX_IN | SBX_DIRS : SBX_IN;
+	if (v & AGENT_SANDBOX_SLOT_DIRS)
+		sbx |= SBX_DIRS;
+	if (v & AGENT_SANDBOX_SLOT_AUDIT)
+		sbx |= SBX_AUDIT;
+	return sbx;
 }
 
 /*

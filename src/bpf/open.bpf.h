@@ -3,6 +3,7 @@
  * The decision on an open file (file_refused(): its key and name, then the
  * walk; agent_sandbox.bpf.c describes the steps) and the hook that makes it.
  * lsm/file_receive (sockets.bpf.h) judges a passed descriptor the same way.
+ * audit_matches() is the same decision for audit entries (shadow mode).
  * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, proc.bpf.h. Hooks: lsm/file_open.
  */
 #ifndef AGENT_SANDBOX_OPEN_BPF_H
@@ -25,6 +26,52 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 	       open_walk_denied(cgid, file, bits);
 }
 
+/*
+ * Would an audit entry of sandbox `cgid` deny opening `file` (an open its
+ * enforced entries allowed)? The same steps as file_refused() with the
+ * audit kinds: the inode (KIND_AUDIT), its name (name_map, KIND_AUDIT),
+ * then, for a non-directory, the audit directory entries above it and the
+ * same lists' exceptions (KIND_AUDIT_DIR_*, KIND_EXC_*), walked without
+ * memos: only sandboxes with audit entries (SBX_AUDIT) pay it. A backing
+ * file opened by overlayfs with the overlay's path is judged by its inode
+ * only. A walk that renames overlapped twice reports nothing.
+ */
+static __always_inline bool audit_matches(__u64 cgid, struct file *file)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct file_key k = {};
+	struct walk_ctx c;
+	struct inode *dir;
+	__u64 d = 0, mnt = 0;
+
+	if (!inode)
+		return false;
+	if (filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+		fill_key(&k, inode);
+		if (key_marked(cgid, &k, AGENT_SANDBOX_KIND_AUDIT))
+			return true;
+	}
+	if (dentry->d_inode != inode)
+		return false;
+	dir = dentry->d_parent->d_inode;
+	if (dir && filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
+		fill_key(&k, dir);
+		k.kind = AGENT_SANDBOX_KIND_AUDIT;
+		if (name_in_map(cgid, &k, dentry->d_name.name, dentry->d_name.len))
+			return true;
+	}
+	if ((inode->i_mode & S_IFMT) == S_IFDIR)
+		return false;
+	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+	if (mnt)
+		mnt -= bpf_core_field_offset(struct mount, mnt);
+	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
+	if (!walk_from_as(&c, cgid, d, mnt, AGENT_SANDBOX_WALK_DEPTH, 1))
+		return false;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
@@ -41,6 +88,9 @@ int BPF_PROG(file_open, struct file *file, int ret)
 		report_file(AGENT_SANDBOX_OP_PROC_WRITE, cgid, file);
 		return -EPERM;
 	}
+	/* Shadow mode: allowed, reported as "would deny". */
+	if ((sbx & SBX_AUDIT) && audit_matches(cgid, file))
+		report_file(AGENT_SANDBOX_OP_AUDIT_OPEN, cgid, file);
 	return 0;
 }
 

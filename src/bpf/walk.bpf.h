@@ -79,7 +79,7 @@ struct walk_ctx {
 	__u32 sb_user;
 	__u32 at_sb;      /* 1 once the walk has passed the first superblock root */
 	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
-	__u32 pad;
+	__u32 audit;      /* 1: look for audit entries (KIND_AUDIT_DIR_*) instead of KIND_DIR_* */
 };
 
 /* The key of inode `inode` (an address), through probe reads. */
@@ -122,6 +122,25 @@ static __always_inline void note_marks(__u32 *base, __u32 *user, void *map, void
 		  AGENT_SANDBOX_KIND_EXC_USER);
 }
 
+/* The same for an audit walk: audit directory entries, the same exceptions. */
+static __always_inline void note_audit_marks(__u32 *base, __u32 *user, void *map, void *key,
+					     __u32 *kind_field)
+{
+	walk_note(base, map, key, kind_field, AGENT_SANDBOX_KIND_AUDIT_DIR_BASE,
+		  AGENT_SANDBOX_KIND_EXC_BASE);
+	walk_note(user, map, key, kind_field, AGENT_SANDBOX_KIND_AUDIT_DIR_USER,
+		  AGENT_SANDBOX_KIND_EXC_USER);
+}
+
+/* One key's marks into the walk `c`, of the kinds its `audit` says. */
+static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field)
+{
+	if (c->audit)
+		note_audit_marks(&c->base, &c->user, map, key, kind_field);
+	else
+		note_marks(&c->base, &c->user, map, key, kind_field);
+}
+
 /* Is the walk decided: a list denies, or both have decided? */
 static __always_inline bool walk_decided(__u32 base, __u32 user)
 {
@@ -161,7 +180,7 @@ static long walk_step(__u64 index, void *ctx)
 		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
 			read_key(&dk.file, inode, ino);
 			dk.cgid = c->cgid;
-			note_marks(&c->base, &c->user, &deny_map, &dk, &dk.file.kind);
+			walk_marks(c, &deny_map, &dk, &dk.file.kind);
 		}
 	}
 	parent = BPF_CORE_READ(d, d_parent);
@@ -207,8 +226,7 @@ static long walk_step(__u64 index, void *ctx)
 					c->base = c->user =
 						WALK_DENY; /* unreadable name: fail closed */
 				else
-					note_marks(&c->base, &c->user, &name_map, nk,
-						   &nk->dir.kind);
+					walk_marks(c, &name_map, nk, &nk->dir.kind);
 			}
 		}
 	}
@@ -242,11 +260,11 @@ static __always_inline __u32 seq_of(const void *lock)
 /*
  * The walk of sandbox `cgid` from the (possibly negative) dentry at address
  * `dentry`, on mount `mnt` (struct mount address, 0 to not cross mounts),
- * at most `depth` levels, into `c`. False when renames overlapped both
- * attempts (then nothing in `c` may be used).
+ * at most `depth` levels, into `c`; for audit entries if `audit`. False
+ * when renames overlapped both attempts (then nothing in `c` may be used).
  */
-static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
-				      __u32 depth)
+static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
+					 __u32 depth, __u32 audit)
 {
 	__u32 seq;
 	int attempt;
@@ -258,6 +276,7 @@ static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dent
 		c->dentry = dentry;
 		c->mnt = mnt;
 		c->cross_memo = 1;
+		c->audit = audit;
 		bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
 			if (!c->done) {
@@ -273,6 +292,13 @@ static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dent
 		}
 	}
 	return false;
+}
+
+/* walk_from_as() for the enforced directory entries. */
+static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
+				      __u32 depth)
+{
+	return walk_from_as(c, cgid, dentry, mnt, depth, 0);
 }
 
 /*

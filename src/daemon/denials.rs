@@ -137,7 +137,7 @@ impl Denials {
             (Some(p), true, false) => self
                 .lines
                 .get(&d.uid)
-                .and_then(|lines| denials::attribute(lines, p.as_bytes()))
+                .and_then(|lines| denials::attribute(lines, p.as_bytes(), d.op.audit()))
                 .map(|e| self.entry_ref(d.uid, e)),
             _ => None,
         };
@@ -171,6 +171,7 @@ impl Denials {
             list,
             line: e.line,
             dir: e.dir,
+            audit: e.audit,
         }
     }
 

@@ -208,6 +208,19 @@ mod tests {
                 e::KIND_HAS_DIRS,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_DIRS,
             ),
+            (e::KIND_AUDIT, agent_sandbox_kind::AGENT_SANDBOX_KIND_AUDIT),
+            (
+                e::KIND_AUDIT_DIR_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_AUDIT_DIR_BASE,
+            ),
+            (
+                e::KIND_AUDIT_DIR_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_AUDIT_DIR_USER,
+            ),
+            (
+                e::KIND_HAS_AUDIT,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_AUDIT,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);

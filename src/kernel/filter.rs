@@ -12,16 +12,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernel::error::{BpfError, io_e};
 use crate::lists::entries::{
-    DenySet, FileKey, KIND_DIR_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
+    DenySet, FileKey, HAS_AUDIT_KEY, KIND_DIR_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
+    is_audit,
 };
 
-/// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED and
-/// AGENT_SANDBOX_SLOT_DIRS (agent_sandbox.h).
+/// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED, AGENT_SANDBOX_SLOT_DIRS
+/// and AGENT_SANDBOX_SLOT_AUDIT (agent_sandbox.h).
 pub(super) const SLOTS: usize = types::agent_sandbox_slots::AGENT_SANDBOX_SLOTS.0 as usize;
 
 pub(super) const SLOT_SHARED: u64 = u64::MAX;
 
 pub(super) const SLOT_DIRS: u64 = 1 << 63;
+
+pub(super) const SLOT_AUDIT: u64 = 1 << 62;
 
 /// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
 /// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
@@ -41,12 +44,18 @@ pub(super) const TAG_FILE: u64 =
 pub(super) const TAG_DIR: u64 =
     types::agent_sandbox_filter_tag_dir::AGENT_SANDBOX_FILTER_TAG_DIR.0 as u64;
 
-/// Whether deny_map entry `f` has a key_filter bit: only [`KIND_OPEN`] ones,
-/// which the open hook looks up; the hooks that read the other kinds
-/// (rmdir, unlink, rename, and opens in case-insensitive directories) are
-/// rare enough to go to the map directly.
+/// Whether deny_map entry `f` has a key_filter bit: the kinds the open
+/// hook looks up ([`KIND_OPEN`], directory entries, exceptions, audit
+/// entries); the hooks that read the other kinds (rmdir, unlink, rename,
+/// and opens in case-insensitive directories) are rare enough to go to the
+/// map directly.
 pub(super) fn uses_filter(f: &FileKey) -> bool {
-    f.kind == KIND_OPEN || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind)
+    f.kind == KIND_OPEN || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind) || is_audit(f.kind)
+}
+
+/// Whether `set` holds audit entries (the [`HAS_AUDIT_KEY`]).
+pub(super) fn has_audit(set: &DenySet) -> bool {
+    set.files().binary_search(&HAS_AUDIT_KEY).is_ok()
 }
 
 /// Whether `set` holds directory entries (the [`KIND_HAS_DIRS`] key).

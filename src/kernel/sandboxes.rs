@@ -13,11 +13,13 @@ use crate::kernel::codec::{
 };
 use crate::kernel::error::{BpfError, lb};
 use crate::kernel::filter::{
-    SLOT_DIRS, SLOT_SHARED, SLOTS, TAG_DIR, TAG_FILE, WALK_GEN_MARKS, filter_bit, has_dirs,
-    uses_filter,
+    SLOT_AUDIT, SLOT_DIRS, SLOT_SHARED, SLOTS, TAG_DIR, TAG_FILE, WALK_GEN_MARKS, filter_bit,
+    has_audit, has_dirs, uses_filter,
 };
 use crate::kernel::programs::Bpf;
-use crate::lists::entries::{DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, NameKey};
+use crate::lists::entries::{
+    DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_AUDIT, NameKey, is_audit,
+};
 
 /// Length of `struct port_key` (agent_sandbox.h).
 pub(super) const PORT_KEY_LEN: usize = 16;
@@ -42,9 +44,9 @@ pub enum Prune {
     /// maps then hold exactly the desired set (the daemon asks for it only
     /// where its policy lets a launch loosen a sandbox).
     Stale,
-    /// Keep stale entries and hold new exception keys back: the maps then
-    /// hold at least the desired set (a launch from inside a sandbox, or an
-    /// incomplete scan).
+    /// Keep stale entries and hold new exception and audit keys back: the
+    /// maps then hold at least the desired set's denials (a launch from
+    /// inside a sandbox, or an incomplete scan).
     Keep,
 }
 
@@ -62,9 +64,9 @@ pub struct ApplyStats {
     /// New exception keys (`!PATH` lines) written: an exact apply that
     /// re-allows files, which the launcher is told.
     pub exceptions_added: usize,
-    /// New exception keys not written because the apply is add-only (a
-    /// launch from inside a sandbox): they take effect at the next launch
-    /// from outside.
+    /// New exception and audit keys not written because the apply is
+    /// add-only (a launch from inside a sandbox): they take effect at the
+    /// next launch from outside.
     pub exceptions_held_back: usize,
 }
 
@@ -73,26 +75,44 @@ pub(super) fn is_exception(f: &FileKey) -> bool {
     (KIND_EXC_BASE..=KIND_EXC_USER).contains(&f.kind)
 }
 
-/// The exception keys of `set` (file keys and names), counted.
-pub(super) fn exceptions(set: &DenySet) -> usize {
-    set.files().iter().filter(|f| is_exception(f)).count()
-        + set.names().iter().filter(|n| is_exception(&n.dir)).count()
+/// Whether a new key of `f`'s kind waits for a launch from outside: an
+/// exception (it re-allows) or an audit key (the strictness rule: no audit
+/// mark takes effect from inside), with [`KIND_HAS_AUDIT`].
+fn held_back(f: &FileKey) -> bool {
+    is_exception(f) || is_audit(f.kind) || f.kind == KIND_HAS_AUDIT
 }
 
-/// `desired` without the exception keys that `current` lacks: what an
-/// add-only apply may write (an exception from inside a sandbox must not
-/// loosen it).
+/// The keys of `set` (file keys and names) for which `which` holds, counted.
+fn count(set: &DenySet, which: impl Fn(&FileKey) -> bool) -> usize {
+    set.files().iter().filter(|f| which(f)).count()
+        + set.names().iter().filter(|n| which(&n.dir)).count()
+}
+
+/// The exception keys of `set`, counted.
+pub(super) fn exceptions(set: &DenySet) -> usize {
+    count(set, is_exception)
+}
+
+/// The keys of `set` that [`held_back`] holds, counted ([`KIND_HAS_AUDIT`]
+/// aside: it says, it lists nothing).
+pub(super) fn held_back_keys(set: &DenySet) -> usize {
+    count(set, |f| held_back(f) && f.kind != KIND_HAS_AUDIT)
+}
+
+/// `desired` without the exception and audit keys that `current` lacks:
+/// what an add-only apply may write (from inside a sandbox, an exception
+/// must not loosen it, nor an audit mark appear).
 pub fn without_new_exceptions(desired: &DenySet, current: &DenySet) -> DenySet {
     let new = desired.minus(current);
     let drop = DenySet::new(
         new.files()
             .iter()
-            .filter(|f| is_exception(f))
+            .filter(|f| held_back(f))
             .copied()
             .collect(),
         new.names()
             .iter()
-            .filter(|n| is_exception(&n.dir))
+            .filter(|n| held_back(&n.dir))
             .cloned()
             .collect(),
     );
@@ -185,7 +205,8 @@ impl Bpf {
 
     /// Recomputes slot `slot` of sandbox_slots from the sandbox set: 0, the
     /// one sandbox's cgroup id (with [`SLOT_DIRS`] when its mirror holds
-    /// directory entries) or [`SLOT_SHARED`].
+    /// directory entries, [`SLOT_AUDIT`] when it holds audit entries) or
+    /// [`SLOT_SHARED`].
     pub(super) fn write_slot(&self, slot: usize) {
         let mut holders = self
             .sandboxes
@@ -193,8 +214,14 @@ impl Bpf {
             .filter(|&&c| (c as usize) & (SLOTS - 1) == slot);
         let value = match (holders.next(), holders.next()) {
             (None, _) => 0,
-            (Some(&c), None) if self.mirror.get(&c).is_some_and(has_dirs) => c | SLOT_DIRS,
-            (Some(&c), None) => c,
+            (Some(&c), None) => match self.mirror.get(&c) {
+                Some(set) => {
+                    let dirs = if has_dirs(set) { SLOT_DIRS } else { 0 };
+                    let audit = if has_audit(set) { SLOT_AUDIT } else { 0 };
+                    c | dirs | audit
+                }
+                None => c,
+            },
             (Some(_), Some(_)) => SLOT_SHARED,
         };
         self.slots.word(slot).store(value, Ordering::SeqCst);
@@ -292,8 +319,9 @@ impl Bpf {
         let current = self.mirror.remove(&cgid).unwrap_or_default();
         let mut new = desired.minus(&current);
         let fresh_exceptions = exceptions(&new);
+        let fresh_held = held_back_keys(&new);
         let filtered;
-        let desired = if prune == Prune::Keep && fresh_exceptions > 0 {
+        let desired = if prune == Prune::Keep && (fresh_held > 0 || has_audit(&new)) {
             filtered = without_new_exceptions(desired, &current);
             new = filtered.minus(&current);
             &filtered
@@ -311,11 +339,7 @@ impl Bpf {
             } else {
                 0
             },
-            exceptions_held_back: if prune == Prune::Keep {
-                fresh_exceptions
-            } else {
-                0
-            },
+            exceptions_held_back: if prune == Prune::Keep { fresh_held } else { 0 },
         };
         let drops = self.dropped_keys();
         let write_all = drops.is_none() || drops != self.drops_seen.get(&cgid).copied();
@@ -622,5 +646,43 @@ mod tests {
             ][..]
         );
         assert_eq!(allowed.names(), &[name(1, KIND_EXC_USER, b"old")][..]);
+    }
+
+    #[test]
+    fn add_only_leaves_new_audit_keys_out() {
+        use crate::lists::entries::{HAS_AUDIT_KEY, KIND_AUDIT, KIND_AUDIT_DIR_USER};
+        let k = |ino, kind| FileKey {
+            dev: 1,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let name = |ino, kind, n: &[u8]| NameKey {
+            dir: k(ino, kind),
+            name: n.to_vec(),
+        };
+        // An entry turned audit from inside: its deny keys stay (nothing is
+        // removed add-only), its audit keys and the HAS_AUDIT key wait.
+        let current = DenySet::new(vec![k(5, KIND_OPEN)], vec![name(1, KIND_OPEN, b".env")]);
+        let desired = DenySet::new(
+            vec![k(5, KIND_AUDIT), k(6, KIND_AUDIT_DIR_USER), HAS_AUDIT_KEY],
+            vec![
+                name(1, KIND_AUDIT, b".env"),
+                name(2, KIND_AUDIT_DIR_USER, b"keys"),
+            ],
+        );
+        let new = desired.minus(&current);
+        assert_eq!(held_back_keys(&new), 4, "HAS_AUDIT says, it lists nothing");
+        assert_eq!(exceptions(&new), 0, "no audit key is an exception");
+        assert!(without_new_exceptions(&desired, &current).is_empty());
+        assert_eq!(
+            current.minus(&desired).entries(),
+            2,
+            "the removal an outside launch makes"
+        );
+        assert_eq!(desired.entries(), 0, "audit keys deny nothing");
+        // Audit keys an earlier outside launch wrote stay.
+        let kept = without_new_exceptions(&desired, &desired);
+        assert_eq!(kept, desired);
     }
 }

@@ -211,6 +211,8 @@ pub struct LineReport {
     /// Whether the line came from the base list (resolved as root by the
     /// daemon) and is absolute.
     pub as_root: bool,
+    /// An audit entry: what it matches is reported, not denied.
+    pub audit: bool,
 }
 
 /// One list file and its lines.
@@ -357,7 +359,7 @@ pub fn check_list(
         let mut found = Found::default();
         let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
         let state = state_of(&result, !found.files.is_empty(), base);
-        if state == State::Denied {
+        if state == State::Denied && !e.audit {
             denied_keys.extend(found.files.iter().copied());
         }
         let mut mistakes = Vec::new();
@@ -378,6 +380,7 @@ pub fn check_list(
             state,
             mistakes,
             as_root: base && e.anchor == Anchor::Root,
+            audit: e.audit,
         });
     }
     // Is the list itself one of the files it denies (a link an agent made)?
@@ -415,7 +418,12 @@ pub fn render(reports: &[ListReport]) -> String {
                 Ok(()) => format!(": {}", l.text),
                 Err(_) => String::new(),
             };
-            let _ = writeln!(out, "{shown}:{}: {}{text}", l.line, l.state.label());
+            let audit = if l.audit {
+                "audit (opens reported as \"would deny\", allowed): "
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "{shown}:{}: {audit}{}{text}", l.line, l.state.label());
             for m in &l.mistakes {
                 let _ = writeln!(out, "{shown}:{}: mistake? {m}", l.line);
             }

@@ -79,9 +79,11 @@ fn render(v: &serde_json::Value) -> String {
         .unwrap_or_else(|| "?".into());
     // The daemon's text is escaped already; a control character here is escaped again, so a
     // record is one line that a terminal only prints.
+    let verdict = v["verdict"].as_str().unwrap_or("refused");
     let mut line = format!(
-        "{when}  {} refused to {} (pid {}{}): {}",
+        "{when}  {} {} to {} (pid {}{}): {}",
         printable(&s("what")),
+        printable(verdict),
         printable(&s("comm")),
         v["pid"].as_u64().unwrap_or(0),
         v["exe"]

@@ -29,6 +29,12 @@
 //! - A line starting with `!` is an *exception* ([`Entry::exception`]): `!PATH`
 //!   or `!DIR/` re-allows what a directory entry of the same list denies
 //!   (precedence: [`decide`]).
+//! - `audit PATH` and `audit DIR/` (the word `audit`, blanks, then an entry)
+//!   are *audit entries* ([`Entry::audit`], shadow mode): an open they would
+//!   deny is allowed and reported as "would deny". A line `audit all` makes
+//!   every entry of its list an audit entry (exceptions stay exceptions).
+//!   An enforced entry of either list that matches the same open decides:
+//!   deny beats audit, so an audit line never weakens another line.
 
 use std::fmt;
 
@@ -63,6 +69,9 @@ pub struct Entry<'a> {
     /// The line started with `!`: an exception to the same list's directory
     /// entries.
     pub exception: bool,
+    /// An audit entry: the line started with `audit`, or the list has an
+    /// `audit all` line. Never set on an exception.
+    pub audit: bool,
 }
 
 /// A line that was skipped, and why.
@@ -91,6 +100,9 @@ pub enum LineProblem {
     TooBroad(&'static str),
     /// A directory entry or exception with a `.` or `..` component.
     DotComponent,
+    /// `audit` before something that is not an entry (`!PATH`, `socket`,
+    /// nothing).
+    BadAudit,
 }
 
 impl fmt::Display for LineProblem {
@@ -118,6 +130,10 @@ impl fmt::Display for LineProblem {
             LineProblem::DotComponent => f.write_str(
                 "a directory entry or exception may not hold a `.` or `..` component \
                  (write the path plainly); line skipped",
+            ),
+            LineProblem::BadAudit => f.write_str(
+                "`audit` takes one entry (`audit PATH`, `audit DIR/`) or `all`; an exception or \
+                 a socket line cannot be audited; line skipped",
             ),
         }
     }
@@ -197,6 +213,9 @@ pub struct Parsed<'a> {
     pub sockets: Vec<SocketLine<'a>>,
     /// Skipped lines, in file order.
     pub warnings: Vec<LineWarning>,
+    /// The line number of the list's first `audit all` line, if any: then
+    /// every entry is an audit entry.
+    pub audit_all: Option<usize>,
 }
 
 fn is_blank(b: u8) -> bool {
@@ -238,6 +257,23 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
             }
             continue;
         }
+        let (audit, text) = match word_arg(text, b"audit") {
+            Some(b"all") => {
+                parsed.audit_all.get_or_insert(line);
+                continue;
+            }
+            Some(arg) if !arg.is_empty() && arg[0] != b'!' && socket_arg(arg).is_none() => {
+                (true, arg)
+            }
+            Some(_) => {
+                parsed.warnings.push(LineWarning {
+                    line,
+                    kind: LineProblem::BadAudit,
+                });
+                continue;
+            }
+            None => (false, text),
+        };
         let (exception, text) = match text.strip_prefix(b"!") {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -257,8 +293,14 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 path,
                 dir,
                 exception,
+                audit,
             }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
+        }
+    }
+    if parsed.audit_all.is_some() {
+        for e in parsed.entries.iter_mut().filter(|e| !e.exception) {
+            e.audit = true;
         }
     }
     parsed
@@ -287,7 +329,14 @@ fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {
 
 /// The argument of a `socket` line (`socket` and at least one blank), if it is one.
 fn socket_arg(text: &[u8]) -> Option<&[u8]> {
-    let rest = text.strip_prefix(b"socket")?;
+    word_arg(text, b"socket")
+}
+
+/// The rest of a line that starts with the word `word` followed by blanks or
+/// nothing, trimmed; None if it does not (a path never starts with a word:
+/// it starts with `/`, `~/` or `!`).
+fn word_arg<'a>(text: &'a [u8], word: &[u8]) -> Option<&'a [u8]> {
+    let rest = text.strip_prefix(word)?;
     match rest.first() {
         Some(b) if is_blank(*b) => Some(trim(rest)),
         None => Some(rest),
@@ -668,6 +717,57 @@ mod tests {
         );
         // `/socket $X` is a path like any other.
         assert_eq!(paths(&p), vec![(9, Anchor::Root, b"/socket $X".to_vec())]);
+    }
+
+    #[test]
+    fn audit_lines() {
+        let p = parse(
+            b"audit ~/.env\naudit\t/srv/keys/\naudit !~/x\naudit socket tcp:1\naudit\n\
+              auditor\n/plain\n!~/.aws/config\n",
+        );
+        let got: Vec<_> = p
+            .entries
+            .iter()
+            .map(|e| (e.line, e.path.to_vec(), e.dir, e.exception, e.audit))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, b".env".to_vec(), false, false, true),
+                (2, b"/srv/keys".to_vec(), true, false, true),
+                (7, b"/plain".to_vec(), false, false, false),
+                (8, b".aws/config".to_vec(), false, true, false),
+            ]
+        );
+        assert_eq!(
+            warning_kinds(&p),
+            vec![
+                (3, LineProblem::BadAudit),
+                (4, LineProblem::BadAudit),
+                (5, LineProblem::BadAudit),
+                (6, LineProblem::NotAbsolute),
+            ]
+        );
+        assert_eq!(p.audit_all, None);
+        assert!(
+            p.sockets.is_empty(),
+            "an audited socket line is no socket line"
+        );
+        // `audit all` anywhere: every entry of the list, exceptions aside.
+        let all = parse(b"/a\n!/a/b\naudit all\n/c/d/\naudit all\n");
+        assert_eq!(all.audit_all, Some(3));
+        let flags: Vec<_> = all.entries.iter().map(|e| (e.exception, e.audit)).collect();
+        assert_eq!(flags, vec![(false, true), (true, false), (false, true)]);
+        assert!(all.warnings.is_empty());
+        // The checks of a directory entry hold for an audit one.
+        let broad = parse(b"audit /etc/\naudit ~/\n");
+        assert_eq!(
+            warning_kinds(&broad),
+            vec![
+                (1, LineProblem::TooBroad("a top-level directory")),
+                (2, LineProblem::TooBroad("the whole home directory")),
+            ]
+        );
     }
 
     #[test]

@@ -46,6 +46,34 @@ pub const KIND_EXC_USER: u32 = 7;
 /// `AGENT_SANDBOX_KIND_HAS_DIRS`: on the all-zero key, the sandbox has
 /// directory entries (the hook walks only then).
 pub const KIND_HAS_DIRS: u32 = 8;
+/// `AGENT_SANDBOX_KIND_AUDIT`: an audit entry (`audit PATH`) on a file's key
+/// and as the kind of the directory key of its name: an open it matches is
+/// allowed and reported as "would deny".
+pub const KIND_AUDIT: u32 = 9;
+/// `AGENT_SANDBOX_KIND_AUDIT_DIR_BASE`: an audit directory entry
+/// (`audit DIR/`) of the base list, placed as [`KIND_DIR_BASE`] is.
+pub const KIND_AUDIT_DIR_BASE: u32 = 10;
+/// `AGENT_SANDBOX_KIND_AUDIT_DIR_USER`: the same for the user's list.
+pub const KIND_AUDIT_DIR_USER: u32 = 11;
+/// `AGENT_SANDBOX_KIND_HAS_AUDIT`: on the all-zero key, the sandbox has
+/// audit entries (file_open looks for them only then).
+pub const KIND_HAS_AUDIT: u32 = 12;
+
+/// Whether `kind` is an audit kind ([`KIND_AUDIT`], `KIND_AUDIT_DIR_*`):
+/// keys that refuse nothing.
+pub fn is_audit(kind: u32) -> bool {
+    (KIND_AUDIT..=KIND_AUDIT_DIR_USER).contains(&kind)
+}
+
+/// The audit directory-entry kind of a list whose directory-entry kind is
+/// `dir_kind` ([`KIND_DIR_BASE`] or [`KIND_DIR_USER`]).
+pub fn audit_dir_kind(dir_kind: u32) -> u32 {
+    if dir_kind == KIND_DIR_BASE {
+        KIND_AUDIT_DIR_BASE
+    } else {
+        KIND_AUDIT_DIR_USER
+    }
+}
 
 /// The key that says a sandbox has directory entries ([`KIND_HAS_DIRS`]).
 pub const HAS_DIRS_KEY: FileKey = FileKey {
@@ -53,6 +81,14 @@ pub const HAS_DIRS_KEY: FileKey = FileKey {
     ino: 0,
     subvol: 0,
     kind: KIND_HAS_DIRS,
+};
+
+/// The key that says a sandbox has audit entries ([`KIND_HAS_AUDIT`]).
+pub const HAS_AUDIT_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_AUDIT,
 };
 
 impl FileKey {
@@ -95,6 +131,9 @@ pub struct ListEntry {
     pub dir: bool,
     /// An exception (`!PATH`, `!DIR/`).
     pub exception: bool,
+    /// An audit entry (`audit PATH`, `audit DIR/`, or any entry of a list
+    /// with an `audit all` line): reported, not enforced.
+    pub audit: bool,
     /// The absolute path, without a trailing `/`.
     pub path: Vec<u8>,
 }
@@ -134,11 +173,13 @@ impl DenySet {
         self.files.len() + self.names.len()
     }
 
-    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names;
-    /// the marks on the way to the names ([`KIND_PATH`], ...) follow from
-    /// the names and are not counted. What messages to the user count.
+    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names
+    /// but audit ones; the marks on the way to the names ([`KIND_PATH`],
+    /// ...) follow from the names and are not counted, and audit keys deny
+    /// nothing. What messages to the user count.
     pub fn entries(&self) -> usize {
-        self.files.iter().filter(|f| f.kind == KIND_OPEN).count() + self.names.len()
+        self.files.iter().filter(|f| f.kind == KIND_OPEN).count()
+            + self.names.iter().filter(|n| !is_audit(n.dir.kind)).count()
     }
 
     /// Whether the set is empty.

@@ -48,6 +48,8 @@ pub enum Op {
     Mount,
     /// A write-open of an outside task's `/proc/<pid>/` file.
     ProcWrite,
+    /// `file_open`: an open an audit entry would deny, allowed (shadow mode).
+    AuditOpen,
     /// A code this build does not know (a newer program).
     Unknown(u32),
 }
@@ -73,6 +75,7 @@ impl Op {
             15 => Op::Inet,
             16 => Op::Mount,
             17 => Op::ProcWrite,
+            18 => Op::AuditOpen,
             n => Op::Unknown(n),
         }
     }
@@ -97,6 +100,7 @@ impl Op {
             Op::Inet => "inet-connect",
             Op::Mount => "mount",
             Op::ProcWrite => "proc-write",
+            Op::AuditOpen => "audit-open",
             Op::Unknown(_) => "unknown",
         }
     }
@@ -113,7 +117,13 @@ impl Op {
                 | Op::Unlink
                 | Op::Setattr
                 | Op::Xattr
+                | Op::AuditOpen
         )
+    }
+
+    /// Whether the op was allowed and only reported: an audit entry's match.
+    pub fn audit(self) -> bool {
+        self == Op::AuditOpen
     }
 }
 
@@ -178,6 +188,8 @@ pub struct EntryRef {
     pub line: u32,
     /// A directory entry.
     pub dir: bool,
+    /// An audit entry.
+    pub audit: bool,
 }
 
 /// Whether `path` is `dir` or below it, component-wise (`/a/b` is below
@@ -190,14 +202,16 @@ fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
 /// per list, the nearest line that names the path or a directory above it
 /// decides (an exception nearer than a directory entry re-allows for that
 /// list); a file line names the path exactly. The base list's line is
-/// preferred when both lists deny. None when no line denies the path by
+/// preferred when both lists deny. With `audit`, the same among the audit
+/// entries and exceptions (an audit entry's "would deny"), else among the
+/// enforced entries and exceptions. None when no line denies the path by
 /// name: the file was denied by inode (another name of a listed file, or a
 /// mark on the way to a listed name), or by a line of an earlier launch.
-pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8]) -> Option<&'e ListEntry> {
+pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], audit: bool) -> Option<&'e ListEntry> {
     let nearest = |origin: ListOrigin| {
         entries
             .iter()
-            .filter(|e| e.origin == origin)
+            .filter(|e| e.origin == origin && (e.exception || e.audit == audit))
             .filter(|e| {
                 if e.dir {
                     at_or_below(path, &e.path)
@@ -399,6 +413,7 @@ pub fn what(r: &Record) -> String {
         ),
         Op::Mount => "a mount change".to_owned(),
         Op::Unix if r.path.is_none() => "connect to an abstract Unix socket".to_owned(),
+        Op::AuditOpen => format!("open of {path}"),
         op => format!("{} of {path}", op.name()),
     }
 }
@@ -407,15 +422,20 @@ pub fn what(r: &Record) -> String {
 pub fn cause(r: &Record) -> String {
     match &r.entry {
         Some(e) => format!(
-            "{}:{} ({})",
+            "{}:{} ({}{})",
             e.list,
             e.line,
+            if e.audit { "an audit " } else { "a " },
             if e.dir {
-                "a directory entry"
+                "directory entry"
             } else {
-                "a file entry"
+                "file entry"
             }
         ),
+        None if r.denial.op.audit() => {
+            "an audit entry (another name of an audited file, or a line of an earlier launch)"
+                .to_owned()
+        }
         None if r.denial.op.on_listed_file() => {
             "another name of a listed file or directory (a link or a mount), a name on the way \
              to one, or a line of an earlier launch"
@@ -425,13 +445,24 @@ pub fn cause(r: &Record) -> String {
     }
 }
 
+/// How the op ended, in words: "refused", or for an audit entry's match
+/// "allowed (audit: would be refused)".
+pub fn verdict(op: Op) -> &'static str {
+    if op.audit() {
+        "allowed (audit: would be refused)"
+    } else {
+        "refused"
+    }
+}
+
 /// The journal's MESSAGE for `r`.
 pub fn message(r: &Record) -> String {
     let d = &r.denial;
     let mut m = format!(
-        "uid {}: {} refused to {} (pid {}{}): {}",
+        "uid {}: {} {} to {} (pid {}{}): {}",
         d.uid,
         what(r),
+        verdict(d.op),
         printable(&d.comm),
         d.pid,
         r.exe
@@ -455,6 +486,7 @@ pub fn journal_fields(r: &Record) -> Vec<(&'static str, String)> {
         ("ASE_COMM", d.comm.clone()),
         ("ASE_OP", d.op.name().to_owned()),
         ("ASE_CGROUP", d.cgid.to_string()),
+        ("ASE_AUDIT", u8::from(d.op.audit()).to_string()),
     ];
     if let Some(e) = &r.exe {
         f.push(("ASE_EXE", e.clone()));
@@ -483,6 +515,8 @@ pub fn to_json(r: &Record) -> String {
         "exe": r.exe,
         "op": d.op.name(),
         "what": what(r),
+        "verdict": verdict(d.op),
+        "audit": d.op.audit(),
         "path": r.path,
         "path_truncated": d.path_truncated,
         "entry": r.entry.as_ref().map(|e| format!("{}:{}", e.list, e.line)),
@@ -502,7 +536,15 @@ mod tests {
             line,
             dir,
             exception,
+            audit: false,
             path: path.as_bytes().to_vec(),
+        }
+    }
+
+    fn audit_entry(line: u32, path: &str, dir: bool) -> ListEntry {
+        ListEntry {
+            audit: true,
+            ..entry(ListOrigin::User, line, path, dir, false)
         }
     }
 
@@ -544,7 +586,7 @@ mod tests {
             entry(User, 4, "/home/u/.ssh/keys/ok", true, true),
             entry(Base, 5, "/home/u/.aws", true, false),
         ];
-        let line = |p: &str| attribute(&e, p.as_bytes()).map(|e| e.line);
+        let line = |p: &str| attribute(&e, p.as_bytes(), false).map(|e| e.line);
         assert_eq!(line("/home/u/.ssh/id"), Some(1));
         assert_eq!(line("/home/u/.ssh/keys/a"), Some(3), "the nearer directory");
         assert_eq!(line("/home/u/.ssh/id.pub"), None, "excepted: by name, none");
@@ -556,12 +598,61 @@ mod tests {
             entry(Base, 9, "/etc", true, false),
         ];
         assert_eq!(
-            attribute(&both, b"/etc/secret").map(|e| e.line),
+            attribute(&both, b"/etc/secret", false).map(|e| e.line),
             Some(9),
             "the base list's line first"
         );
         let file = vec![entry(User, 1, "/a/b", false, false)];
-        assert_eq!(attribute(&file, b"/a/b/c").map(|e| e.line), None);
+        assert_eq!(attribute(&file, b"/a/b/c", false).map(|e| e.line), None);
+    }
+
+    #[test]
+    fn audit_denials_are_traced_to_audit_lines() {
+        use ListOrigin::User;
+        let e = vec![
+            entry(User, 1, "/home/u/.aws", true, false),
+            audit_entry(2, "/home/u/projects", true),
+            entry(User, 3, "/home/u/projects/ok", true, true),
+            audit_entry(4, "/home/u/.aws/config", false),
+        ];
+        let line = |p: &str, audit| attribute(&e, p.as_bytes(), audit).map(|e| e.line);
+        assert_eq!(line("/home/u/projects/a/.env", true), Some(2));
+        assert_eq!(
+            line("/home/u/projects/a/.env", false),
+            None,
+            "audit lines deny nothing"
+        );
+        assert_eq!(
+            line("/home/u/projects/ok/x", true),
+            None,
+            "the same list's exception"
+        );
+        assert_eq!(line("/home/u/.aws/config", true), Some(4));
+        assert_eq!(
+            line("/home/u/.aws/config", false),
+            Some(1),
+            "deny beats audit"
+        );
+        let mut r = record(1, 1000);
+        r.denial.op = Op::from_code(18);
+        r.entry = Some(EntryRef {
+            origin: User,
+            list: "/home/u/.config/agent-sandbox-exec/denylist".into(),
+            line: 2,
+            dir: true,
+            audit: true,
+        });
+        let m = message(&r);
+        assert!(
+            m.contains("open of /home/u/.ssh/id allowed (audit: would be refused) to cat"),
+            "{m}"
+        );
+        assert!(m.contains("denylist:2 (an audit directory entry)"), "{m}");
+        let j: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();
+        assert_eq!(j["op"], "audit-open");
+        assert_eq!(j["audit"], true);
+        assert!(journal_fields(&r).contains(&("ASE_AUDIT", "1".to_owned())));
+        assert!(journal_fields(&record(2, 1000)).contains(&("ASE_AUDIT", "0".to_owned())));
     }
 
     #[test]
@@ -642,6 +733,7 @@ mod tests {
             list: "/home/u/.config/agent-sandbox-exec/denylist".into(),
             line: 4,
             dir: true,
+            audit: false,
         });
         r.denial.suppressed = 5;
         let m = message(&r);

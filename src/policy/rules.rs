@@ -399,15 +399,17 @@ pub fn removal_notice(mode: ApplyMode, n: usize) -> String {
     }
 }
 
-/// The note for exceptions (`!PATH` lines) an apply left out (`held_back`:
-/// from inside a sandbox an exception must not loosen it, by the
-/// strictness rule, see [`may_loosen`]) or wrote (`added`: a launch from
-/// outside re-allows files); none if neither.
+/// The note for exceptions (`!PATH` lines) and audit entries an apply left
+/// out (`held_back`: from inside a sandbox an exception must not loosen it
+/// nor an audit mark appear, by the strictness rule, see [`may_loosen`]) or
+/// exceptions it wrote (`added`: a launch from outside re-allows files);
+/// none if neither.
 pub fn exception_notice(held_back: usize, added: usize) -> Option<String> {
     if held_back > 0 {
         Some(format!(
-            "{held_back} new exception(s) in the lists are not applied: a launch from inside a \
-             sandbox cannot re-allow files; launch from outside a sandbox to apply them"
+            "{held_back} new exception or audit key(s) in the lists are not applied: a launch \
+             from inside a sandbox cannot re-allow files or mark entries audit; launch from \
+             outside a sandbox to apply them"
         ))
     } else if added > 0 {
         Some(format!(
@@ -670,7 +672,7 @@ mod tests {
     fn exception_notices() {
         let held = exception_notice(2, 0).unwrap();
         assert!(
-            held.starts_with("2 new exception(s)") && held.contains("not applied"),
+            held.starts_with("2 new exception or audit key(s)") && held.contains("not applied"),
             "{held}"
         );
         // Held back wins: an inside apply says what it did not do.

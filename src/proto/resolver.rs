@@ -12,14 +12,15 @@
 //!   of kind `KIND_PATH`, `KIND_LISTED_DIR`, `KIND_FOLDING_DIR`; see
 //!   [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
-//! - `M` kind (u8), key: a directory-entry or exception mark (deny_map entry
-//!   of kind `KIND_DIR_*` / `KIND_EXC_*`);
+//! - `M` kind (u8), key: a directory-entry, exception or audit mark (deny_map
+//!   entry of kind `KIND_DIR_*` / `KIND_EXC_*` / `KIND_AUDIT*`);
 //! - `n` kind (u8), key, length, name: the same mark by name (name_map entry
 //!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch);
 //! - `E` origin (u8: 0 base, 1 user), shape (u8: bit 0 a directory entry,
-//!   bit 1 an exception), line (u32), length (u16), path: one accepted list
+//!   bit 1 an exception, bit 2 an audit entry), line (u32), length (u16),
+//!   path: one accepted list
 //!   line, which the daemon keeps to name the line a denial comes from
 //!   ([`crate::policy::denials::attribute`]);
 //! - `I` length (u32), UTF-8 text: a directory entry's scan did not read
@@ -31,8 +32,9 @@
 //! no-change relaunch, before).
 
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_DIRS_KEY, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR,
-    KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, ListEntry, ListOrigin, NAME_MAX, NameKey,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER,
+    KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, ListEntry, ListOrigin,
+    NAME_MAX, NameKey, is_audit,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -66,6 +68,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut files = Vec::new();
     let mut names = Vec::new();
     let mut has_dirs = false;
+    let mut has_audit = false;
     'answers: for out in outs {
         let mut rest = *out;
         while let Some((&tag, body)) = rest.split_first() {
@@ -96,6 +99,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     .and_then(|(kind, b)| take_key(b).map(|(k, after)| (k.with_kind(kind), after)))
                     .map(|(k, after)| {
                         has_dirs |= k.kind == KIND_DIR_BASE || k.kind == KIND_DIR_USER;
+                        has_audit |= is_audit(k.kind);
                         files.push(k);
                         after
                     }),
@@ -104,6 +108,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         // A directory entry whose directory does not exist
                         // yet is its name alone: the walk must run for it.
                         has_dirs |= kind == KIND_DIR_BASE || kind == KIND_DIR_USER;
+                        has_audit |= is_audit(kind);
                         n.dir.kind = kind;
                         names.push(n);
                         after
@@ -141,17 +146,19 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     if has_dirs {
         files.push(HAS_DIRS_KEY);
     }
+    if has_audit {
+        files.push(HAS_AUDIT_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
 }
 
-/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`.
+/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`, [`KIND_AUDIT`],
+/// `KIND_AUDIT_DIR_*`.
 pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
     let (&kind, rest) = b.split_first()?;
     let kind = u32::from(kind);
-    (KIND_DIR_BASE..=KIND_EXC_USER)
-        .contains(&kind)
-        .then_some((kind, rest))
+    ((KIND_DIR_BASE..=KIND_EXC_USER).contains(&kind) || is_audit(kind)).then_some((kind, rest))
 }
 
 pub(crate) fn take_key(b: &[u8]) -> Option<(FileKey, &[u8])> {
@@ -193,6 +200,7 @@ pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
         line: u32::from_ne_bytes(line.try_into().ok()?),
         dir: shape & 1 != 0,
         exception: shape & 2 != 0,
+        audit: shape & 4 != 0,
         path: path.to_vec(),
     };
     Some((e, rest))
@@ -227,7 +235,8 @@ impl Sink<'_> {
             ListOrigin::Base => 0,
             ListOrigin::User => 1,
         });
-        self.out.push(u8::from(e.dir) | u8::from(e.exception) << 1);
+        self.out
+            .push(u8::from(e.dir) | u8::from(e.exception) << 1 | u8::from(e.audit) << 2);
         self.out.extend_from_slice(&e.line.to_ne_bytes());
         self.out.extend_from_slice(&(len as u16).to_ne_bytes());
         self.out.extend_from_slice(&e.path[..len]);
@@ -304,6 +313,41 @@ impl ListingSink for KindSink<'_, '_> {
     }
     fn name(&mut self, dir: FileKey, name: &[u8]) {
         self.inner.name(dir.with_kind(self.kind), name);
+    }
+}
+
+/// Passes an audit entry's findings on: with `audit`, a file key or a
+/// name's directory key of kind [`KIND_OPEN`] gets [`KIND_AUDIT`] (an
+/// `audit PATH` line, and the files an `audit DIR/` scan marks); every other
+/// kind, and everything without `audit`, passes unchanged.
+pub(crate) struct AuditSink<'s, 'a> {
+    inner: &'s mut Sink<'a>,
+    audit: bool,
+}
+
+impl<'s, 'a> AuditSink<'s, 'a> {
+    /// A sink onto `inner` that rewrites kinds only if `audit`.
+    pub(crate) fn new(inner: &'s mut Sink<'a>, audit: bool) -> Self {
+        AuditSink { inner, audit }
+    }
+
+    fn kind(&self, kind: u32) -> u32 {
+        if self.audit && kind == KIND_OPEN {
+            KIND_AUDIT
+        } else {
+            kind
+        }
+    }
+}
+
+impl ListingSink for AuditSink<'_, '_> {
+    fn file(&mut self, k: FileKey) {
+        let kind = self.kind(k.kind);
+        self.inner.file(k.with_kind(kind));
+    }
+    fn name(&mut self, dir: FileKey, name: &[u8]) {
+        let kind = self.kind(dir.kind);
+        self.inner.name(dir.with_kind(kind), name);
     }
 }
 
@@ -410,6 +454,7 @@ mod tests {
                 line: 3,
                 dir: true,
                 exception: false,
+                audit: false,
                 path: b"/home/u/.ssh".to_vec(),
             },
             ListEntry {
@@ -417,7 +462,16 @@ mod tests {
                 line: 70_000,
                 dir: false,
                 exception: true,
+                audit: false,
                 path: b"/etc/x y".to_vec(),
+            },
+            ListEntry {
+                origin: ListOrigin::User,
+                line: 9,
+                dir: true,
+                exception: false,
+                audit: true,
+                path: b"/home/u/.aws".to_vec(),
             },
         ];
         let mut out = Vec::new();
@@ -425,6 +479,7 @@ mod tests {
         sink.entry(&lines[0]);
         sink.record(b'U', "a warning");
         sink.entry(&lines[1]);
+        sink.entry(&lines[2]);
         let r = parse_output(&[&out]);
         assert_eq!(r.fatal, None);
         assert_eq!(r.entries, lines);

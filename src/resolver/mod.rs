@@ -40,10 +40,13 @@ pub mod reuse;
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{
     KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, ListEntry, ListOrigin,
+    audit_dir_kind,
 };
 use crate::os::fd;
 use crate::os::paths::HOME_LIST;
-use crate::proto::resolver::{EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME};
+use crate::proto::resolver::{
+    AuditSink, EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME,
+};
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
 use crate::resolve::list_file::{open_list, read_all};
 use crate::resolver::reuse::Reuse;
@@ -442,16 +445,26 @@ pub(crate) enum Shape {
     Exception,
     /// `!DIR/`: an exception for every file below a directory.
     DirException,
+    /// `audit PATH`: one file, reported and not enforced.
+    AuditFile,
+    /// `audit DIR/`: every file below a directory, reported and not enforced.
+    AuditDir,
 }
 
 impl Shape {
     pub(crate) fn of(e: &denylist::Entry<'_>) -> Shape {
-        match (e.dir, e.exception) {
-            (false, false) => Shape::File,
-            (true, false) => Shape::Dir,
-            (false, true) => Shape::Exception,
-            (true, true) => Shape::DirException,
+        match (e.dir, e.exception, e.audit) {
+            (false, false, false) => Shape::File,
+            (true, false, false) => Shape::Dir,
+            (false, true, _) => Shape::Exception,
+            (true, true, _) => Shape::DirException,
+            (false, false, true) => Shape::AuditFile,
+            (true, false, true) => Shape::AuditDir,
         }
+    }
+
+    fn dir(self) -> bool {
+        matches!(self, Shape::Dir | Shape::DirException | Shape::AuditDir)
     }
 }
 
@@ -580,8 +593,9 @@ pub(crate) fn emit(
             Source::Home => ListOrigin::User,
         },
         line: u32::try_from(line).unwrap_or(u32::MAX),
-        dir: matches!(shape, Shape::Dir | Shape::DirException),
+        dir: shape.dir(),
         exception: matches!(shape, Shape::Exception | Shape::DirException),
+        audit: matches!(shape, Shape::AuditFile | Shape::AuditDir),
         path: path.as_os_str().as_bytes().to_vec(),
     });
     let (dir_kind, exc_kind) = match source {
@@ -601,13 +615,20 @@ pub(crate) fn emit(
             },
             reuse,
         ),
-        Shape::Dir | Shape::DirException => {
-            let (kind, budget) = if shape == Shape::Dir {
-                (dir_kind, Some(MAX_SCAN_KEYS))
-            } else {
-                (exc_kind, None)
+        Shape::AuditFile => ctx.resolve(path, last, &mut AuditSink::new(sink, true), reuse),
+        Shape::Dir | Shape::DirException | Shape::AuditDir => {
+            let (kind, budget) = match shape {
+                Shape::Dir => (dir_kind, Some(MAX_SCAN_KEYS)),
+                Shape::AuditDir => (audit_dir_kind(dir_kind), Some(MAX_SCAN_KEYS)),
+                _ => (exc_kind, None),
             };
-            match ctx.resolve_dir(path, kind, budget, sink, reuse) {
+            match ctx.resolve_dir(
+                path,
+                kind,
+                budget,
+                &mut AuditSink::new(sink, shape == Shape::AuditDir),
+                reuse,
+            ) {
                 Ok(scan) => {
                     let unmarked = (scan.unmarked > 0).then(|| {
                         format!(
