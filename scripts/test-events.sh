@@ -20,6 +20,10 @@
 #                  unlink, chmod below a directory entry, a signal, /proc/<pid>/environ
 #                  (ptrace), F_SETOWN, a Unix socket and a loopback TCP server of the
 #                  user's made outside
+#   audit          audit entries (shadow mode): `audit PATH`, `audit DIR/` with an
+#                  exception, `audit all`: opens allowed and reported as "would deny"
+#                  naming the audit line; deny beats audit; from inside, a new audit
+#                  line and an entry turned audit change nothing until an outside launch
 #   storm          100,000 denied opens: a bounded number of journal lines, one
 #                  "not logged (rate limit)" summary, the daemon's memory bounded
 #   lost           a forced overflow (the daemon stopped while a sandbox is denied for
@@ -42,7 +46,7 @@ readonly USR2=asx-ev2
 readonly GECOS="agent-sandbox-exec events test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(open_event dir_entry denials_cli other_ops storm lost restart)
+CHECKS=(open_event dir_entry denials_cli other_ops audit storm lost restart)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -81,6 +85,20 @@ op, path = sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else None)
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r["op"] == op and (path is None or r.get("path") == path):
+        sys.exit(0)
+sys.exit(1)' "$OUT" "$@"
+}
+
+# has_rec KEY=VALUE...: $OUT (--denials --json) holds a record with every KEY equal to
+# VALUE (as JSON text: audit=true, path="/x" is written path=/x for strings)
+has_rec() {
+	python3 -c 'import json, sys
+want = [a.split("=", 1) for a in sys.argv[2:]]
+def same(v, w):
+    return json.dumps(v) == w or v == w
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if all(same(r.get(k), w) for k, w in want):
         sys.exit(0)
 sys.exit(1)' "$OUT" "$@"
 }
@@ -245,6 +263,72 @@ while time.time() < end:
         except PermissionError:
             refused += 1
 print("opens", n, "refused", refused, flush=True)'
+
+check_audit() {
+	local list=$UH/$HOME_LIST_REL
+	run_as "$USR" mkdir -p "$UH/audited/deep" "$UH/audited/public" "$UH/all-dir"
+	local f
+	for f in audited/deep/token audited/public/readme audit-file new-audit all-file all-dir/x; do
+		run_as "$USR" sh -c 'echo "$2" >"$1"' sh "$UH/$f" "$f"
+	done
+	printf '%s\n' "# $SUITE audit" "~/.ssh/id_ed25519" "audit ~/.ssh/id_ed25519" "audit ~/audited/" \
+		"!~/audited/public/" "audit ~/audit-file" "~/all-file" |
+		runuser -u "$USR" -- tee "$list" >/dev/null
+	run_in "$USR" sh -c 'cat "$1"; cat "$2"; cat "$3"; cat "$4"' sh "$UH/audited/deep/token" \
+		"$UH/audited/public/readme" "$UH/audit-file" "$UH/.ssh/id_ed25519"
+	okl "audit: files below an audit directory entry and an audit file entry are read" '$(why); $(snip "$OUT")' \
+		eval 'has "audited/deep/token" "$OUT" && has "audited/public/readme" "$OUT" && has "audit-file" "$OUT"'
+	okl "audit: deny beats audit (a file entry and an audit line of the same file)" '$(why)' \
+		has "Operation not permitted" "$ERR"
+	wait_for 20 eval 'denials_json; has_rec op=audit-open path="\"$UH/audit-file\""'
+	denials_json
+	okl "audit: the open below the audit directory is reported as would-deny, naming line 4" '$(snip "$OUT")' \
+		has_rec op='"audit-open"' audit=true path="\"$UH/audited/deep/token\"" entry="\"$list:4\""
+	okl "audit: the audit file entry's open is reported, naming line 6" '$(snip "$OUT")' \
+		has_rec op='"audit-open"' path="\"$UH/audit-file\"" entry="\"$list:6\""
+	okl "audit: the same list's exception below the audit directory: nothing reported" '$(snip "$OUT")' \
+		eval '! has_rec path="\"$UH/audited/public/readme\""'
+	okl "audit: the denied file's refusal is an open refusal naming its enforced line" '$(snip "$OUT")' \
+		has_rec op='"open"' audit=false path="\"$UH/.ssh/id_ed25519\"" entry="\"$list:2\""
+	run_as "$USR" "$LAUNCHER" --denials
+	okl "audit: --denials says allowed (audit: would be refused) and names the audit line" '$(snip "$OUT")' \
+		eval 'has "open of $UH/audit-file allowed (audit: would be refused) to cat" "$OUT" &&
+			has "denylist:6 (an audit file entry)" "$OUT"'
+	okl "audit: the journal entry carries ASE_AUDIT=1 and ASE_OP=audit-open" \
+		'$(journalctl -q --no-pager -o verbose --since "@$STARTED" ASE_UID="$USR_UID" ASE_AUDIT=1 | grep ASE_ | head -8 | tr "\n" "|")' \
+		wait_for 30 journal_has ASE_UID="$USR_UID" ASE_AUDIT=1 ASE_OP=audit-open
+	# From inside: turn line 7 (~/all-file) audit, add `audit ~/new-audit`; a launch from inside
+	# changes nothing (the denial stays, the new audit line waits), and says so.
+	run_in "$USR" sh -c 'sed -i "s|^~/all-file\$|audit ~/all-file|" "$1" && echo "audit ~/new-audit" >>"$1" &&
+		"$2" sh -c "cat \"\$1\"; cat \"\$2\"" sh "$3" "$4"' sh "$list" "$LAUNCHER" "$UH/all-file" "$UH/new-audit"
+	okl "audit: from inside, an entry turned audit stays denied" '$(why); $(snip "$OUT")' \
+		eval 'has "Operation not permitted" "$ERR" && ! has "all-file" "$OUT"'
+	okl "audit: from inside, the launch says the new audit keys are not applied" '$(why)' \
+		has "audit key(s) in the lists are not applied" "$ERR"
+	sleep 2
+	denials_json
+	okl "audit: from inside, the new audit line reports nothing" '$(snip "$OUT")' \
+		eval '! has_rec op="\"audit-open\"" path="\"$UH/new-audit\""'
+	# From outside, the same list applies: the entry turned audit is allowed and reported
+	# (the launch says it protects less), the new audit line reports.
+	run_in "$USR" sh -c 'cat "$1"; cat "$2"' sh "$UH/all-file" "$UH/new-audit"
+	okl "audit: from outside, the entry turned audit is read; the launch says it protects less" '$(why); $(snip "$OUT")' \
+		eval 'has "all-file" "$OUT" && has "no longer" "$ERR"'
+	wait_for 20 eval 'denials_json; has_rec op="\"audit-open\"" path="\"$UH/new-audit\""'
+	okl "audit: from outside, both audit lines report" '$(snip "$OUT")' \
+		eval 'has_rec op="\"audit-open\"" path="\"$UH/all-file\"" && has_rec op="\"audit-open\"" path="\"$UH/new-audit\""'
+	# `audit all`: every entry of the list is an audit entry; the enforced one is then read.
+	printf '%s\n' "# $SUITE audit all" "audit all" "~/all-dir/" "~/.ssh/id_ed25519" |
+		runuser -u "$USR" -- tee "$list" >/dev/null
+	run_in "$USR" sh -c 'cat "$1"; cat "$2"' sh "$UH/all-dir/x" "$UH/.ssh/id_ed25519"
+	okl "audit: with \`audit all\`, the list's entries are read" '$(why); $(snip "$OUT")' \
+		eval '[ "$RC" -eq 0 ] && has "all-dir/x" "$OUT" && has "key" "$OUT"'
+	wait_for 20 eval 'denials_json; has_rec op="\"audit-open\"" path="\"$UH/all-dir/x\"" entry="\"$list:3\""'
+	okl "audit: with \`audit all\`, a directory entry's open is reported naming its line" '$(snip "$OUT")' \
+		has_rec op='"audit-open"' path="\"$UH/all-dir/x\"" entry="\"$list:3\""
+	set_events_list
+	run_in "$USR" true
+}
 
 check_storm() {
 	local t0 t1 rss0 rss1 lines max

@@ -180,7 +180,8 @@ pub fn main(args: &[OsString]) -> u8 {
                  --denials       what your sandbox was refused lately (the daemon keeps your last\n\
                  \x20               200), oldest first, and which list line caused it; --follow\n\
                  \x20               waits for more, --since 10m (s, m, h, d) only the recent ones,\n\
-                 \x20               --json one JSON object per line; works inside a sandbox too\n\
+                 \x20               --json one JSON object per line; works inside a sandbox too; also\n\
+                 \x20               the opens an `audit PATH` or `audit DIR/` line would deny (allowed)\n\
                  See agent-sandbox-exec(1).",
                 paths.base_list.display(),
                 crate::os::paths::HOME_LIST
