@@ -105,6 +105,14 @@ sys.exit(1)' "$OUT" "$@"
 
 daemon_pid() { systemctl show -p MainPID --value agent-sandbox-execd; }
 daemon_rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$(daemon_pid)/status" 2>/dev/null; }
+# daemon_cpu_ms: the daemon's user + system CPU time so far, in ms (proc(5): stat fields 14, 15)
+daemon_cpu_ms() {
+	local stat hz f
+	stat=$(cat "/proc/$(daemon_pid)/stat" 2>/dev/null) || return 0
+	hz=$(getconf CLK_TCK)
+	read -ra f <<<"${stat##*) }" # f[0] is field 3 (state)
+	echo $(((f[11] + f[12]) * 1000 / hz))
+}
 
 check_open_event() {
 	run_in "$USR" cat "$UH/.ssh/id_ed25519"
@@ -331,10 +339,11 @@ check_audit() {
 }
 
 check_storm() {
-	local t0 t1 rss0 rss1 lines max
+	local t0 t1 rss0 rss1 cpu0 cpu1 lines max
 	sleep 11 # a fresh journal window for the uid
 	t0=$(date +%s)
 	rss0=$(daemon_rss_kb)
+	cpu0=$(daemon_cpu_ms)
 	CMD_TIMEOUT=300
 	run_in "$USR" python3 -c 'import os, sys
 n = refused = 0
@@ -360,7 +369,8 @@ print("opens", n, "refused", refused)' "$UH/.ssh/id_ed25519"
 		wait_for 20 eval 'journalctl -q --no-pager -o cat -u agent-sandbox-execd --since "@$t0" |
 			grep -q "uid $USR_UID: [0-9]* more refusals in the last 10 s not logged (rate limit"'
 	rss1=$(daemon_rss_kb)
-	note "storm: daemon VmRSS ${rss0} kB before, ${rss1} kB after"
+	cpu1=$(daemon_cpu_ms)
+	note "storm: daemon VmRSS ${rss0} kB before, ${rss1} kB after; daemon CPU time during the storm $((cpu1 - cpu0)) ms; $lines journal lines"
 	okl "storm: the daemon's memory grew by less than 4 MiB (${rss0} -> ${rss1} kB)" '' \
 		[ $((rss1 - rss0)) -lt 4096 ]
 }
