@@ -260,6 +260,16 @@ hook_suite() {
 		chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 		measure "hook.dirs$n" as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	done
+	# Audit entries (issue 28): the same 100 directory entries as audit entries (`audit all`): an
+	# allowed open also walks for them, without memos (nothing matches, nothing is reported).
+	{
+		echo "audit all"
+		for ((i = 0; i < 100; i++)); do
+			printf '%s/\n' "$UHOME/dirs/e$i"
+		done
+	} >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.audit100 as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	# Back to the $BIG list, which the honesty check and the memory figures below expect.
 	set_list "$U" "$BIG"
 	# A denied open in a loop (issue 28): the refusal and its event (after the first 8 a second,
@@ -530,7 +540,7 @@ report_hooks() {
 	dempty=$(med hook.deepempty) dll=$(med hook.deeplandlock)
 	echo "directory entries, open+close of an unlisted file 8 levels deep in the home, ns/op (x floor:"
 	echo "the empty program opening the same file, $dempty; Landlock there $dll, $(calc '%.4f' "$dll / $dempty")x):"
-	for n in deepfiles dirs1 dirs100 dirs1000; do
+	for n in deepfiles dirs1 dirs100 dirs1000 audit100; do
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
 			"$(calc '%.4f' "$(med "hook.$n") / $dempty")"
 	done
@@ -541,6 +551,8 @@ report_hooks() {
 	echo "  below Landlock: $(verdict "$(med hook.dirs100) < $dll")"
 	echo "  no growth 1 -> 1,000 directory entries: $(calc '%+.2f%%' "($(med hook.dirs1000) / $(med hook.dirs1) - 1) * 100") ->" \
 		"$(verdict "$(med hook.dirs1000) <= $(med hook.dirs1) * 1.002")"
+	echo "  100 audit directory entries (\`audit all\`: a walk without memos after the allowed open):" \
+		"$(calc '%+.0f' "$(med hook.audit100) - $(med hook.deepfiles)") ns above file entries only"
 	echo "  above file entries only, per open (the file's level, then the walk memo of its directory; the"
 	echo "  first open there walks all 12 levels to the root): $(calc '%.0f' "$(med hook.dirs100) - $(med hook.deepfiles)") ns"
 
