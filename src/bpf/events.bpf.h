@@ -89,6 +89,7 @@ static __always_inline void denial_dropped_one(__u64 cgid)
 static __always_inline struct denial *denial_start(__u32 op, __u64 cgid, __u32 dev, __u64 ino)
 {
 	struct denial_bucket_key k = {};
+	struct denial_room *room;
 	struct denial *e;
 	__u32 zero = 0, suppressed = 0, ignored;
 	__u64 now = bpf_ktime_get_boot_ns();
@@ -108,9 +109,15 @@ static __always_inline struct denial *denial_start(__u32 op, __u64 cgid, __u32 d
 		denial_dropped_one(cgid);
 		return NULL;
 	}
-	e = bpf_map_lookup_elem(&denial_scratch, &zero);
-	if (!e)
+	room = bpf_map_lookup_elem(&denial_scratch, &zero);
+	if (!room)
 		return NULL;
+	/* Another record is being built on this CPU (a preempted program): this one is lost. */
+	if (__sync_val_compare_and_swap(&room->busy, 0, 1) != 0) {
+		denial_stat(DENIAL_STAT_LOST);
+		return NULL;
+	}
+	e = &room->d;
 	e->boot_ns = now;
 	e->cgid = cgid;
 	e->ino = ino;
@@ -125,11 +132,14 @@ static __always_inline struct denial *denial_start(__u32 op, __u64 cgid, __u32 d
 	return e;
 }
 
-/* Sends the record `e` to the daemon, or counts it lost. */
+/* Sends the record `e` (of denial_start()) to the daemon, or counts it lost; frees its room. */
 static __always_inline void denial_send(struct denial *e)
 {
+	struct denial_room *room = (void *)e - __builtin_offsetof(struct denial_room, d);
+
 	if (bpf_ringbuf_output(&denials, e, sizeof(*e), 0))
 		denial_stat(DENIAL_STAT_LOST);
+	room->busy = 0;
 }
 
 /* State of the path walk (a bpf_loop() callback's context). */
@@ -138,6 +148,8 @@ struct denial_path_ctx {
 	__u64 mnt;    /* struct mount * it is on; 0: stop at its filesystem's root */
 	__u32 pos;    /* the path so far starts at path[pos] */
 	__u32 flags;  /* AGENT_SANDBOX_DENIAL_PATH_* */
+	__u32 done;   /* the walk reached a root */
+	__u32 pad;
 };
 
 /* Prepends one name (or crosses one mount) to the per-CPU record's path; 1 stops the loop. */
@@ -148,9 +160,11 @@ static long denial_path_step(__u64 index, void *ctx)
 	struct mount *here = (struct mount *)c->mnt;
 	struct dentry *parent;
 	const unsigned char *name;
+	struct denial_room *room;
 	struct denial *e;
-	__u32 zero = 0, len;
+	__u32 zero = 0, len, old;
 	__u64 pos, size;
+	long n;
 
 	parent = BPF_CORE_READ(d, d_parent);
 	/*
@@ -162,6 +176,7 @@ static long denial_path_step(__u64 index, void *ctx)
 		struct mount *m = here;
 		struct mount *up;
 
+		c->done = 1;
 		if (!m) {
 			c->flags |= AGENT_SANDBOX_DENIAL_PATH_FS;
 			return 1;
@@ -169,27 +184,43 @@ static long denial_path_step(__u64 index, void *ctx)
 		up = BPF_CORE_READ(m, mnt_parent);
 		if (!up || up == m)
 			return 1; /* the root of the mount tree */
+		c->done = 0;
 		c->dentry = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
 		c->mnt = (__u64)up;
 		return 0;
 	}
-	e = bpf_map_lookup_elem(&denial_scratch, &zero);
-	if (!e)
+	room = bpf_map_lookup_elem(&denial_scratch, &zero);
+	if (!room)
 		return 1;
-	len = BPF_CORE_READ(d, d_name.len);
+	e = &room->d;
+	/*
+	 * The name, then its length (the order of prepend_name() in
+	 * fs/d_path.c); a rename may change both between the two reads (no
+	 * rename_lock is held), so the copy is a string copy bounded by the
+	 * length read: it stops at the name's NUL and never reads past the
+	 * name it got, and a length that does not match ends the path as
+	 * truncated.
+	 */
 	name = BPF_CORE_READ(d, d_name.name);
+	len = BPF_CORE_READ(d, d_name.len);
 	if (len == 0 || len > 255 || c->pos < len + 1) {
 		c->flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
 		return 1;
 	}
-	pos = c->pos - len;
+	old = c->pos;
+	pos = old - len;
+	/* len + 1 (room for the NUL), bounded to 256 in the register the call takes. */
 	size = len;
-	asm volatile("%[size] &= 255" : [size] "+r"(size));
+	asm volatile("%[size] &= 255\n\t%[size] += 1" : [size] "+r"(size));
 	pos &= AGENT_SANDBOX_DENIAL_PATH - 1;
-	if (bpf_probe_read_kernel(&e->path[pos], size, name)) {
+	n = bpf_probe_read_kernel_str(&e->path[pos], size, name);
+	if (n != (long)len + 1) {
 		c->flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
 		return 1;
 	}
+	/* The copy's NUL fell on the '/' that starts the path so far: put it back. */
+	if (old < AGENT_SANDBOX_DENIAL_PATH)
+		e->path[old & (AGENT_SANDBOX_DENIAL_PATH - 1)] = '/';
 	pos = (pos - 1) & (AGENT_SANDBOX_DENIAL_PATH - 1);
 	e->path[pos] = '/';
 	c->pos = pos;
@@ -208,7 +239,12 @@ static __always_inline void denial_path(struct denial *e, __u64 dentry, __u64 mn
 	c.dentry = dentry;
 	c.mnt = mnt;
 	c.pos = AGENT_SANDBOX_DENIAL_PATH;
-	if (bpf_loop(DENIAL_PATH_LEVELS, denial_path_step, &c, 0) == DENIAL_PATH_LEVELS)
+	/*
+	 * bpf_loop() returns the number of calls made: DENIAL_PATH_LEVELS
+	 * also when the last one ended the walk, so the walk's own end is
+	 * kept in c.done.
+	 */
+	if (bpf_loop(DENIAL_PATH_LEVELS, denial_path_step, &c, 0) == DENIAL_PATH_LEVELS && !c.done)
 		c.flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
 	e->path_off = c.pos;
 	e->flags = c.flags;

@@ -212,12 +212,23 @@ struct {
 	__uint(max_entries, 512 * 1024);
 } denials SEC(".maps");
 
-/* Per-CPU room for the record being built (too big for the stack). */
+/*
+ * Per-CPU room for the record being built (too big for the stack), with a
+ * flag that says it is in use: an LSM program can be preempted on its CPU
+ * (PREEMPT kernels) by a task whose refusal would build its record in the
+ * same room, mixing two refusals (of two users) into one record. The later
+ * one finds the room busy and is counted lost instead.
+ */
+struct denial_room {
+	__u64 busy; /* 1 while a record is built here (cmpxchg) */
+	struct denial d;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct denial);
+	__type(value, struct denial_room);
 } denial_scratch SEC(".maps");
 
 /* A token bucket's key: a sandbox (op 0, dev 0, ino 0), or a sandbox's op on one file. */

@@ -37,6 +37,10 @@ pub struct Denials {
     dropped_seen: HashMap<u64, u64>,
     /// Sandbox cgroup id -> uid, learnt from the records.
     owners: HashMap<u64, u32>,
+    /// The daemon's own mount table (the host's) and when it was read, for
+    /// the mount points of filesystem-relative paths: read at most once a
+    /// second, whatever a sandboxed task's own mount namespace holds.
+    mounts: Option<(std::time::Instant, Vec<u8>)>,
 }
 
 impl Denials {
@@ -64,6 +68,7 @@ impl Denials {
             seen: bpf.denial_stats(),
             dropped_seen: bpf.denial_dropped().into_iter().collect(),
             owners: HashMap::new(),
+            mounts: None,
         }
     }
 
@@ -123,7 +128,7 @@ impl Denials {
             .map(|p| p.to_string_lossy().into_owned());
         let path = d.path.as_ref().map(|p| {
             let shown = if d.path_fs_relative {
-                mount_tree_path(d.pid, d.dev, p).unwrap_or_else(|| p.clone())
+                self.mount_tree_path(d.dev, p).unwrap_or_else(|| p.clone())
             } else {
                 p.clone()
             };
@@ -244,13 +249,25 @@ impl Denials {
     }
 }
 
-/// The path in the denied task's mount tree (or the daemon's, if it is
-/// gone) of `fs_path` on device `dev`.
-fn mount_tree_path(pid: u32, dev: u32, fs_path: &[u8]) -> Option<Vec<u8>> {
-    let text = procfs::read_pseudo(format!("/proc/{pid}/mountinfo"))
-        .or_else(|_| procfs::read_pseudo("/proc/self/mountinfo"))
-        .ok()?;
-    denials::mounted_path(procfs::mountinfo(&text), dev, fs_path)
+impl Denials {
+    /// The path in the host's mount tree (the daemon's mount namespace) of
+    /// `fs_path` on device `dev`. Not the denied task's own table: a
+    /// sandboxed task may make a mount namespace of its own with any number
+    /// of mounts (reading it per record would stall the poll loop) and
+    /// decoy mounts of the device (which would change the path shown and
+    /// the list line it is traced to).
+    fn mount_tree_path(&mut self, dev: u32, fs_path: &[u8]) -> Option<Vec<u8>> {
+        let fresh = self
+            .mounts
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < std::time::Duration::from_secs(1));
+        if !fresh {
+            let text = procfs::read_pseudo("/proc/self/mountinfo").ok()?;
+            self.mounts = Some((std::time::Instant::now(), text));
+        }
+        let (_, text) = self.mounts.as_ref()?;
+        denials::mounted_path(procfs::mountinfo(text), dev, fs_path)
+    }
 }
 
 fn now_ms() -> u64 {

@@ -503,7 +503,25 @@ pub fn journal_fields(r: &Record) -> Vec<(&'static str, String)> {
     f
 }
 
-/// `r` as one line of JSON (the wire format of `--denials`, and its `--json`).
+/// Longest text field of a record's JSON, in bytes before escaping: a path
+/// is at most 1,024 bytes from the kernel, plus its mount point.
+pub const MAX_FIELD_BYTES: usize = 4096;
+
+/// `s` cut to [`MAX_FIELD_BYTES`] at a character boundary (marked `…`).
+fn clip(s: &str) -> String {
+    if s.len() <= MAX_FIELD_BYTES {
+        return s.to_owned();
+    }
+    let mut end = MAX_FIELD_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// `r` as one line of JSON (the wire format of `--denials`, and its `--json`),
+/// each text field at most [`MAX_FIELD_BYTES`], so that a record always fits
+/// one reply.
 pub fn to_json(r: &Record) -> String {
     let d = &r.denial;
     serde_json::json!({
@@ -512,15 +530,15 @@ pub fn to_json(r: &Record) -> String {
         "uid": d.uid,
         "pid": d.pid,
         "comm": d.comm,
-        "exe": r.exe,
+        "exe": r.exe.as_deref().map(clip),
         "op": d.op.name(),
-        "what": what(r),
+        "what": clip(&what(r)),
         "verdict": verdict(d.op),
         "audit": d.op.audit(),
-        "path": r.path,
+        "path": r.path.as_deref().map(clip),
         "path_truncated": d.path_truncated,
-        "entry": r.entry.as_ref().map(|e| format!("{}:{}", e.list, e.line)),
-        "cause": cause(r),
+        "entry": r.entry.as_ref().map(|e| clip(&format!("{}:{}", e.list, e.line))),
+        "cause": clip(&cause(r)),
         "suppressed": d.suppressed,
     })
     .to_string()
@@ -604,6 +622,21 @@ mod tests {
         );
         let file = vec![entry(User, 1, "/a/b", false, false)];
         assert_eq!(attribute(&file, b"/a/b/c", false).map(|e| e.line), None);
+    }
+
+    #[test]
+    fn json_fields_are_bounded_not_cut() {
+        let mut r = record(1, 1000);
+        r.path = Some(format!("/{}\u{1b}[2J", "é".repeat(5000)));
+        let j = to_json(&r);
+        assert!(
+            !j.contains('\n') && !j.contains('\u{1b}'),
+            "escaped by serde_json"
+        );
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let path = v["path"].as_str().unwrap();
+        assert!(path.len() <= MAX_FIELD_BYTES + '…'.len_utf8() && path.ends_with('…'));
+        assert!(v["what"].as_str().unwrap().len() <= MAX_FIELD_BYTES + 3);
     }
 
     #[test]

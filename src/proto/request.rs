@@ -591,15 +591,29 @@ pub struct DenialsReply {
 }
 
 impl DenialsReply {
-    /// Adds record `json` numbered `seq`; false (and nothing added) when it
-    /// would not fit one reply.
+    /// Room kept for the header lines (`status`, `next`, `lost`, `more`).
+    const HEADER_ROOM: usize = 256;
+    /// A record's bytes beside its JSON: `denial=` and the newline.
+    const RECORD_OVERHEAD: usize = "denial=\n".len();
+
+    /// Adds record `json` (one JSON object: serde_json escapes every
+    /// control character, so it holds no newline) numbered `seq`; false
+    /// (and nothing added) when it would not fit one reply. A record is
+    /// never cut: cut JSON would not parse, and the record would vanish
+    /// from `--denials` (its fields are bounded where it is made,
+    /// [`crate::policy::denials::to_json`]).
     pub fn push(&mut self, json: String, seq: u64) -> bool {
-        let line = one_line(&json);
-        if self.bytes + line.len() + 16 > MAX_REPLY_BYTES - 256 {
+        let json = if json.contains('\n') {
+            json.replace('\n', "\\n")
+        } else {
+            json
+        };
+        let size = json.len() + Self::RECORD_OVERHEAD;
+        if self.bytes + size > MAX_REPLY_BYTES - Self::HEADER_ROOM {
             return false;
         }
-        self.bytes += line.len() + 9;
-        self.records.push(line);
+        self.bytes += size;
+        self.records.push(json);
         self.next = seq;
         true
     }
@@ -866,6 +880,14 @@ mod tests {
         let n = (1..).take_while(|i| full.push(big.clone(), *i)).count();
         assert!(n > 10 && full.encode().len() <= MAX_REPLY_BYTES, "{n}");
         assert_eq!(full.next, n as u64);
+        // A record longer than a protocol line is sent whole (cut JSON would not parse).
+        let mut long = DenialsReply::default();
+        let json = serde_json::json!({ "path": "/x".repeat(3000) + "\u{1b}" }).to_string();
+        assert!(long.push(json.clone(), 1));
+        let back = DenialsReply::parse(long.encode().as_bytes()).unwrap();
+        assert_eq!(back.records, [json.clone()]);
+        let v: serde_json::Value = serde_json::from_str(&back.records[0]).unwrap();
+        assert_eq!(v["path"].as_str().unwrap().len(), 6001);
         let refused = DenialsReply::parse(b"status=refused\nreason=bad request\n").unwrap_err();
         assert!(refused.to_string().contains("bad request"));
         assert!(DenialsReply::parse(b"status=ok\n").is_err(), "no next");
