@@ -885,7 +885,7 @@ mod tests {
         let json = serde_json::json!({ "path": "/x".repeat(3000) + "\u{1b}" }).to_string();
         assert!(long.push(json.clone(), 1));
         let back = DenialsReply::parse(long.encode().as_bytes()).unwrap();
-        assert_eq!(back.records, [json.clone()]);
+        assert_eq!(back.records, std::slice::from_ref(&json));
         let v: serde_json::Value = serde_json::from_str(&back.records[0]).unwrap();
         assert_eq!(v["path"].as_str().unwrap().len(), 6001);
         let refused = DenialsReply::parse(b"status=refused\nreason=bad request\n").unwrap_err();
