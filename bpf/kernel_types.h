@@ -57,6 +57,8 @@ enum bpf_map_type {
 #define PTRACE_MODE_ATTACH 0x02
 /* include/linux/fs.h: file->f_mode */
 #define FMODE_WRITE 0x2
+/* include/uapi/asm-generic/fcntl.h */
+#define O_TRUNC 00001000
 /* include/uapi/linux/magic.h */
 #define PROC_SUPER_MAGIC 0x9fa0
 /* include/linux/pid.h: enum pid_type */
@@ -164,6 +166,7 @@ struct file {
 	struct path f_path;
 	struct inode *f_inode;
 	unsigned int f_mode; /* fmode_t */
+	unsigned int f_flags; /* O_* of the open */
 };
 
 /* fs/btrfs/ctree.h (v6.1 .. v6.12): the subvolume id is root_key.objectid. */

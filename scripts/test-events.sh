@@ -239,7 +239,7 @@ check_other_ops() {
 			[ "$(grep -c "Operation not permitted" "$ERR")" -ge 4 ]'
 	denials_json
 	local op
-	for op in link rename unlink chmod signal ptrace fcntl unix-connect inet-connect; do
+	for op in link rename unlink setattr signal ptrace fcntl unix-connect inet-connect; do
 		okl "other_ops: --denials holds a $op event" '$(snip "$OUT")' has_op "$op"
 	done
 	okl "other_ops: the journal has a signal event naming the target pid" \
@@ -305,10 +305,23 @@ check_audit() {
 	okl "audit: the journal entry carries ASE_AUDIT=1 and ASE_OP=audit-open" \
 		'$(journalctl -q --no-pager -o verbose --since "@$STARTED" ASE_UID="$USR_UID" ASE_AUDIT=1 | grep ASE_ | head -8 | tr "\n" "|")' \
 		wait_for 30 journal_has ASE_UID="$USR_UID" ASE_AUDIT=1 ASE_OP=audit-open
-	# From inside: turn line 7 (~/all-file) audit, add `audit ~/new-audit`; a launch from inside
-	# changes nothing (the denial stays, the new audit line waits), and says so.
-	run_in "$USR" sh -c 'sed -i "s|^~/all-file\$|audit ~/all-file|" "$1" && echo "audit ~/new-audit" >>"$1" &&
-		"$2" sh -c "cat \"\$1\"; cat \"\$2\"" sh "$3" "$4"' sh "$list" "$LAUNCHER" "$UH/all-file" "$UH/new-audit"
+	# Turn line 7 (~/all-file) audit and add `audit ~/new-audit` (the user, outside: a
+	# sandboxed agent cannot edit the list, test-writes.sh::check_own_list) while a sandbox
+	# runs; a launch from inside it changes nothing (the denial stays, the new audit line
+	# waits), and says so.
+	local d=$T/aud
+	mkdir -p "$d" && chown "$USR:$USR" "$d"
+	timeout -k 5 120 runuser -u "$USR" -- "$LAUNCHER" sh -c 'while [ ! -e "$1" ]; do sleep 0.1; done
+		"$2" sh -c "cat \"\$1\"; cat \"\$2\"" sh "$3" "$4"' sh "$d/go" "$LAUNCHER" "$UH/all-file" \
+		"$UH/new-audit" </dev/null >"$OUT" 2>"$ERR" &
+	local pid=$!
+	BG_PIDS+=("$pid")
+	wait_for 30 eval 'pgrep -u "$USR_UID" -f "while \[ ! -e" >/dev/null'
+	runuser -u "$USR" -- sed -i "s|^~/all-file\$|audit ~/all-file|" "$list"
+	echo "audit ~/new-audit" | runuser -u "$USR" -- tee -a "$list" >/dev/null
+	touch "$d/go"
+	RC=0
+	wait "$pid" || RC=$?
 	okl "audit: from inside, an entry turned audit stays denied" '$(why); $(snip "$OUT")' \
 		eval 'has "Operation not permitted" "$ERR" && ! has "all-file" "$OUT"'
 	okl "audit: from inside, the launch says the new audit keys are not applied" '$(why)' \

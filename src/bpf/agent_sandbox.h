@@ -54,6 +54,18 @@ enum agent_sandbox_slots { AGENT_SANDBOX_SLOTS = 4096 };
  * says nothing: the KIND_HAS_AUDIT key does.
  */
 #define AGENT_SANDBOX_SLOT_AUDIT 0x4000000000000000ULL
+/*
+ * Or-ed into such a slot when that sandbox has read-only entries
+ * (`readonly` lines: KIND_RO*), so the write hooks look for them only then.
+ * A shared slot says nothing: the KIND_HAS_RO key does.
+ */
+#define AGENT_SANDBOX_SLOT_RO 0x2000000000000000ULL
+/*
+ * Or-ed in besides AGENT_SANDBOX_SLOT_RO when the read-only entries hold a
+ * directory entry that needs the whole walk (KIND_RO_DIR_BASE/_USER; not
+ * KIND_RO_DIR_OWN alone). A shared slot: the KIND_HAS_RO_DIRS key.
+ */
+#define AGENT_SANDBOX_SLOT_RO_DIRS 0x1000000000000000ULL
 
 /*
  * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
@@ -140,6 +152,33 @@ enum agent_sandbox_kind {
 	AGENT_SANDBOX_KIND_AUDIT_DIR_BASE = 10,
 	AGENT_SANDBOX_KIND_AUDIT_DIR_USER = 11,
 	AGENT_SANDBOX_KIND_HAS_AUDIT = 12,
+/*
+ * Read-only entries (list lines `readonly PATH`, `readonly DIR/`, and the
+ * user's own lists, always): the sandbox may read the file but not change
+ * it, nor anything below the directory (walk.bpf.h: the write walk).
+ * KIND_RO on a file's key (deny_map) and as the kind of name_map's
+ * directory key for its name; KIND_RO_DIR_* like KIND_DIR_* (the same
+ * list's KIND_EXC_* exceptions apply to them). KIND_HAS_RO, on the all-zero
+ * file key, says the sandbox has read-only entries where its slot is shared
+ * (else AGENT_SANDBOX_SLOT_RO). These kinds have key_filter bits, except
+ * KIND_HAS_RO.
+ */
+	AGENT_SANDBOX_KIND_RO = 13,
+	AGENT_SANDBOX_KIND_RO_DIR_BASE = 14,
+	AGENT_SANDBOX_KIND_RO_DIR_USER = 15,
+	AGENT_SANDBOX_KIND_HAS_RO = 16,
+/*
+ * KIND_RO_DIR_OWN: the user's own lists' directory
+ * (~/.config/agent-sandbox-exec/, always read-only; base-list exceptions
+ * apply), when nothing below it is a directory: a file there is at most
+ * two levels below the mark, so a sandbox whose only read-only directory
+ * entry this is walks two levels (SBX_RO without SBX_RO_DIRS), not to the
+ * root. With a subdirectory there, the daemon marks it KIND_RO_DIR_BASE.
+ * KIND_HAS_RO_DIRS, on the all-zero file key: the sandbox has
+ * KIND_RO_DIR_BASE/_USER marks, where its slot is shared.
+ */
+	AGENT_SANDBOX_KIND_RO_DIR_OWN = 17,
+	AGENT_SANDBOX_KIND_HAS_RO_DIRS = 18,
 };
 
 /*
@@ -259,8 +298,8 @@ enum agent_sandbox_denial_op {
 	AGENT_SANDBOX_OP_RENAME = 4,      /* inode_rename */
 	AGENT_SANDBOX_OP_CREATE = 5,      /* inode_create, mknod, symlink, mkdir */
 	AGENT_SANDBOX_OP_UNLINK = 6,      /* inode_unlink, inode_rmdir */
-	AGENT_SANDBOX_OP_SETATTR = 7,     /* inode_setattr: a mode change */
-	AGENT_SANDBOX_OP_XATTR = 8,       /* inode_setxattr, inode_set_acl */
+	AGENT_SANDBOX_OP_SETATTR = 7,     /* inode_setattr: a mode, owner, size or time change */
+	AGENT_SANDBOX_OP_XATTR = 8,       /* inode_setxattr, inode_removexattr, inode_set_acl */
 	AGENT_SANDBOX_OP_IOCTL = 9,       /* file_ioctl, file_ioctl_compat; `dev` the command, `ino` the file's inode */
 	AGENT_SANDBOX_OP_PTRACE = 10,     /* ptrace_access_check; `ino` the target's pid, `dev` the mode */
 	AGENT_SANDBOX_OP_SIGNAL = 11,     /* task_kill; `ino` the target's pid, `dev` the signal */
@@ -271,6 +310,7 @@ enum agent_sandbox_denial_op {
 	AGENT_SANDBOX_OP_MOUNT = 16,      /* sb_mount, move_mount, sb_umount */
 	AGENT_SANDBOX_OP_PROC_WRITE = 17, /* a write-open of an outside task's /proc/<pid>/ file */
 	AGENT_SANDBOX_OP_AUDIT_OPEN = 18, /* file_open: an audit entry would deny this open; allowed */
+	AGENT_SANDBOX_OP_WRITE_OPEN = 19, /* file_open: an open for writing (or O_TRUNC) of a read-only file */
 };
 
 /* struct denial's flags. */

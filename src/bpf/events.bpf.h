@@ -162,7 +162,7 @@ static long denial_path_step(__u64 index, void *ctx)
 	const unsigned char *name;
 	struct denial_room *room;
 	struct denial *e;
-	__u32 zero = 0, len, old;
+	__u32 zero = 0, len;
 	__u64 pos, size;
 	long n;
 
@@ -207,20 +207,22 @@ static long denial_path_step(__u64 index, void *ctx)
 		c->flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
 		return 1;
 	}
-	old = c->pos;
-	pos = old - len;
+	pos = (c->pos - len) & (AGENT_SANDBOX_DENIAL_PATH - 1);
 	/* len + 1 (room for the NUL), bounded to 256 in the register the call takes. */
 	size = len;
 	asm volatile("%[size] &= 255\n\t%[size] += 1" : [size] "+r"(size));
-	pos &= AGENT_SANDBOX_DENIAL_PATH - 1;
-	n = bpf_probe_read_kernel_str(&e->path[pos], size, name);
+	/* Into the spare room past the path, then the name alone into place. */
+	n = bpf_probe_read_kernel_str(&e->path[AGENT_SANDBOX_DENIAL_PATH], size, name);
 	if (n != (long)len + 1) {
 		c->flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
 		return 1;
 	}
-	/* The copy's NUL fell on the '/' that starts the path so far: put it back. */
-	if (old < AGENT_SANDBOX_DENIAL_PATH)
-		e->path[old & (AGENT_SANDBOX_DENIAL_PATH - 1)] = '/';
+	size = len;
+	asm volatile("%[size] &= 255" : [size] "+r"(size));
+	if (bpf_probe_read_kernel(&e->path[pos], size, &e->path[AGENT_SANDBOX_DENIAL_PATH])) {
+		c->flags |= AGENT_SANDBOX_DENIAL_PATH_TRUNCATED;
+		return 1;
+	}
 	pos = (pos - 1) & (AGENT_SANDBOX_DENIAL_PATH - 1);
 	e->path[pos] = '/';
 	c->pos = pos;

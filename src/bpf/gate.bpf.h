@@ -28,20 +28,26 @@ static __always_inline bool in_sandbox(__u64 cgid)
 		return false;
 	if (*slot == AGENT_SANDBOX_SLOT_SHARED)
 		return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
-	return (*slot & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT)) == cgid;
+	return (*slot & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT | AGENT_SANDBOX_SLOT_RO |
+		   AGENT_SANDBOX_SLOT_RO_DIRS)) == cgid;
 }
 
-/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries; audit entries. */
+/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries; audit entries; read-only entries. */
 #define SBX_IN 1U
 #define SBX_DIRS 2U
 #define SBX_AUDIT 4U
+#define SBX_RO 8U
+#define SBX_RO_DIRS 16U
 
 /*
  * 0 for a cgroup outside every sandbox; else SBX_IN, with SBX_DIRS when the
  * sandbox has directory entries (AGENT_SANDBOX_SLOT_DIRS in its slot, or,
  * for a shared slot, the KIND_HAS_DIRS key) and SBX_AUDIT when it has audit
- * entries (AGENT_SANDBOX_SLOT_AUDIT, or the KIND_HAS_AUDIT key): sandboxes
- * without them learn it from the slot's one load.
+ * entries (AGENT_SANDBOX_SLOT_AUDIT, or the KIND_HAS_AUDIT key) and SBX_RO
+ * when it has read-only entries (AGENT_SANDBOX_SLOT_RO, or KIND_HAS_RO),
+ * SBX_RO_DIRS when some need the whole walk (AGENT_SANDBOX_SLOT_RO_DIRS, or
+ * KIND_HAS_RO_DIRS):
+ * sandboxes without them learn it from the slot's one load.
  */
 static __always_inline __u32 sandbox_of(__u64 cgid)
 {
@@ -66,14 +72,25 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 		dk.file.kind = AGENT_SANDBOX_KIND_HAS_AUDIT;
 		if (bpf_map_lookup_elem(&deny_map, &dk))
 			sbx |= SBX_AUDIT;
+		dk.file.kind = AGENT_SANDBOX_KIND_HAS_RO;
+		if (bpf_map_lookup_elem(&deny_map, &dk))
+			sbx |= SBX_RO;
+		dk.file.kind = AGENT_SANDBOX_KIND_HAS_RO_DIRS;
+		if (bpf_map_lookup_elem(&deny_map, &dk))
+			sbx |= SBX_RO_DIRS;
 		return sbx;
 	}
-	if ((v & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT)) != cgid)
+	if ((v & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT | AGENT_SANDBOX_SLOT_RO |
+		   AGENT_SANDBOX_SLOT_RO_DIRS)) != cgid)
 		return 0;
 	if (v & AGENT_SANDBOX_SLOT_DIRS)
 		sbx |= SBX_DIRS;
 	if (v & AGENT_SANDBOX_SLOT_AUDIT)
 		sbx |= SBX_AUDIT;
+	if (v & AGENT_SANDBOX_SLOT_RO)
+		sbx |= SBX_RO;
+	if (v & AGENT_SANDBOX_SLOT_RO_DIRS)
+		sbx |= SBX_RO_DIRS;
 	return sbx;
 }
 

@@ -1,14 +1,58 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Name changes: the hooks that make, move or remove a name, and a mode or
- * ACL change of a directory or file below a directory entry.
+ * Name changes: the hooks that make, move or remove a name; a mode or ACL
+ * change of a directory or file below a directory entry; and every change
+ * of a read-only file or of anything below a read-only directory entry
+ * (ro_walk_denied()), or of a listed file's attributes (write_protected()).
  * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
  * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
- * lsm/inode_setxattr, lsm/inode_set_acl.
+ * lsm/inode_setxattr, lsm/inode_removexattr, lsm/inode_set_acl.
  */
 #ifndef AGENT_SANDBOX_NAMES_BPF_H
 #define AGENT_SANDBOX_NAMES_BPF_H
+
+/*
+ * Is the dentry at address `d` (probe reads only) a listed file of sandbox
+ * `cgid`: its inode's key (KIND_OPEN) or its name in its parent? A read
+ * entry protects its file from changes too (its attributes: size, mode,
+ * owner, times, extended attributes).
+ */
+static __always_inline bool dentry_listed(__u64 cgid, __u64 d)
+{
+	struct dentry *dentry = (struct dentry *)d;
+	struct deny_key dk = {};
+	struct inode *inode;
+	__u64 ino;
+
+	inode = BPF_CORE_READ(dentry, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+			read_key(&dk.file, inode, ino);
+			dk.cgid = cgid;
+			if (bpf_map_lookup_elem(&deny_map, &dk))
+				return true;
+		}
+	}
+	return alias_listed(cgid, dentry);
+}
+
+/* May sandbox `cgid` (of sandbox_of() `sbx`) not change the file at dentry address `d`? */
+static __always_inline bool write_protected(__u64 cgid, __u32 sbx, __u64 d)
+{
+	return dentry_listed(cgid, d) || ro_walk_denied(cgid, sbx, d, 0);
+}
+
+/* Reports the refusal of `op` on dentry address `d` and returns -EPERM, opaque to the verifier (see entry_verdict()). */
+static __always_inline int refuse_dentry(__u32 op, __u64 cgid, __u64 d)
+{
+	int eperm = -EPERM;
+
+	barrier_var(eperm);
+	report_dentry(op, cgid, d);
+	return eperm;
+}
 
 /* May `old` not get the name `new` (link, rename) in sandbox `cgid`, of sandbox_of() `sbx`? */
 static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct dentry *old,
@@ -42,7 +86,9 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
 	    name_refused(cgid, dir, new_dentry, true) ||
-	    moves_across_entry(cgid, sbx, old_dentry, new_dentry)) {
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
+	    ro_walk_denied(cgid, sbx, dentry_addr(old_dentry), 0) ||
+	    ro_walk_denied(cgid, sbx, dentry_addr(new_dentry), 0)) {
 		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
@@ -66,20 +112,24 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	    name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
-	    moves_across_entry(cgid, sbx, old_dentry, new_dentry)) {
+	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
+	    ro_walk_denied(cgid, sbx, dentry_addr(old_dentry), 0) ||
+	    ro_walk_denied(cgid, sbx, dentry_addr(new_dentry), 0)) {
 		report_dentry(AGENT_SANDBOX_OP_RENAME, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
 	return 0;
 }
 
-/* The shared body of the hooks that make or remove one name in `dir`. */
+/* The shared body of the hooks that make one name in `dir`. */
 static __always_inline int name_change(struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
-	if (name_refused(cgid, dir, dentry, true)) {
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	if (name_refused(cgid, dir, dentry, true) ||
+	    ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -130,10 +180,11 @@ SEC("lsm/inode_unlink")
 int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
-	    on_path(cgid, dentry->d_inode)) {
+	    on_path(cgid, dentry->d_inode) || ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -144,9 +195,10 @@ SEC("lsm/inode_rmdir")
 int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 {
 	__u64 cgid;
+	__u32 sbx;
 
-	ONLY_SANDBOXED(ret, cgid);
-	if (on_path(cgid, dentry->d_inode)) {
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	if (on_path(cgid, dentry->d_inode) || ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -215,11 +267,14 @@ int BPF_PROG(inode_setattr)
 		return -EPERM;
 	ONLY_SANDBOXED_AS(0, cgid, sbx);
 	n = bpf_get_func_arg_cnt(ctx);
-	if (!(sbx & SBX_DIRS) || n < 2)
+	if (n < 2)
 		return 0;
 	if (bpf_get_func_arg(ctx, n - 2, &d) || bpf_get_func_arg(ctx, n - 1, &a) || !d || !a)
 		return -EPERM;
-	if (!(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
+	/* Any change (mode, owner, size, times) of a listed or read-only file. */
+	if (write_protected(cgid, sbx, d))
+		return refuse_dentry(AGENT_SANDBOX_OP_SETATTR, cgid, d);
+	if (!(sbx & SBX_DIRS) || !(BPF_CORE_READ((struct iattr *)a, ia_valid) & ATTR_MODE))
 		return 0;
 	return entry_verdict(cgid, d, AGENT_SANDBOX_OP_SETATTR);
 }
@@ -266,8 +321,12 @@ static __always_inline int earlier_verdict(__u64 *ctx)
 	return 0;
 }
 
-/* The verdict on an ACL set on dentry argument 1 of `ctx`. */
-static __always_inline int acl_on_entry_dir(__u64 *ctx)
+/*
+ * The verdict on an extended attribute set or removed on dentry argument 1
+ * of `ctx`: refused on a listed or read-only file (any name); and, if
+ * `acl` (an ACL set), on a directory or file at or below a directory entry.
+ */
+static __always_inline int xattr_verdict(__u64 *ctx, bool acl)
 {
 	__u64 d = 0, cgid;
 	__u32 sbx;
@@ -275,10 +334,12 @@ static __always_inline int acl_on_entry_dir(__u64 *ctx)
 	if (earlier_verdict(ctx))
 		return -EPERM;
 	ONLY_SANDBOXED_AS(0, cgid, sbx);
-	if (!(sbx & SBX_DIRS))
-		return 0;
 	if (bpf_get_func_arg(ctx, 1, &d) || !d)
 		return -EPERM;
+	if (write_protected(cgid, sbx, d))
+		return refuse_dentry(AGENT_SANDBOX_OP_XATTR, cgid, d);
+	if (!acl || !(sbx & SBX_DIRS))
+		return 0;
 	return entry_verdict(cgid, d, AGENT_SANDBOX_OP_XATTR);
 }
 
@@ -291,15 +352,20 @@ int BPF_PROG(inode_setxattr)
 	if (!bpf_get_func_arg(ctx, 2, &n) && n)
 		len = bpf_probe_read_kernel_str(&w, sizeof(w), (const void *)n);
 	/* Outside the system namespace: not an ACL. A name that cannot be read is judged as one. */
-	if (len >= 0 && ((w ^ SYSTEM_PREFIX) & SYSTEM_PREFIX_MASK))
-		return earlier_verdict(ctx);
-	return acl_on_entry_dir(ctx);
+	return xattr_verdict(ctx, !(len >= 0 && ((w ^ SYSTEM_PREFIX) & SYSTEM_PREFIX_MASK)));
+}
+
+/* inode_removexattr takes (mnt_userns or idmap, dentry, name) (include/linux/lsm_hook_defs.h). */
+SEC("lsm/inode_removexattr")
+int BPF_PROG(inode_removexattr)
+{
+	return xattr_verdict(ctx, false);
 }
 
 SEC("lsm/inode_set_acl")
 int BPF_PROG(inode_set_acl)
 {
-	return acl_on_entry_dir(ctx);
+	return xattr_verdict(ctx, true);
 }
 
 #endif /* AGENT_SANDBOX_NAMES_BPF_H */

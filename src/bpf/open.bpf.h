@@ -67,9 +67,36 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
 	if (mnt)
 		mnt -= bpf_core_field_offset(struct mount, mnt);
 	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
-	if (!walk_from_as(&c, cgid, d, mnt, AGENT_SANDBOX_WALK_DEPTH, 1))
+	if (!walk_from_as(&c, cgid, d, mnt, AGENT_SANDBOX_WALK_DEPTH, WALK_MODE_AUDIT, true))
 		return false;
 	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/*
+ * Is an open of `file` for writing (or with O_TRUNC) refused: a read-only
+ * entry of sandbox `cgid` protects it (ro_walk_denied(), from the file's
+ * dentry across the mounts above it)? An overlayfs backing file is judged by
+ * its real inode's first alias, within its filesystem.
+ */
+static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct hlist_node *first;
+	__u64 d = 0, mnt = 0;
+
+	if (dentry->d_inode == inode) {
+		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+		if (mnt)
+			mnt -= bpf_core_field_offset(struct mount, mnt);
+		bpf_probe_read_kernel(&d, sizeof(d), &dentry);
+	} else {
+		first = inode->i_dentry.first;
+		if (!first)
+			return false;
+		d = (__u64)first - dentry_alias_offset();
+	}
+	return ro_walk_denied(cgid, sbx, d, mnt);
 }
 
 SEC("lsm/file_open")
@@ -86,6 +113,11 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	}
 	if (proc_write_refused(cgid, file)) {
 		report_file(AGENT_SANDBOX_OP_PROC_WRITE, cgid, file);
+		return -EPERM;
+	}
+	if ((sbx & SBX_RO) && ((file->f_mode & FMODE_WRITE) || (file->f_flags & O_TRUNC)) &&
+	    write_open_refused(cgid, sbx, file)) {
+		report_file(AGENT_SANDBOX_OP_WRITE_OPEN, cgid, file);
 		return -EPERM;
 	}
 	/* Shadow mode: allowed, reported as "would deny". */

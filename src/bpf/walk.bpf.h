@@ -67,6 +67,11 @@ extern const void mount_lock __ksym __weak;
 #define WALK_DENY 1
 #define WALK_ALLOW 2
 
+/* What a walk looks for: directory entries; audit entries; read-only entries. */
+#define WALK_MODE_READ 0
+#define WALK_MODE_AUDIT 1
+#define WALK_MODE_RO 2
+
 /* The state of one walk; its pointers are plain numbers, read through probe reads. */
 struct walk_ctx {
 	__u64 cgid;
@@ -79,7 +84,7 @@ struct walk_ctx {
 	__u32 sb_user;
 	__u32 at_sb;      /* 1 once the walk has passed the first superblock root */
 	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
-	__u32 audit;      /* 1: look for audit entries (KIND_AUDIT_DIR_*) instead of KIND_DIR_* */
+	__u32 mode;       /* WALK_MODE_*: which entries the walk looks for */
 };
 
 /* The key of inode `inode` (an address), through probe reads. */
@@ -132,11 +137,36 @@ static __always_inline void note_audit_marks(__u32 *base, __u32 *user, void *map
 		  AGENT_SANDBOX_KIND_EXC_USER);
 }
 
-/* One key's marks into the walk `c`, of the kinds its `audit` says. */
+/*
+ * The same for a read-only walk: a read-only file or name (KIND_RO) at any
+ * level protects for both lists, whatever an exception says; then the
+ * read-only directory entries and the same lists' exceptions.
+ */
+static __always_inline void note_ro_marks(__u32 *base, __u32 *user, void *map, void *key,
+					  __u32 *kind_field)
+{
+	if (has_kind(map, key, kind_field, AGENT_SANDBOX_KIND_RO)) {
+		*base = *user = WALK_DENY;
+		return;
+	}
+	/* The user's own lists' directory is a base-list entry (KIND_RO_DIR_OWN). */
+	if (*base == WALK_OPEN && has_kind(map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_OWN)) {
+		*base = WALK_DENY;
+		return;
+	}
+	walk_note(base, map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_BASE,
+		  AGENT_SANDBOX_KIND_EXC_BASE);
+	walk_note(user, map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_USER,
+		  AGENT_SANDBOX_KIND_EXC_USER);
+}
+
+/* One key's marks into the walk `c`, of the kinds its `mode` says. */
 static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field)
 {
-	if (c->audit)
+	if (c->mode == WALK_MODE_AUDIT)
 		note_audit_marks(&c->base, &c->user, map, key, kind_field);
+	else if (c->mode == WALK_MODE_RO)
+		note_ro_marks(&c->base, &c->user, map, key, kind_field);
 	else
 		note_marks(&c->base, &c->user, map, key, kind_field);
 }
@@ -260,11 +290,12 @@ static __always_inline __u32 seq_of(const void *lock)
 /*
  * The walk of sandbox `cgid` from the (possibly negative) dentry at address
  * `dentry`, on mount `mnt` (struct mount address, 0 to not cross mounts),
- * at most `depth` levels, into `c`; for audit entries if `audit`. False
- * when renames overlapped both attempts (then nothing in `c` may be used).
+ * at most `depth` levels, into `c`, for the entries `mode` says
+ * (WALK_MODE_*). False when renames overlapped both attempts (then nothing
+ * in `c` may be used).
  */
 static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
-					 __u32 depth, __u32 audit)
+					 __u32 depth, __u32 mode, bool fail_closed)
 {
 	__u32 seq;
 	int attempt;
@@ -276,10 +307,10 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 		c->dentry = dentry;
 		c->mnt = mnt;
 		c->cross_memo = 1;
-		c->audit = audit;
+		c->mode = mode;
 		bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
-			if (!c->done) {
+			if (!c->done && fail_closed) {
 				/*
 				 * Out of levels: fail closed, for both lists, so that
 				 * no nearer exception can re-allow.
@@ -298,7 +329,30 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
 				      __u32 depth)
 {
-	return walk_from_as(c, cgid, dentry, mnt, depth, 0);
+	return walk_from_as(c, cgid, dentry, mnt, depth, WALK_MODE_READ, true);
+}
+
+/*
+ * Is the (possibly negative) dentry at address `dentry` read-only for
+ * sandbox `cgid` of sandbox_of() `sbx`: a read-only file or name at it, or
+ * a read-only directory entry above it that no nearer exception of the same
+ * list re-allows (on mount `mnt`, 0 to not cross mounts)? Only sandboxes
+ * with read-only entries walk, and only two levels (the dentry and its
+ * parent) where KIND_RO_DIR_OWN is their only directory entry
+ * (agent_sandbox.h). Refused past the depth bound of a whole walk or when
+ * renames overlap both attempts (fail closed).
+ */
+static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c;
+	bool whole = sbx & SBX_RO_DIRS;
+
+	if (!(sbx & SBX_RO) || !dentry)
+		return false;
+	if (!walk_from_as(&c, cgid, dentry, mnt, whole ? AGENT_SANDBOX_WALK_DEPTH : 2,
+			  WALK_MODE_RO, whole))
+		return true;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
 }
 
 /*

@@ -142,7 +142,7 @@ impl Denials {
             (Some(p), true, false) => self
                 .lines
                 .get(&d.uid)
-                .and_then(|lines| denials::attribute(lines, p.as_bytes(), d.op.audit()))
+                .and_then(|lines| denials::attribute_op(lines, p.as_bytes(), d.op))
                 .map(|e| self.entry_ref(d.uid, e)),
             _ => None,
         };
@@ -177,6 +177,7 @@ impl Denials {
             line: e.line,
             dir: e.dir,
             audit: e.audit,
+            readonly: e.readonly,
         }
     }
 

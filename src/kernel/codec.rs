@@ -221,6 +221,27 @@ mod tests {
                 e::KIND_HAS_AUDIT,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_AUDIT,
             ),
+            (e::KIND_RO, agent_sandbox_kind::AGENT_SANDBOX_KIND_RO),
+            (
+                e::KIND_RO_DIR_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_RO_DIR_BASE,
+            ),
+            (
+                e::KIND_RO_DIR_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_RO_DIR_USER,
+            ),
+            (
+                e::KIND_HAS_RO,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_RO,
+            ),
+            (
+                e::KIND_RO_DIR_OWN,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_RO_DIR_OWN,
+            ),
+            (
+                e::KIND_HAS_RO_DIRS,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_RO_DIRS,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);

@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernel::error::{BpfError, io_e};
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, KIND_DIR_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN,
-    is_audit,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE, KIND_EXC_USER,
+    KIND_HAS_DIRS, KIND_OPEN, is_audit, is_ro,
 };
 
 /// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED, AGENT_SANDBOX_SLOT_DIRS
-/// and AGENT_SANDBOX_SLOT_AUDIT (agent_sandbox.h).
+/// AGENT_SANDBOX_SLOT_AUDIT, AGENT_SANDBOX_SLOT_RO and
+/// AGENT_SANDBOX_SLOT_RO_DIRS (agent_sandbox.h).
 pub(super) const SLOTS: usize = types::agent_sandbox_slots::AGENT_SANDBOX_SLOTS.0 as usize;
 
 pub(super) const SLOT_SHARED: u64 = u64::MAX;
@@ -25,6 +26,10 @@ pub(super) const SLOT_SHARED: u64 = u64::MAX;
 pub(super) const SLOT_DIRS: u64 = 1 << 63;
 
 pub(super) const SLOT_AUDIT: u64 = 1 << 62;
+
+pub(super) const SLOT_RO: u64 = 1 << 61;
+
+pub(super) const SLOT_RO_DIRS: u64 = 1 << 60;
 
 /// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
 /// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
@@ -46,11 +51,25 @@ pub(super) const TAG_DIR: u64 =
 
 /// Whether deny_map entry `f` has a key_filter bit: the kinds the open
 /// hook looks up ([`KIND_OPEN`], directory entries, exceptions, audit
-/// entries); the hooks that read the other kinds (rmdir, unlink, rename,
+/// entries, read-only entries); the hooks that read the other kinds (rmdir, unlink, rename,
 /// and opens in case-insensitive directories) are rare enough to go to the
 /// map directly.
 pub(super) fn uses_filter(f: &FileKey) -> bool {
-    f.kind == KIND_OPEN || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind) || is_audit(f.kind)
+    f.kind == KIND_OPEN
+        || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind)
+        || is_audit(f.kind)
+        || is_ro(f.kind)
+}
+
+/// Whether `set` holds read-only entries (the [`HAS_RO_KEY`]).
+pub(super) fn has_ro(set: &DenySet) -> bool {
+    set.files().binary_search(&HAS_RO_KEY).is_ok()
+}
+
+/// Whether `set` holds read-only directory entries that need the whole
+/// walk (the [`HAS_RO_DIRS_KEY`]).
+pub(super) fn has_ro_dirs(set: &DenySet) -> bool {
+    set.files().binary_search(&HAS_RO_DIRS_KEY).is_ok()
 }
 
 /// Whether `set` holds audit entries (the [`HAS_AUDIT_KEY`]).

@@ -13,8 +13,8 @@ use crate::kernel::codec::{
 };
 use crate::kernel::error::{BpfError, lb};
 use crate::kernel::filter::{
-    SLOT_AUDIT, SLOT_DIRS, SLOT_SHARED, SLOTS, TAG_DIR, TAG_FILE, WALK_GEN_MARKS, filter_bit,
-    has_audit, has_dirs, uses_filter,
+    SLOT_AUDIT, SLOT_DIRS, SLOT_RO, SLOT_RO_DIRS, SLOT_SHARED, SLOTS, TAG_DIR, TAG_FILE,
+    WALK_GEN_MARKS, filter_bit, has_audit, has_dirs, has_ro, has_ro_dirs, uses_filter,
 };
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{
@@ -205,7 +205,9 @@ impl Bpf {
 
     /// Recomputes slot `slot` of sandbox_slots from the sandbox set: 0, the
     /// one sandbox's cgroup id (with [`SLOT_DIRS`] when its mirror holds
-    /// directory entries, [`SLOT_AUDIT`] when it holds audit entries) or
+    /// directory entries, [`SLOT_AUDIT`] when it holds audit entries,
+    /// [`SLOT_RO`] when it holds read-only entries, [`SLOT_RO_DIRS`] when
+    /// some need the whole walk) or
     /// [`SLOT_SHARED`].
     pub(super) fn write_slot(&self, slot: usize) {
         let mut holders = self
@@ -218,7 +220,9 @@ impl Bpf {
                 Some(set) => {
                     let dirs = if has_dirs(set) { SLOT_DIRS } else { 0 };
                     let audit = if has_audit(set) { SLOT_AUDIT } else { 0 };
-                    c | dirs | audit
+                    let ro = if has_ro(set) { SLOT_RO } else { 0 };
+                    let ro_dirs = if has_ro_dirs(set) { SLOT_RO_DIRS } else { 0 };
+                    c | dirs | audit | ro | ro_dirs
                 }
                 None => c,
             },

@@ -35,6 +35,12 @@
 //!   every entry of its list an audit entry (exceptions stay exceptions).
 //!   An enforced entry of either list that matches the same open decides:
 //!   deny beats audit, so an audit line never weakens another line.
+//! - `readonly PATH` and `readonly DIR/` are *read-only entries*
+//!   ([`Entry::readonly`]): a sandbox may read the file (or what is below the
+//!   directory) but not change it: no write-open, truncate, attribute change,
+//!   new name, removal or rename there. The same list's exceptions apply to
+//!   read-only directory entries (`!PATH` re-allows reading and writing).
+//!   `audit all` leaves read-only entries enforced.
 
 use std::fmt;
 
@@ -70,8 +76,10 @@ pub struct Entry<'a> {
     /// entries.
     pub exception: bool,
     /// An audit entry: the line started with `audit`, or the list has an
-    /// `audit all` line. Never set on an exception.
+    /// `audit all` line. Never set on an exception or a read-only entry.
     pub audit: bool,
+    /// A read-only entry: the line started with `readonly`.
+    pub readonly: bool,
 }
 
 /// A line that was skipped, and why.
@@ -101,8 +109,11 @@ pub enum LineProblem {
     /// A directory entry or exception with a `.` or `..` component.
     DotComponent,
     /// `audit` before something that is not an entry (`!PATH`, `socket`,
-    /// nothing).
+    /// `readonly`, nothing).
     BadAudit,
+    /// `readonly` before something that is not an entry (`!PATH`, `socket`,
+    /// `audit`, nothing).
+    BadReadonly,
 }
 
 impl fmt::Display for LineProblem {
@@ -132,8 +143,12 @@ impl fmt::Display for LineProblem {
                  (write the path plainly); line skipped",
             ),
             LineProblem::BadAudit => f.write_str(
-                "`audit` takes one entry (`audit PATH`, `audit DIR/`) or `all`; an exception or \
-                 a socket line cannot be audited; line skipped",
+                "`audit` takes one entry (`audit PATH`, `audit DIR/`) or `all`; an exception, a \
+                 socket line or a read-only entry cannot be audited; line skipped",
+            ),
+            LineProblem::BadReadonly => f.write_str(
+                "`readonly` takes one entry (`readonly PATH`, `readonly DIR/`); an exception, a \
+                 socket line or an audit entry cannot be read-only; line skipped",
             ),
         }
     }
@@ -262,13 +277,22 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 parsed.audit_all.get_or_insert(line);
                 continue;
             }
-            Some(arg) if !arg.is_empty() && arg[0] != b'!' && socket_arg(arg).is_none() => {
-                (true, arg)
-            }
+            Some(arg) if plain_entry(arg) => (true, arg),
             Some(_) => {
                 parsed.warnings.push(LineWarning {
                     line,
                     kind: LineProblem::BadAudit,
+                });
+                continue;
+            }
+            None => (false, text),
+        };
+        let (readonly, text) = match word_arg(text, b"readonly") {
+            Some(arg) if !audit && plain_entry(arg) => (true, arg),
+            Some(_) => {
+                parsed.warnings.push(LineWarning {
+                    line,
+                    kind: LineProblem::BadReadonly,
                 });
                 continue;
             }
@@ -294,12 +318,17 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 dir,
                 exception,
                 audit,
+                readonly,
             }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
     }
     if parsed.audit_all.is_some() {
-        for e in parsed.entries.iter_mut().filter(|e| !e.exception) {
+        for e in parsed
+            .entries
+            .iter_mut()
+            .filter(|e| !e.exception && !e.readonly)
+        {
             e.audit = true;
         }
     }
@@ -330,6 +359,16 @@ fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {
 /// The argument of a `socket` line (`socket` and at least one blank), if it is one.
 fn socket_arg(text: &[u8]) -> Option<&[u8]> {
     word_arg(text, b"socket")
+}
+
+/// Whether `arg` (what follows `audit` or `readonly`) may be an entry: not
+/// empty, not an exception, a `socket` line, or another such word.
+fn plain_entry(arg: &[u8]) -> bool {
+    !arg.is_empty()
+        && arg[0] != b'!'
+        && socket_arg(arg).is_none()
+        && word_arg(arg, b"audit").is_none()
+        && word_arg(arg, b"readonly").is_none()
 }
 
 /// The rest of a line that starts with the word `word` followed by blanks or
@@ -766,6 +805,36 @@ mod tests {
             vec![
                 (1, LineProblem::TooBroad("a top-level directory")),
                 (2, LineProblem::TooBroad("the whole home directory")),
+            ]
+        );
+    }
+
+    #[test]
+    fn readonly_lines() {
+        let p = parse(
+            b"readonly ~/.bashrc\nreadonly ~/.config/systemd/user/\nreadonly !~/x\n\
+              audit readonly ~/y\nreadonly audit ~/z\nreadonly\naudit all\n",
+        );
+        let got: Vec<_> = p
+            .entries
+            .iter()
+            .map(|e| (e.line, e.path.to_vec(), e.dir, e.audit, e.readonly))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, b".bashrc".to_vec(), false, false, true),
+                (2, b".config/systemd/user".to_vec(), true, false, true),
+            ],
+            "`audit all` leaves read-only entries enforced"
+        );
+        assert_eq!(
+            warning_kinds(&p),
+            vec![
+                (3, LineProblem::BadReadonly),
+                (4, LineProblem::BadAudit),
+                (5, LineProblem::BadReadonly),
+                (6, LineProblem::BadReadonly),
             ]
         );
     }

@@ -59,6 +59,43 @@ pub const KIND_AUDIT_DIR_USER: u32 = 11;
 /// audit entries (file_open looks for them only then).
 pub const KIND_HAS_AUDIT: u32 = 12;
 
+/// `AGENT_SANDBOX_KIND_RO`: a read-only entry (`readonly PATH`) on a file's
+/// key and as the kind of the directory key of its name: the sandbox may
+/// read the file, not change it.
+pub const KIND_RO: u32 = 13;
+/// `AGENT_SANDBOX_KIND_RO_DIR_BASE`: a read-only directory entry
+/// (`readonly DIR/`) of the base list (and the user's own lists' directory,
+/// always), placed as [`KIND_DIR_BASE`] is.
+pub const KIND_RO_DIR_BASE: u32 = 14;
+/// `AGENT_SANDBOX_KIND_RO_DIR_USER`: the same for the user's list.
+pub const KIND_RO_DIR_USER: u32 = 15;
+/// `AGENT_SANDBOX_KIND_HAS_RO`: on the all-zero key, the sandbox has
+/// read-only entries (the write hooks walk only then).
+pub const KIND_HAS_RO: u32 = 16;
+
+/// `AGENT_SANDBOX_KIND_RO_DIR_OWN`: the user's own lists' directory,
+/// read-only always, when nothing below it is a directory (the write hooks
+/// then walk two levels, not to the root).
+pub const KIND_RO_DIR_OWN: u32 = 17;
+/// `AGENT_SANDBOX_KIND_HAS_RO_DIRS`: on the all-zero key, the sandbox has
+/// `KIND_RO_DIR_BASE`/`_USER` marks (the write hooks walk to the root).
+pub const KIND_HAS_RO_DIRS: u32 = 18;
+
+/// Whether `kind` is a read-only kind ([`KIND_RO`], `KIND_RO_DIR_*`).
+pub fn is_ro(kind: u32) -> bool {
+    (KIND_RO..=KIND_RO_DIR_USER).contains(&kind) || kind == KIND_RO_DIR_OWN
+}
+
+/// The read-only directory-entry kind of a list whose directory-entry kind
+/// is `dir_kind` ([`KIND_DIR_BASE`] or [`KIND_DIR_USER`]).
+pub fn ro_dir_kind(dir_kind: u32) -> u32 {
+    if dir_kind == KIND_DIR_BASE {
+        KIND_RO_DIR_BASE
+    } else {
+        KIND_RO_DIR_USER
+    }
+}
+
 /// Whether `kind` is an audit kind ([`KIND_AUDIT`], `KIND_AUDIT_DIR_*`):
 /// keys that refuse nothing.
 pub fn is_audit(kind: u32) -> bool {
@@ -81,6 +118,23 @@ pub const HAS_DIRS_KEY: FileKey = FileKey {
     ino: 0,
     subvol: 0,
     kind: KIND_HAS_DIRS,
+};
+
+/// The key that says a sandbox has read-only entries ([`KIND_HAS_RO`]).
+pub const HAS_RO_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_RO,
+};
+
+/// The key that says a sandbox has read-only directory entries that need
+/// the whole walk ([`KIND_HAS_RO_DIRS`]).
+pub const HAS_RO_DIRS_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_RO_DIRS,
 };
 
 /// The key that says a sandbox has audit entries ([`KIND_HAS_AUDIT`]).
@@ -134,6 +188,9 @@ pub struct ListEntry {
     /// An audit entry (`audit PATH`, `audit DIR/`, or any entry of a list
     /// with an `audit all` line): reported, not enforced.
     pub audit: bool,
+    /// A read-only entry (`readonly PATH`, `readonly DIR/`, or line 0 of
+    /// the base list: the user's own lists, always): readable, not changed.
+    pub readonly: bool,
     /// The absolute path, without a trailing `/`.
     pub path: Vec<u8>,
 }
@@ -173,12 +230,15 @@ impl DenySet {
         self.files.len() + self.names.len()
     }
 
-    /// Number of listed entries: file keys of kind [`KIND_OPEN`] and names
-    /// but audit ones; the marks on the way to the names ([`KIND_PATH`],
+    /// Number of listed entries: file keys of kind [`KIND_OPEN`] or a
+    /// read-only kind, and names but audit ones; the marks on the way to the names ([`KIND_PATH`],
     /// ...) follow from the names and are not counted, and audit keys deny
     /// nothing. What messages to the user count.
     pub fn entries(&self) -> usize {
-        self.files.iter().filter(|f| f.kind == KIND_OPEN).count()
+        self.files
+            .iter()
+            .filter(|f| f.kind == KIND_OPEN || is_ro(f.kind))
+            .count()
             + self.names.iter().filter(|n| !is_audit(n.dir.kind)).count()
     }
 

@@ -25,9 +25,11 @@ pub enum Op {
     Create,
     /// `inode_unlink`, `inode_rmdir`.
     Unlink,
-    /// `inode_setattr`: a mode change below a directory entry.
+    /// `inode_setattr`: a mode change below a directory entry, or any
+    /// attribute change (size, mode, owner, times) of a listed or read-only file.
     Setattr,
-    /// `inode_setxattr`, `inode_set_acl`: an ACL below a directory entry.
+    /// `inode_setxattr`, `inode_removexattr`, `inode_set_acl`: an ACL below a
+    /// directory entry, or any extended attribute of a listed or read-only file.
     Xattr,
     /// `file_ioctl`: `dev` holds the command.
     Ioctl,
@@ -50,6 +52,8 @@ pub enum Op {
     ProcWrite,
     /// `file_open`: an open an audit entry would deny, allowed (shadow mode).
     AuditOpen,
+    /// `file_open`: an open for writing (or with `O_TRUNC`) of a read-only file.
+    WriteOpen,
     /// A code this build does not know (a newer program).
     Unknown(u32),
 }
@@ -76,6 +80,7 @@ impl Op {
             16 => Op::Mount,
             17 => Op::ProcWrite,
             18 => Op::AuditOpen,
+            19 => Op::WriteOpen,
             n => Op::Unknown(n),
         }
     }
@@ -89,7 +94,7 @@ impl Op {
             Op::Rename => "rename",
             Op::Create => "create",
             Op::Unlink => "unlink",
-            Op::Setattr => "chmod",
+            Op::Setattr => "setattr",
             Op::Xattr => "setxattr",
             Op::Ioctl => "ioctl",
             Op::Ptrace => "ptrace",
@@ -101,6 +106,7 @@ impl Op {
             Op::Mount => "mount",
             Op::ProcWrite => "proc-write",
             Op::AuditOpen => "audit-open",
+            Op::WriteOpen => "write-open",
             Op::Unknown(_) => "unknown",
         }
     }
@@ -118,6 +124,7 @@ impl Op {
                 | Op::Setattr
                 | Op::Xattr
                 | Op::AuditOpen
+                | Op::WriteOpen
         )
     }
 
@@ -190,6 +197,32 @@ pub struct EntryRef {
     pub dir: bool,
     /// An audit entry.
     pub audit: bool,
+    /// A read-only entry (line 0 of the base list: the fixed protection of
+    /// the user's own lists).
+    pub readonly: bool,
+}
+
+/// Which lines can have caused a refusal, by what the hook refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// An open: the enforced read entries.
+    Read,
+    /// An audit entry's "would deny": the audit entries.
+    Audit,
+    /// A change of a file: the read-only entries and the read file entries
+    /// (a listed file is protected from changes too).
+    Write,
+}
+
+impl Class {
+    /// Whether a line that is not an exception can be of this class.
+    fn takes(self, e: &ListEntry) -> bool {
+        match self {
+            Class::Read => !e.audit && !e.readonly,
+            Class::Audit => e.audit,
+            Class::Write => e.readonly || (!e.audit && !e.dir),
+        }
+    }
 }
 
 /// Whether `path` is `dir` or below it, component-wise (`/a/b` is below
@@ -202,16 +235,16 @@ fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
 /// per list, the nearest line that names the path or a directory above it
 /// decides (an exception nearer than a directory entry re-allows for that
 /// list); a file line names the path exactly. The base list's line is
-/// preferred when both lists deny. With `audit`, the same among the audit
-/// entries and exceptions (an audit entry's "would deny"), else among the
-/// enforced entries and exceptions. None when no line denies the path by
+/// preferred when both lists deny. Only lines of `class` and exceptions
+/// count (an audit entry's "would deny" is traced to an audit line, a
+/// write-open refusal to a read-only line). None when no line denies the path by
 /// name: the file was denied by inode (another name of a listed file, or a
 /// mark on the way to a listed name), or by a line of an earlier launch.
-pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], audit: bool) -> Option<&'e ListEntry> {
+pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], class: Class) -> Option<&'e ListEntry> {
     let nearest = |origin: ListOrigin| {
         entries
             .iter()
-            .filter(|e| e.origin == origin && (e.exception || e.audit == audit))
+            .filter(|e| e.origin == origin && (e.exception || class.takes(e)))
             .filter(|e| {
                 if e.dir {
                     at_or_below(path, &e.path)
@@ -224,6 +257,22 @@ pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], audit: bool) -> Opti
             .filter(|e| !e.exception)
     };
     nearest(ListOrigin::Base).or_else(|| nearest(ListOrigin::User))
+}
+
+/// [`attribute`] for a refusal of `op`: an audit entry's match among the
+/// audit lines, a write-open among the write-protecting ones, a change of a
+/// name or of attributes among the read lines and then the write-protecting
+/// ones (both protect a file's name and attributes), any other among the
+/// read lines.
+pub fn attribute_op<'e>(entries: &'e [ListEntry], path: &[u8], op: Op) -> Option<&'e ListEntry> {
+    match op {
+        Op::AuditOpen => attribute(entries, path, Class::Audit),
+        Op::WriteOpen => attribute(entries, path, Class::Write),
+        Op::Setattr | Op::Xattr | Op::Create | Op::Link | Op::Rename | Op::Unlink => {
+            attribute(entries, path, Class::Read).or_else(|| attribute(entries, path, Class::Write))
+        }
+        _ => attribute(entries, path, Class::Read),
+    }
 }
 
 /// The path, in the mount tree, of `fs_path` (a path from the root of the
@@ -414,6 +463,9 @@ pub fn what(r: &Record) -> String {
         Op::Mount => "a mount change".to_owned(),
         Op::Unix if r.path.is_none() => "connect to an abstract Unix socket".to_owned(),
         Op::AuditOpen => format!("open of {path}"),
+        Op::WriteOpen => format!("open for writing of {path}"),
+        Op::Setattr => format!("attribute change (mode, owner, size or times) of {path}"),
+        Op::Xattr => format!("extended attribute change of {path}"),
         op => format!("{} of {path}", op.name()),
     }
 }
@@ -421,11 +473,21 @@ pub fn what(r: &Record) -> String {
 /// Which line, in words: "~/.config/agent-sandbox-exec/denylist:3 (a directory entry)".
 pub fn cause(r: &Record) -> String {
     match &r.entry {
+        Some(e) if e.readonly && e.line == 0 => {
+            "the fixed write protection of your own lists (~/.config/agent-sandbox-exec/)"
+                .to_owned()
+        }
         Some(e) => format!(
             "{}:{} ({}{})",
             e.list,
             e.line,
-            if e.audit { "an audit " } else { "a " },
+            if e.audit {
+                "an audit "
+            } else if e.readonly {
+                "a read-only "
+            } else {
+                "a "
+            },
             if e.dir {
                 "directory entry"
             } else {
@@ -555,6 +617,7 @@ mod tests {
             dir,
             exception,
             audit: false,
+            readonly: false,
             path: path.as_bytes().to_vec(),
         }
     }
@@ -562,6 +625,7 @@ mod tests {
     fn audit_entry(line: u32, path: &str, dir: bool) -> ListEntry {
         ListEntry {
             audit: true,
+            readonly: false,
             ..entry(ListOrigin::User, line, path, dir, false)
         }
     }
@@ -604,7 +668,7 @@ mod tests {
             entry(User, 4, "/home/u/.ssh/keys/ok", true, true),
             entry(Base, 5, "/home/u/.aws", true, false),
         ];
-        let line = |p: &str| attribute(&e, p.as_bytes(), false).map(|e| e.line);
+        let line = |p: &str| attribute(&e, p.as_bytes(), Class::Read).map(|e| e.line);
         assert_eq!(line("/home/u/.ssh/id"), Some(1));
         assert_eq!(line("/home/u/.ssh/keys/a"), Some(3), "the nearer directory");
         assert_eq!(line("/home/u/.ssh/id.pub"), None, "excepted: by name, none");
@@ -616,12 +680,93 @@ mod tests {
             entry(Base, 9, "/etc", true, false),
         ];
         assert_eq!(
-            attribute(&both, b"/etc/secret", false).map(|e| e.line),
+            attribute(&both, b"/etc/secret", Class::Read).map(|e| e.line),
             Some(9),
             "the base list's line first"
         );
         let file = vec![entry(User, 1, "/a/b", false, false)];
-        assert_eq!(attribute(&file, b"/a/b/c", false).map(|e| e.line), None);
+        assert_eq!(
+            attribute(&file, b"/a/b/c", Class::Read).map(|e| e.line),
+            None
+        );
+    }
+
+    #[test]
+    fn write_refusals_are_traced_to_read_only_lines() {
+        use ListOrigin::{Base, User};
+        let ro = |origin, line, path: &str, dir| ListEntry {
+            readonly: true,
+            ..entry(origin, line, path, dir, false)
+        };
+        let e = vec![
+            ro(Base, 0, "/home/u/.config/agent-sandbox-exec", true),
+            entry(User, 1, "/home/u/.ssh/id", false, false),
+            entry(User, 2, "/home/u/.ssh", true, false),
+            ro(User, 3, "/home/u/.bashrc", false),
+            ro(User, 4, "/home/u/.config/systemd/user", true),
+            entry(
+                User,
+                5,
+                "/home/u/.config/systemd/user/ok.service",
+                false,
+                true,
+            ),
+        ];
+        let line = |p: &str, op| attribute_op(&e, p.as_bytes(), op).map(|e| e.line);
+        assert_eq!(line("/home/u/.bashrc", Op::WriteOpen), Some(3));
+        assert_eq!(
+            line("/home/u/.bashrc", Op::Open),
+            None,
+            "read-only lines deny no open"
+        );
+        assert_eq!(
+            line("/home/u/.config/systemd/user/x.service", Op::Create),
+            Some(4)
+        );
+        assert_eq!(
+            line("/home/u/.config/systemd/user/ok.service", Op::Create),
+            None
+        );
+        assert_eq!(
+            line("/home/u/.ssh/id", Op::Setattr),
+            Some(1),
+            "a listed file: its line"
+        );
+        assert_eq!(
+            line("/home/u/.ssh/k", Op::Setattr),
+            Some(2),
+            "below a directory entry"
+        );
+        assert_eq!(
+            line("/home/u/.config/agent-sandbox-exec/denylist", Op::WriteOpen),
+            Some(0)
+        );
+        let mut r = record(1, 1000);
+        r.denial.op = Op::from_code(19);
+        r.entry = Some(EntryRef {
+            origin: Base,
+            list: "/etc/agent-sandbox-exec/denylist".into(),
+            line: 0,
+            dir: true,
+            audit: false,
+            readonly: true,
+        });
+        let m = message(&r);
+        assert!(
+            m.contains("open for writing of /home/u/.ssh/id refused"),
+            "{m}"
+        );
+        assert!(
+            m.contains("the fixed write protection of your own lists"),
+            "{m}"
+        );
+        r.entry.as_mut().unwrap().line = 3;
+        r.entry.as_mut().unwrap().dir = false;
+        assert!(
+            cause(&r).ends_with(":3 (a read-only file entry)"),
+            "{}",
+            cause(&r)
+        );
     }
 
     #[test]
@@ -648,21 +793,21 @@ mod tests {
             entry(User, 3, "/home/u/projects/ok", true, true),
             audit_entry(4, "/home/u/.aws/config", false),
         ];
-        let line = |p: &str, audit| attribute(&e, p.as_bytes(), audit).map(|e| e.line);
-        assert_eq!(line("/home/u/projects/a/.env", true), Some(2));
+        let line = |p: &str, op| attribute_op(&e, p.as_bytes(), op).map(|e| e.line);
+        assert_eq!(line("/home/u/projects/a/.env", Op::AuditOpen), Some(2));
         assert_eq!(
-            line("/home/u/projects/a/.env", false),
+            line("/home/u/projects/a/.env", Op::Open),
             None,
             "audit lines deny nothing"
         );
         assert_eq!(
-            line("/home/u/projects/ok/x", true),
+            line("/home/u/projects/ok/x", Op::AuditOpen),
             None,
             "the same list's exception"
         );
-        assert_eq!(line("/home/u/.aws/config", true), Some(4));
+        assert_eq!(line("/home/u/.aws/config", Op::AuditOpen), Some(4));
         assert_eq!(
-            line("/home/u/.aws/config", false),
+            line("/home/u/.aws/config", Op::Open),
             Some(1),
             "deny beats audit"
         );
@@ -674,6 +819,7 @@ mod tests {
             line: 2,
             dir: true,
             audit: true,
+            readonly: false,
         });
         let m = message(&r);
         assert!(
@@ -767,6 +913,7 @@ mod tests {
             line: 4,
             dir: true,
             audit: false,
+            readonly: false,
         });
         r.denial.suppressed = 5;
         let m = message(&r);

@@ -13,13 +13,14 @@
 //!   [`KeyContext::take_marks`]);
 //! - `N` key, length (u8, 1..=255), name: a directory key and a name in it;
 //! - `M` kind (u8), key: a directory-entry, exception or audit mark (deny_map
-//!   entry of kind `KIND_DIR_*` / `KIND_EXC_*` / `KIND_AUDIT*`);
+//!   entry of kind `KIND_DIR_*` / `KIND_EXC_*` / `KIND_AUDIT*` / `KIND_RO*`);
 //! - `n` kind (u8), key, length, name: the same mark by name (name_map entry
 //!   whose directory key has that kind);
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch);
 //! - `E` origin (u8: 0 base, 1 user), shape (u8: bit 0 a directory entry,
-//!   bit 1 an exception, bit 2 an audit entry), line (u32), length (u16),
+//!   bit 1 an exception, bit 2 an audit entry, bit 3 a read-only entry), line
+//!   (u32; 0 for the fixed protection of the user's own lists), length (u16),
 //!   path: one accepted list
 //!   line, which the daemon keeps to name the line a denial comes from
 //!   ([`crate::policy::denials::attribute`]);
@@ -32,9 +33,9 @@
 //! no-change relaunch, before).
 
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER,
-    KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH, ListEntry, ListOrigin,
-    NAME_MAX, NameKey, is_audit,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE,
+    KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH,
+    KIND_RO_DIR_BASE, KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_ro,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -69,6 +70,8 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut names = Vec::new();
     let mut has_dirs = false;
     let mut has_audit = false;
+    let mut has_ro = false;
+    let mut has_ro_dirs = false;
     'answers: for out in outs {
         let mut rest = *out;
         while let Some((&tag, body)) = rest.split_first() {
@@ -100,6 +103,8 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     .map(|(k, after)| {
                         has_dirs |= k.kind == KIND_DIR_BASE || k.kind == KIND_DIR_USER;
                         has_audit |= is_audit(k.kind);
+                        has_ro |= is_ro(k.kind);
+                        has_ro_dirs |= whole_ro_dir(k.kind);
                         files.push(k);
                         after
                     }),
@@ -109,6 +114,8 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         // yet is its name alone: the walk must run for it.
                         has_dirs |= kind == KIND_DIR_BASE || kind == KIND_DIR_USER;
                         has_audit |= is_audit(kind);
+                        has_ro |= is_ro(kind);
+                        has_ro_dirs |= whole_ro_dir(kind);
                         n.dir.kind = kind;
                         names.push(n);
                         after
@@ -149,16 +156,29 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     if has_audit {
         files.push(HAS_AUDIT_KEY);
     }
+    if has_ro {
+        files.push(HAS_RO_KEY);
+    }
+    if has_ro_dirs {
+        files.push(HAS_RO_DIRS_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
 }
 
-/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`, [`KIND_AUDIT`],
-/// `KIND_AUDIT_DIR_*`.
+/// Whether `kind` is a read-only directory entry that the write hooks must
+/// walk to the root for (`KIND_RO_DIR_BASE`, `KIND_RO_DIR_USER`).
+fn whole_ro_dir(kind: u32) -> bool {
+    kind == KIND_RO_DIR_BASE || kind == KIND_RO_DIR_USER
+}
+
+/// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`, [`KIND_AUDIT`](crate::lists::entries::KIND_AUDIT),
+/// `KIND_AUDIT_DIR_*`, [`KIND_RO`](crate::lists::entries::KIND_RO), `KIND_RO_DIR_*`.
 pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
     let (&kind, rest) = b.split_first()?;
     let kind = u32::from(kind);
-    ((KIND_DIR_BASE..=KIND_EXC_USER).contains(&kind) || is_audit(kind)).then_some((kind, rest))
+    ((KIND_DIR_BASE..=KIND_EXC_USER).contains(&kind) || is_audit(kind) || is_ro(kind))
+        .then_some((kind, rest))
 }
 
 pub(crate) fn take_key(b: &[u8]) -> Option<(FileKey, &[u8])> {
@@ -201,6 +221,7 @@ pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
         dir: shape & 1 != 0,
         exception: shape & 2 != 0,
         audit: shape & 4 != 0,
+        readonly: shape & 8 != 0,
         path: path.to_vec(),
     };
     Some((e, rest))
@@ -235,8 +256,12 @@ impl Sink<'_> {
             ListOrigin::Base => 0,
             ListOrigin::User => 1,
         });
-        self.out
-            .push(u8::from(e.dir) | u8::from(e.exception) << 1 | u8::from(e.audit) << 2);
+        self.out.push(
+            u8::from(e.dir)
+                | u8::from(e.exception) << 1
+                | u8::from(e.audit) << 2
+                | u8::from(e.readonly) << 3,
+        );
         self.out.extend_from_slice(&e.line.to_ne_bytes());
         self.out.extend_from_slice(&(len as u16).to_ne_bytes());
         self.out.extend_from_slice(&e.path[..len]);
@@ -316,31 +341,32 @@ impl ListingSink for KindSink<'_, '_> {
     }
 }
 
-/// Passes an audit entry's findings on: with `audit`, a file key or a
-/// name's directory key of kind [`KIND_OPEN`] gets [`KIND_AUDIT`] (an
-/// `audit PATH` line, and the files an `audit DIR/` scan marks); every other
-/// kind, and everything without `audit`, passes unchanged.
-pub(crate) struct AuditSink<'s, 'a> {
+/// Passes an audit or read-only entry's findings on: a file key or a
+/// name's directory key of kind [`KIND_OPEN`] gets the kind `open_as`
+/// ([`KIND_AUDIT`](crate::lists::entries::KIND_AUDIT) for an `audit PATH` line and the files an `audit DIR/`
+/// scan marks, [`KIND_RO`](crate::lists::entries::KIND_RO) for `readonly`); every other kind passes
+/// unchanged, and so does everything when `open_as` is [`KIND_OPEN`].
+pub(crate) struct RewriteSink<'s, 'a> {
     inner: &'s mut Sink<'a>,
-    audit: bool,
+    open_as: u32,
 }
 
-impl<'s, 'a> AuditSink<'s, 'a> {
-    /// A sink onto `inner` that rewrites kinds only if `audit`.
-    pub(crate) fn new(inner: &'s mut Sink<'a>, audit: bool) -> Self {
-        AuditSink { inner, audit }
+impl<'s, 'a> RewriteSink<'s, 'a> {
+    /// A sink onto `inner` that gives [`KIND_OPEN`] keys the kind `open_as`.
+    pub(crate) fn new(inner: &'s mut Sink<'a>, open_as: u32) -> Self {
+        RewriteSink { inner, open_as }
     }
 
     fn kind(&self, kind: u32) -> u32 {
-        if self.audit && kind == KIND_OPEN {
-            KIND_AUDIT
+        if kind == KIND_OPEN {
+            self.open_as
         } else {
             kind
         }
     }
 }
 
-impl ListingSink for AuditSink<'_, '_> {
+impl ListingSink for RewriteSink<'_, '_> {
     fn file(&mut self, k: FileKey) {
         let kind = self.kind(k.kind);
         self.inner.file(k.with_kind(kind));
@@ -455,6 +481,7 @@ mod tests {
                 dir: true,
                 exception: false,
                 audit: false,
+                readonly: false,
                 path: b"/home/u/.ssh".to_vec(),
             },
             ListEntry {
@@ -463,6 +490,7 @@ mod tests {
                 dir: false,
                 exception: true,
                 audit: false,
+                readonly: false,
                 path: b"/etc/x y".to_vec(),
             },
             ListEntry {
@@ -471,6 +499,7 @@ mod tests {
                 dir: true,
                 exception: false,
                 audit: true,
+                readonly: false,
                 path: b"/home/u/.aws".to_vec(),
             },
         ];

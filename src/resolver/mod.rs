@@ -39,13 +39,13 @@ pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{
-    KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, ListEntry, ListOrigin,
-    audit_dir_kind,
+    KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN, KIND_RO,
+    KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
 use crate::os::fd;
 use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{
-    AuditSink, EXIT_STALE, KindSink, ResolveError, Role, Sink, WORKER_NAME,
+    EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
 use crate::resolve::list_file::{open_list, read_all};
@@ -449,22 +449,40 @@ pub(crate) enum Shape {
     AuditFile,
     /// `audit DIR/`: every file below a directory, reported and not enforced.
     AuditDir,
+    /// `readonly PATH`: one file, readable and not changed.
+    ReadonlyFile,
+    /// `readonly DIR/`: everything below a directory, readable and not changed.
+    ReadonlyDir,
 }
 
 impl Shape {
     pub(crate) fn of(e: &denylist::Entry<'_>) -> Shape {
-        match (e.dir, e.exception, e.audit) {
-            (false, false, false) => Shape::File,
-            (true, false, false) => Shape::Dir,
-            (false, true, _) => Shape::Exception,
-            (true, true, _) => Shape::DirException,
-            (false, false, true) => Shape::AuditFile,
-            (true, false, true) => Shape::AuditDir,
+        match (e.dir, e.exception, e.audit, e.readonly) {
+            (false, true, _, _) => Shape::Exception,
+            (true, true, _, _) => Shape::DirException,
+            (false, false, _, true) => Shape::ReadonlyFile,
+            (true, false, _, true) => Shape::ReadonlyDir,
+            (false, false, true, false) => Shape::AuditFile,
+            (true, false, true, false) => Shape::AuditDir,
+            (false, false, false, false) => Shape::File,
+            (true, false, false, false) => Shape::Dir,
         }
     }
 
     fn dir(self) -> bool {
-        matches!(self, Shape::Dir | Shape::DirException | Shape::AuditDir)
+        matches!(
+            self,
+            Shape::Dir | Shape::DirException | Shape::AuditDir | Shape::ReadonlyDir
+        )
+    }
+
+    /// The kind a [`KIND_OPEN`] key of this shape's findings gets.
+    fn open_as(self) -> u32 {
+        match self {
+            Shape::AuditFile | Shape::AuditDir => KIND_AUDIT,
+            Shape::ReadonlyFile | Shape::ReadonlyDir => KIND_RO,
+            _ => KIND_OPEN,
+        }
     }
 }
 
@@ -518,6 +536,7 @@ pub(crate) fn resolve_user(
             emit_base(sink, e.line, &joined, Shape::of(e), keys)?;
         }
     }
+    protect_own_lists(home, keys, sink)?;
     let Some(bytes) = &inputs.own else {
         return Ok(());
     };
@@ -564,6 +583,59 @@ pub(crate) fn resolve_user(
     Ok(())
 }
 
+/// The user's own lists' directory (`~/.config/agent-sandbox-exec/`), as a
+/// fixed read-only directory entry of the base list (line 0), in every
+/// sandbox of the user: a sandboxed agent cannot add a line (a `socket`
+/// line, an exception) that the user's next launch from outside would
+/// apply, nor replace, move or remove the list, nor plant one where there
+/// is none (the directory is watched by name when missing). The user's
+/// exceptions do not re-allow it (they are the user list's). Nothing is
+/// said when it cannot be resolved: without a `~/.config` there is no
+/// place to watch (docs/BYPASS_CATALOG.md).
+pub(crate) fn protect_own_lists(
+    home: &[u8],
+    keys: &mut Option<Keys>,
+    sink: &mut Sink<'_>,
+) -> Result<(), ResolveError> {
+    let list = home_list(home);
+    let Some(dir) = list.parent() else {
+        return Ok(());
+    };
+    let mark = sink.out.len();
+    sink.entry(&ListEntry {
+        origin: ListOrigin::Base,
+        line: 0,
+        dir: true,
+        exception: false,
+        audit: false,
+        readonly: true,
+        path: dir.as_os_str().as_bytes().to_vec(),
+    });
+    // Two levels of walk cover it while no directory is below it.
+    let nested = fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    });
+    let kind = if nested {
+        KIND_RO_DIR_BASE
+    } else {
+        KIND_RO_DIR_OWN
+    };
+    let Keys { ctx, reuse } = context(keys)?;
+    let found = ctx.resolve_dir(
+        dir,
+        kind,
+        Some(MAX_SCAN_KEYS),
+        &mut RewriteSink::new(sink, KIND_RO),
+        reuse.witness(),
+    );
+    if found.is_err() {
+        sink.out.truncate(mark);
+    }
+    Ok(())
+}
+
 /// Resolves one entry into `sink`: its records, or a warning and none of
 /// them (a record written before a problem showed is taken back).
 #[allow(clippy::too_many_arguments)]
@@ -596,6 +668,7 @@ pub(crate) fn emit(
         dir: shape.dir(),
         exception: matches!(shape, Shape::Exception | Shape::DirException),
         audit: matches!(shape, Shape::AuditFile | Shape::AuditDir),
+        readonly: matches!(shape, Shape::ReadonlyFile | Shape::ReadonlyDir),
         path: path.as_os_str().as_bytes().to_vec(),
     });
     let (dir_kind, exc_kind) = match source {
@@ -615,18 +688,24 @@ pub(crate) fn emit(
             },
             reuse,
         ),
-        Shape::AuditFile => ctx.resolve(path, last, &mut AuditSink::new(sink, true), reuse),
-        Shape::Dir | Shape::DirException | Shape::AuditDir => {
+        Shape::AuditFile | Shape::ReadonlyFile => ctx.resolve(
+            path,
+            last,
+            &mut RewriteSink::new(sink, shape.open_as()),
+            reuse,
+        ),
+        Shape::Dir | Shape::DirException | Shape::AuditDir | Shape::ReadonlyDir => {
             let (kind, budget) = match shape {
                 Shape::Dir => (dir_kind, Some(MAX_SCAN_KEYS)),
                 Shape::AuditDir => (audit_dir_kind(dir_kind), Some(MAX_SCAN_KEYS)),
+                Shape::ReadonlyDir => (ro_dir_kind(dir_kind), Some(MAX_SCAN_KEYS)),
                 _ => (exc_kind, None),
             };
             match ctx.resolve_dir(
                 path,
                 kind,
                 budget,
-                &mut AuditSink::new(sink, shape == Shape::AuditDir),
+                &mut RewriteSink::new(sink, shape.open_as()),
                 reuse,
             ) {
                 Ok(scan) => {

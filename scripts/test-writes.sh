@@ -1,0 +1,219 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2088,SC2317,SC2034
+# (SC2016: okl's details are expanded on failure; SC2088: list lines are literal
+#  `~/...`; SC2317: check_* are called through run_check; SC2034: the counters
+#  and SUITE are read by test-lib.sh)
+# test-writes.sh: guest suite of write protection (issue 26): `readonly PATH` and
+# `readonly DIR/` entries (readable, never changed from inside), the write protection a
+# read entry gives its own file, and the user's own lists, protected from inside always.
+# Runs as root in a QEMU guest with the package installed and the daemon started by
+# systemd (scripts/vm-test.sh).
+#
+# Checks (names for ASX_WRITES_ONLY / ASX_WRITES_SKIP):
+#   ro_file       `readonly ~/.bashrc`: read inside; append, sed -i (rename over), cp over,
+#                 mv away, rm, truncate, chmod, touch -d, a user xattr all refused inside
+#                 (EPERM) and reported; the same acts succeed outside
+#   ro_dir        `readonly ~/.config/systemd/user/`: a new unit, a new subdirectory, a write
+#                 to an existing unit, a rename within refused; reading works; an exception
+#                 of the same list re-allows writing one file
+#   ro_missing    `readonly ~/.profile-later` that does not exist: not planted from inside
+#   read_entry    a listed (read-denied) file: truncate, touch, chmod and a user xattr
+#                 refused inside (before, only opens were)
+#   own_list      the user's own list: no append, replace, removal or move from inside;
+#                 with no list directory, none can be made from inside
+#
+#   ASX_WRITES_ONLY="name ..."  run only these checks;  ASX_WRITES_SKIP="name ..."  skip these
+# Prints PASS:/FAIL:/SKIP: lines; ends with ALL PASS or N FAILED (exit 1).
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd / || exit 1
+
+readonly SUITE=test-writes.sh
+readonly LAUNCHER=agent-sandbox-exec
+readonly USR=asx-wr
+readonly GECOS="agent-sandbox-exec writes test user"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+
+CHECKS=(ro_file ro_dir ro_missing read_entry own_list)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0
+
+# shellcheck source=scripts/test-lib.sh
+. "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_WRITES # run_check: ASX_WRITES_ONLY / ASX_WRITES_SKIP choose the checks
+CMD_TIMEOUT=60
+T="" OUT="" ERR="" RC=0 UH="" CLEANED=0
+
+# set_list LINE...: the user's list, written outside (line 1 a comment)
+set_list() {
+	runuser -u "$USR" -- mkdir -p "$UH/.config/agent-sandbox-exec" &&
+		printf '%s\n' "# $SUITE" "$@" | runuser -u "$USR" -- tee "$UH/$HOME_LIST_REL" >/dev/null
+}
+
+# PY_ACTS FILE: each change of FILE a tool may make, one "<act>: <result>" line each
+PY_ACTS='import os, shutil, subprocess, sys
+f = sys.argv[1]
+def act(name, fn):
+    try:
+        fn()
+        print(name + ": done")
+    except OSError as e:
+        print(name + ": " + (e.strerror or str(e)))
+def append():
+    with open(f, "a") as o:
+        o.write("cat ~/.ssh/id_ed25519 > /tmp/k\n")
+def sed_i():
+    r = subprocess.run(["sed", "-i", "s/^/#/", f], capture_output=True, text=True)
+    if "Operation not permitted" in r.stderr:
+        raise PermissionError(1, "Operation not permitted")
+    if r.returncode:
+        raise OSError(r.returncode, r.stderr.strip() or "sed failed")
+def cp_over():
+    open(f + ".new", "w").write("planted\n")
+    os.rename(f + ".new", f)
+def truncate():
+    os.truncate(f, 0)
+def chmod():
+    os.chmod(f, 0o777)
+def touch():
+    os.utime(f, (0, 0))
+def xattr():
+    os.setxattr(f, "user.asx", b"1")
+def rmxattr():
+    os.removexattr(f, "user.asx")
+act("append", append)
+act("sed-i", sed_i)
+act("cp-over", cp_over)
+act("truncate", truncate)
+act("chmod", chmod)
+act("touch", touch)
+act("xattr", xattr)
+act("rmxattr", rmxattr)
+act("link", lambda: os.link(f, f + ".ln"))
+act("mv", lambda: os.rename(f, f + ".moved"))
+act("rm", lambda: os.unlink(f))'
+
+# refused ACT...: each "<act>: Operation not permitted" is in $OUT; those that are not,
+# with what happened, in $NOT_REFUSED
+NOT_REFUSED=""
+refused() {
+	local a
+	NOT_REFUSED=""
+	for a in "$@"; do
+		grep -qx "$a: Operation not permitted" "$OUT" ||
+			NOT_REFUSED+="$(grep -m1 "^$a: " "$OUT" || echo "$a: (no result)"); "
+	done
+	[ -z "$NOT_REFUSED" ]
+}
+
+check_ro_file() {
+	local f=$UH/.bashrc
+	run_as "$USR" sh -c 'echo "# the user" >"$1"' sh "$f"
+	set_list "readonly ~/.bashrc"
+	run_in "$USR" cat "$f"
+	okl "ro_file: a read-only file is read inside" '$(why)' has "# the user" "$OUT"
+	run_in "$USR" python3 -c "$PY_ACTS" "$f"
+	okl "ro_file: append, sed -i, a rename over, truncate, chmod, utime, setxattr, link, mv, rm: all refused inside" \
+		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate chmod touch xattr rmxattr link mv rm
+	okl "ro_file: the file is unchanged" '$(snip "$f")' eval '[ "$(cat "$f")" = "# the user" ]'
+	run_as "$USR" "$LAUNCHER" --denials --json
+	okl "ro_file: the write-open is reported with its read-only line" '$(snip "$OUT")' \
+		eval 'grep -q "\"op\":\"write-open\"" "$OUT" && grep -q "denylist:2\"" "$OUT"'
+	run_as "$USR" sh -c 'echo x >"$1" && python3 -c "$2" "$1"' sh "$f.out" "$PY_ACTS"
+	okl "ro_file: control: the same acts succeed on a file no entry names (outside)" '$(snip "$OUT")' \
+		eval '! grep -q "Operation not permitted" "$OUT" && grep -qx "append: done" "$OUT"'
+	run_as "$USR" sh -c 'echo outside >>"$1"' sh "$f"
+	okl "ro_file: outside a sandbox the user's shell still writes it" '$(why)' \
+		eval '[ "$RC" -eq 0 ] && has outside "$f"'
+}
+
+check_ro_dir() {
+	local d=$UH/.config/systemd/user
+	run_as "$USR" mkdir -p "$d"
+	run_as "$USR" sh -c 'echo "[Unit]" >"$1/a.service"; echo ok >"$1/ok.service"' sh "$d"
+	set_list "readonly ~/.config/systemd/user/" "!~/.config/systemd/user/ok.service"
+	run_in "$USR" sh -c 'cat "$1/a.service"
+		echo "[Service]" >"$1/x.service" 2>/dev/null || echo "new: refused"
+		mkdir "$1/sub" 2>/dev/null || echo "mkdir: refused"
+		echo ExecStart=x >>"$1/a.service" 2>/dev/null || echo "write: refused"
+		mv "$1/a.service" "$1/b.service" 2>/dev/null || echo "mv: refused"
+		ln -s /tmp/x "$1/l.service" 2>/dev/null || echo "symlink: refused"
+		echo more >>"$1/ok.service" && echo "exception: written"' sh "$d"
+	okl "ro_dir: reading below a read-only directory entry works" '$(snip "$OUT")' has "[Unit]" "$OUT"
+	okl "ro_dir: a new unit, a subdirectory, a write, a rename and a symlink below it are refused" \
+		'$(snip "$OUT")' eval 'for w in new mkdir write mv symlink; do grep -qx "$w: refused" "$OUT" || exit 1; done'
+	okl "ro_dir: nothing was made or changed there" '$(ls -A "$d" | tr "\n" " ")' \
+		eval '[ ! -e "$d/x.service" ] && [ ! -e "$d/sub" ] && [ "$(cat "$d/a.service")" = "[Unit]" ]'
+	okl "ro_dir: an exception of the same list re-allows writing its file" '$(snip "$OUT")' \
+		has "exception: written" "$OUT"
+	run_as "$USR" sh -c 'echo "[Service]" >"$1/x.service"' sh "$d"
+	okl "ro_dir: control: outside, a new unit is made" '$(why)' test -e "$d/x.service"
+}
+
+check_ro_missing() {
+	set_list "readonly ~/.profile-later"
+	run_in "$USR" sh -c 'echo planted >"$1"' sh "$UH/.profile-later"
+	okl "ro_missing: a read-only name that does not exist is not planted from inside" '$(why)' \
+		eval 'has "Operation not permitted" "$ERR" && [ ! -e "$UH/.profile-later" ]'
+}
+
+check_read_entry() {
+	local f=$UH/.ssh/id_ed25519
+	set_list "~/.ssh/id_ed25519"
+	run_in "$USR" python3 -c "$PY_ACTS" "$f"
+	okl "read_entry: a listed file's truncate, chmod, utime and xattr are refused inside" 'not refused: $NOT_REFUSED' \
+		refused truncate chmod touch xattr rmxattr
+	okl "read_entry: the key is intact" '$(snip "$f")' eval '[ "$(cat "$f")" = "key" ]'
+}
+
+check_own_list() {
+	local list=$UH/$HOME_LIST_REL
+	set_list "~/.ssh/id_ed25519"
+	run_in "$USR" python3 -c "$PY_ACTS" "$list"
+	okl "own_list: the user's list cannot be appended to, replaced, moved or removed inside" \
+		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate link mv rm
+	okl "own_list: the list is unchanged" '$(snip "$list")' eval '! has "/tmp/k" "$list" && ! has planted "$list"'
+	run_in "$USR" sh -c 'mv "$1" "$1.old"' sh "$(dirname "$list")"
+	okl "own_list: its directory cannot be moved away inside" '$(why)' has "Operation not permitted" "$ERR"
+	# No list at all: the directory cannot be made from inside (a planted list would apply at
+	# the user's next launch from outside).
+	rm -rf "$UH/.config/agent-sandbox-exec"
+	run_in "$USR" sh -c 'mkdir -p "$1" && echo "socket tcp:22" >"$1/denylist"' sh "$(dirname "$list")"
+	okl "own_list: with no list, none can be planted from inside" '$(why)' \
+		eval 'has "Operation not permitted" "$ERR" && [ ! -e "$list" ]'
+	run_as "$USR" mkdir -p "$(dirname "$list")"
+	okl "own_list: control: outside, the user makes it" '$(why)' test -d "$(dirname "$list")"
+}
+
+preflight() {
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "running as root" "uid $(id -u)"
+		return 1
+	fi
+	require_commands "$LAUNCHER" python3 sed || return 1
+}
+
+setup() {
+	T=$(mktemp -d /tmp/asx-wr.XXXXXX) || return 1
+	chmod 0755 "$T"
+	OUT=$T/out ERR=$T/err
+	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
+	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
+	UH=$(home_of "$USR")
+	runuser -u "$USR" -- mkdir -p "$UH/.ssh" &&
+		runuser -u "$USR" -- sh -c 'echo key >"$1"' sh "$UH/.ssh/id_ed25519" || return 1
+	wait_for 120 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
+}
+
+cleanup() {
+	[ "$CLEANED" -eq 1 ] && return 0
+	CLEANED=1
+	remove_test_user "$USR"
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+run_suite "setup (test user, daemon)"
