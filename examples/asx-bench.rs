@@ -9,6 +9,7 @@
 //! ```text
 //! asx-bench openloop FILE ITERS RUNS   open(O_RDONLY)+close of FILE: ns per op (after 1 s idle)
 //! asx-bench openloop --denied FILE ITERS RUNS
+//! asx-bench openloop --write FILE ITERS RUNS   open(O_WRONLY)+close of FILE, as openloop
 //!                                      open(O_RDONLY) of FILE, which must fail with EPERM: ns per op
 //! asx-bench sysloop OP PID ITERS RUNS  one syscall ITERS times per run, as openloop: OP is kill0
 //!                                      (kill(PID, 0)), kill (kill(PID, SIGWINCH), which a process
@@ -169,20 +170,22 @@ fn cstring(bytes: &[u8]) -> Res<CString> {
     CString::new(bytes).map_err(|_| format!("NUL in {:?}", String::from_utf8_lossy(bytes)))
 }
 
-/// open+close of FILE, ITERS times per run, RUNS runs after a one-second
+/// open+close of FILE (`--write`: for writing), ITERS times per run, RUNS runs after a one-second
 /// pause (lets the work that started this process, e.g. a launch's apply,
 /// settle; costs no host time in an icount guest) and one short warm-up run;
 /// prints the median, min and max of the per-run mean in ns per op (one
 /// decimal).
 fn openloop(args: &[OsString]) -> Res<()> {
     let denied = args.first().is_some_and(|a| a == "--denied");
-    let args = if denied { &args[1..] } else { args };
+    let write = args.first().is_some_and(|a| a == "--write");
+    let args = if denied || write { &args[1..] } else { args };
+    let flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
     let path = cstring(arg(args, 0, "FILE")?.as_bytes())?;
     let iters = num(arg(args, 1, "ITERS")?)?.max(1);
     let runs = num(arg(args, 2, "RUNS")?)?.max(1);
     op_loop(iters, runs, || {
         // SAFETY: path is NUL-terminated; the fd is closed right away.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
         if denied {
             let e = io::Error::last_os_error();
             if fd >= 0 {

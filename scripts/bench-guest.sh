@@ -270,6 +270,17 @@ hook_suite() {
 	} >"/home/$U/.config/agent-sandbox-exec/denylist"
 	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 	measure hook.audit100 as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	# Write protection (issue 26): a write-open of the unlisted file 8 levels deep outside, in a
+	# sandbox whose only read-only entry is the fixed one of the user's own lists (a two-level
+	# walk), and with 100 `readonly DIR/` entries (a walk to the root, no memos).
+	measure hook.wdeepout as_user "$U" "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
+	set_list "$U" 1000
+	measure hook.wdeepown as_user "$U" agent-sandbox-exec "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
+	for ((i = 0; i < 100; i++)); do
+		printf 'readonly %s/\n' "$UHOME/dirs/e$i"
+	done >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.wdeepro100 as_user "$U" agent-sandbox-exec "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
 	# Back to the $BIG list, which the honesty check and the memory figures below expect.
 	set_list "$U" "$BIG"
 	# A denied open in a loop (issue 28): the refusal and its event (after the first 8 a second,
@@ -551,6 +562,11 @@ report_hooks() {
 	echo "  below Landlock: $(verdict "$(med hook.dirs100) < $dll")"
 	echo "  no growth 1 -> 1,000 directory entries: $(calc '%+.2f%%' "($(med hook.dirs1000) / $(med hook.dirs1) - 1) * 100") ->" \
 		"$(verdict "$(med hook.dirs1000) <= $(med hook.dirs1) * 1.002")"
+	echo "write-open+close of the unlisted file 8 levels deep (O_WRONLY), ns/op (x ours outside):"
+	for n in wdeepout wdeepown wdeepro100; do
+		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
+			"$(calc '%.4f' "$(med "hook.$n") / $(med hook.wdeepout)")"
+	done
 	echo "  100 audit directory entries (\`audit all\`: a walk without memos after the allowed open):" \
 		"$(calc '%+.0f' "$(med hook.audit100) - $(med hook.deepfiles)") ns above file entries only"
 	echo "  above file entries only, per open (the file's level, then the walk memo of its directory; the"
