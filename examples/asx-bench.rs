@@ -179,7 +179,11 @@ fn openloop(args: &[OsString]) -> Res<()> {
     let denied = args.first().is_some_and(|a| a == "--denied");
     let write = args.first().is_some_and(|a| a == "--write");
     let args = if denied || write { &args[1..] } else { args };
-    let flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
+    let flags = if write {
+        libc::O_WRONLY
+    } else {
+        libc::O_RDONLY
+    };
     let path = cstring(arg(args, 0, "FILE")?.as_bytes())?;
     let iters = num(arg(args, 1, "ITERS")?)?.max(1);
     let runs = num(arg(args, 2, "RUNS")?)?.max(1);

@@ -213,6 +213,8 @@ pub struct LineReport {
     pub as_root: bool,
     /// An audit entry: what it matches is reported, not denied.
     pub audit: bool,
+    /// A read-only entry: readable, never changed from inside.
+    pub readonly: bool,
 }
 
 /// One list file and its lines.
@@ -359,7 +361,7 @@ pub fn check_list(
         let mut found = Found::default();
         let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
         let state = state_of(&result, !found.files.is_empty(), base);
-        if state == State::Denied && !e.audit {
+        if state == State::Denied && !e.audit && !e.readonly {
             denied_keys.extend(found.files.iter().copied());
         }
         let mut mistakes = Vec::new();
@@ -381,6 +383,7 @@ pub fn check_list(
             mistakes,
             as_root: base && e.anchor == Anchor::Root,
             audit: e.audit,
+            readonly: e.readonly,
         });
     }
     // Is the list itself one of the files it denies (a link an agent made)?
@@ -392,10 +395,29 @@ pub fn check_list(
     report
 }
 
+/// What a line's state means for its kind: an audit line's file "would be
+/// denied (audit: reported, allowed)", a read-only line's is "read-only".
+fn line_label(l: &LineReport) -> String {
+    match (&l.state, l.audit, l.readonly) {
+        (State::Denied, true, _) => "would be denied (audit: opens reported, allowed)".into(),
+        (State::Denied, _, true) => "read-only (readable, not changed from inside)".into(),
+        (State::Watched, true, _) => {
+            "watched by name (audit: opens reported once it appears)".into()
+        }
+        (State::Watched, _, true) => {
+            "watched by name (missing now; read-only as soon as it appears)".into()
+        }
+        (state, true, _) => format!("audit: {}", state.label()),
+        (state, _, true) => format!("read-only: {}", state.label()),
+        (state, false, false) => state.label(),
+    }
+}
+
 /// Renders reports as the lines `--check` prints (and `--status -v`).
 pub fn render(reports: &[ListReport]) -> String {
     let mut out = String::new();
     let mut counts = [0usize; 4];
+    let (mut read_only, mut audit) = (0usize, 0usize);
     let mut mistakes = 0;
     for r in reports {
         let shown = r.path.display();
@@ -418,16 +440,14 @@ pub fn render(reports: &[ListReport]) -> String {
                 Ok(()) => format!(": {}", l.text),
                 Err(_) => String::new(),
             };
-            let audit = if l.audit {
-                "audit (opens reported as \"would deny\", allowed): "
-            } else {
-                ""
-            };
-            let _ = writeln!(out, "{shown}:{}: {audit}{}{text}", l.line, l.state.label());
+            let _ = writeln!(out, "{shown}:{}: {}{text}", l.line, line_label(l));
             for m in &l.mistakes {
                 let _ = writeln!(out, "{shown}:{}: mistake? {m}", l.line);
             }
             mistakes += usize::from(!l.mistakes.is_empty());
+            let in_force = matches!(l.state, State::Denied | State::Watched);
+            read_only += usize::from(in_force && l.readonly);
+            audit += usize::from(in_force && l.audit);
             counts[match l.state {
                 State::Denied => 0,
                 State::Watched => 1,
@@ -443,9 +463,14 @@ pub fn render(reports: &[ListReport]) -> String {
             );
         }
     }
+    let kinds = if read_only + audit > 0 {
+        format!(" (of them {read_only} read-only, {audit} audit)")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "summary: {} denied, {} watched by name, {} skipped, {} refusing every launch; \
+        "summary: {} denied, {} watched by name{kinds}, {} skipped, {} refusing every launch; \
          {mistakes} line(s) look like mistakes",
         counts[0], counts[1], counts[2], counts[3]
     );
@@ -590,6 +615,26 @@ mod tests {
         assert_eq!(similar(b"conf", &c(&["cong"])), Some(&b"cong"[..]));
         // The name itself is no suggestion.
         assert_eq!(similar(b"shadow", &names), None);
+    }
+
+    #[test]
+    fn audit_and_read_only_labels() {
+        let l = |state: State, audit, readonly| LineReport {
+            line: 1,
+            text: String::new(),
+            state,
+            mistakes: vec![],
+            as_root: false,
+            audit,
+            readonly,
+        };
+        assert_eq!(line_label(&l(State::Denied, false, false)), "denied");
+        assert!(line_label(&l(State::Denied, true, false)).starts_with("would be denied (audit"));
+        assert!(line_label(&l(State::Denied, false, true)).starts_with("read-only (readable"));
+        assert!(line_label(&l(State::Watched, false, true)).contains("read-only as soon as"));
+        assert!(
+            line_label(&l(State::Skipped("x".into()), true, false)).starts_with("audit: skipped")
+        );
     }
 
     #[test]
