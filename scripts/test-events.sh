@@ -457,6 +457,9 @@ setup() {
 		runuser -u "$USR" -- sh -c 'echo key >"$1"' sh "$UH/.ssh/id_ed25519" || return 1
 	set_events_list || return 1
 	wait_for 120 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
+	# A fresh journal window (10 lines per uid per 10 s): the uid may be one an earlier suite's
+	# user had, whose refusals used the window up.
+	sleep 11
 }
 
 cleanup() {
