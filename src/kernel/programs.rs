@@ -565,6 +565,7 @@ mod tests {
             "sb_umount",
             "inode_setattr",
             "inode_setxattr",
+            "inode_removexattr",
             "inode_set_acl",
             "socket_bind",
         ] {
