@@ -30,6 +30,8 @@ pub struct Denials {
     lines: HashMap<u32, Vec<ListEntry>>,
     /// Per uid: its home directory, to name its list file.
     homes: HashMap<u32, String>,
+    /// Per uid: its account (name and home) at its last apply.
+    accounts: HashMap<u32, String>,
     journal: Option<systemd_journal_logger::JournalLog>,
     /// The kernel's counters as last seen: (lost, rate-limited).
     seen: (u64, u64),
@@ -64,6 +66,7 @@ impl Denials {
             limiter: Limiter::default(),
             lines: HashMap::new(),
             homes: HashMap::new(),
+            accounts: HashMap::new(),
             journal,
             seen: bpf.denial_stats(),
             dropped_seen: bpf.denial_dropped().into_iter().collect(),
@@ -93,8 +96,15 @@ impl Denials {
             }
         }
         // Looked up at every apply: a uid may be a new user with another home since the last.
+        // A uid whose account changed (deleted, and made again for someone
+        // else: another name or home) starts with no records.
         match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
             Ok(Some(u)) => {
+                let account = format!("{}\0{}", u.name, u.dir.to_string_lossy());
+                if self.accounts.get(&uid).is_some_and(|a| *a != account) {
+                    self.store.forget(uid);
+                }
+                self.accounts.insert(uid, account);
                 self.homes.insert(uid, u.dir.to_string_lossy().into_owned());
             }
             _ => {

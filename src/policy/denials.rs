@@ -415,6 +415,13 @@ impl Store {
         q.push_back(r);
     }
 
+    /// Forgets `uid`'s records: the uid now belongs to another account (a
+    /// user deleted and another made with the same uid), which must not read
+    /// the first one's refusals.
+    pub fn forget(&mut self, uid: u32) {
+        self.by_uid.remove(&uid);
+    }
+
     /// `uid`'s records numbered above `after`, oldest first.
     pub fn since(&self, uid: u32, after: u64) -> impl Iterator<Item = &Record> {
         self.by_uid
@@ -897,6 +904,8 @@ mod tests {
         assert_eq!(s.since(1000, 240).count(), 10);
         assert_eq!(s.since(1001, 0).count(), 1);
         assert_eq!(s.since(1002, 0).count(), 0, "another uid sees nothing");
+        s.forget(1001);
+        assert_eq!(s.since(1001, 0).count(), 0, "a uid given to another account");
         for u in 0..(Store::UIDS as u32 + 5) {
             let seq = s.next_seq();
             s.push(record(seq, 2000 + u));
