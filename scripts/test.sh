@@ -640,9 +640,21 @@ check_list_reload() {
 	# A removal made from inside reaches only a launch from outside, also when that launch's
 	# lists resolve to just what the launch from inside applied (the daemon skips a repeated
 	# apply only if the sandbox holds exactly those keys).
+	# The removal is the user's (outside, while the sandbox runs): a sandboxed agent cannot
+	# edit the list (test-writes.sh::check_own_list).
 	alice_list_plus "$f"
-	run_in "$ALICE" sh -c 'grep -vxF "$2" "$1" >"$1.new" && mv "$1.new" "$1" &&
-		agent-sandbox-exec true 2>/dev/null && exec agent-sandbox-exec cat "$2"' sh "$AH/$HOME_LIST_REL" "$f"
+	local go=$AH/asx-reload-go
+	rm -f "$go"
+	timeout -k 5 120 runuser -u "$ALICE" -- "$LAUNCHER" sh -c 'while [ ! -e "$1" ]; do sleep 0.1; done
+		agent-sandbox-exec true 2>/dev/null && exec agent-sandbox-exec cat "$2"' sh "$go" "$f" \
+		</dev/null >"$OUT" 2>"$ERR" &
+	local waiter=$!
+	wait_for 30 eval 'pgrep -u "$ALICE" -f "while \[ ! -e" >/dev/null'
+	alice_list_default
+	runuser -u "$ALICE" -- touch "$go"
+	RC=0
+	wait "$waiter" || RC=$?
+	rm -f "$go"
 	expect_denied "a removal from inside: nested launches keep the file denied" "asx-second-$TOK"
 	ok "the second nested launch, with the same lists, says so too (note: ... stay denied)" "$(snip "$ERR")" \
 		grep -q "^agent-sandbox-exec: note: .*stay denied" "$ERR"
@@ -899,7 +911,7 @@ check_nested_launch() {
 # redirecting its home list and launching again
 check_nested_cannot_lift() {
 	local fake=$AH/asx-fakehome
-	run_in "$ALICE" sh -c ': > "$1"; agent-sandbox-exec cat "$2"' sh "$AH/$HOME_LIST_REL" "$S"
+	run_in "$ALICE" sh -c '(: >"$1") 2>/dev/null; agent-sandbox-exec cat "$2"' sh "$AH/$HOME_LIST_REL" "$S"
 	if has "$SECRET" "$OUT" "$ERR"; then
 		fail "inside: emptying the home list + nested launch does not reveal the secret" \
 			"secret revealed: the nested launch replaced the deny set with the edited list"
@@ -1191,7 +1203,7 @@ check_forged_request() {
 	bg=$HOLDER_BG pid=$HOLDER_PID
 	cp -p "$list" "$d/list.saved"
 	# Inside the sandbox, as an agent would: empty the list, then forge.
-	run_in "$ALICE" sh -c ': >"$3"; python3 -c "$4" name "$1"; python3 -c "$4" name self; cat "$2"' \
+	run_in "$ALICE" sh -c '(: >"$3") 2>/dev/null; python3 -c "$4" name "$1"; python3 -c "$4" name self; cat "$2"' \
 		sh "$pid" "$S" "$list" "$FORGE_PY"
 	if has "status=refused" "$OUT" && has "but process" "$OUT" && has "not running agent-sandbox-exec" "$OUT"; then
 		pass "forged requests from inside (naming an outside process; naming the connecting non-launcher) are refused"
