@@ -73,6 +73,27 @@ run_in() {
 	run_as "$user" "$LAUNCHER" "$@"
 }
 
+# run_in_after USER EDIT CMD...: start a sandbox of USER (a launch from outside) that waits,
+# eval EDIT outside, as root (an edit of the user's list, which a sandboxed task cannot
+# make), then run CMD in that sandbox (a launch from inside, when CMD is the launcher);
+# stdout in $OUT, stderr in $ERR, exit status in $RC, as run_in
+run_in_after() {
+	local user=$1 edit=$2 go waiter
+	shift 2
+	go=$(mktemp -u /tmp/asx-go.XXXXXX)
+	RC=0
+	# shellcheck disable=SC2016 # the sandboxed shell expands them
+	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$LAUNCHER" sh -c \
+		'while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"' "$go" "$@" </dev/null >"$OUT" 2>"$ERR" &
+	waiter=$!
+	# the sandboxed sh itself (the launcher's argv holds $go too, before its launch is done)
+	wait_for 30 pgrep -u "$user" -f "^sh -c while .* $go" >/dev/null
+	eval "$edit"
+	touch "$go"
+	wait "$waiter" || RC=$?
+	rm -f "$go"
+}
+
 # restart_daemon WHAT: restart the unit (after a daemon-reload) and PASS WHAT once it serves
 # again, else FAIL with systemctl's output; needs $T
 restart_daemon() {

@@ -867,9 +867,10 @@ step_h_record() {
 	ok "$STEP: the record $rec is a root-owned 0600 file in a root-owned 0700 directory" \
 		"$(stat -c '%U %a %F %n' "$RECORD_DIR" "$rec" 2>&1 | tr '\n' ' ')" \
 		eval '[ "$(stat -c "%U %a" "$RECORD_DIR" "$rec" 2>/dev/null | tr "\n" " ")" = "root 700 root 600 " ] && [ -f "$rec" ] && [ ! -L "$rec" ]'
-	# The agent's move: empty the list from inside, then launch from inside.
-	run_in "$NOTE_USER" sh -c ': > "$1" && agent-sandbox-exec cat "$2"' sh "$list" "$NS"
-	ok "$STEP: after the list is emptied from inside, a launch from inside is still denied" "$(why)" note_denied
+	# The list emptied (by the user, outside: a sandboxed agent cannot edit it, test-writes.sh),
+	# then a launch from inside.
+	run_in_after "$NOTE_USER" ': >"$list"' agent-sandbox-exec cat "$NS"
+	ok "$STEP: after the list is emptied, a launch from inside is still denied" "$(why)" note_denied
 	okl "$STEP: ... and is told the entry stays denied" '$(why)' has "stay denied" "$ERR"
 
 	restart_forgetting "after the list was emptied"

@@ -91,8 +91,8 @@ prepare() {
 
 	run_in "$TEST_USER" cat "$s"
 	ok "prepare: a launch from outside is denied the listed file" "$(why)" denied
-	run_in "$TEST_USER" sh -c ': > "$1" && agent-sandbox-exec cat "$2"' sh "$list" "$s"
-	ok "prepare: with the list emptied from inside, a launch from inside is still denied" "$(why)" denied
+	run_in_after "$TEST_USER" ': >"$list"' agent-sandbox-exec cat "$s"
+	ok "prepare: with the list emptied (outside, while a sandbox runs), a launch from inside is still denied" "$(why)" denied
 	okl "prepare: ... and told the entry stays denied" '$(why)' has "stay denied" "$ERR"
 	kill_user_procs "$TEST_USER"
 	mkdir -p "$STATE"
