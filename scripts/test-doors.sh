@@ -860,16 +860,9 @@ check_loopback_allow() {
 	# A line added to the list (by the user, outside: the agent cannot edit it,
 	# test-writes.sh::check_own_list) while a sandbox runs, and a launch from inside it: no
 	# new allow, and it says so; the outside launch's allow stays.
-	mkdir -p "$T/la" && chown "$USR:" "$T/la"
-	timeout -k 5 120 runuser -u "$USR" -- "$LAUNCHER" sh -c 'while [ ! -e "$6" ]; do sleep 0.1; done
-		"$1" python3 -c "$2" udp 127.0.0.1 "$3"; "$1" python3 -c "$2" tcp 127.0.0.1 "$4"' \
-		sh "$LAUNCHER" "$PY_NET_ASK" "$q" "$p" "$UH/$HOME_LIST_REL" "$T/la/go" </dev/null >"$OUT" 2>"$ERR" &
-	local waiter=$!
-	wait_for 30 eval 'pgrep -u "$USR" -f "while \[ ! -e" >/dev/null'
-	printf 'socket udp:%s\n' "$q" | runuser -u "$USR" -- tee -a "$UH/$HOME_LIST_REL" >/dev/null
-	touch "$T/la/go"
-	RC=0
-	wait "$waiter" || RC=$?
+	run_in_after "$USR" 'printf "socket udp:%s\n" "$q" | runuser -u "$USR" -- tee -a "$UH/$HOME_LIST_REL" >/dev/null' \
+		sh -c '"$1" python3 -c "$2" udp 127.0.0.1 "$3"; "$1" python3 -c "$2" tcp 127.0.0.1 "$4"' \
+		sh "$LAUNCHER" "$PY_NET_ASK" "$q" "$p"
 	okl "loopback_allow: a launch from inside does not apply 'socket udp:$q' (and says so)" \
 		'stdout: $(snip "$OUT"), $(why)' \
 		eval 'has "refused: Operation not permitted" "$OUT" && has "port udp:$q stays refused" "$ERR"'

@@ -309,19 +309,9 @@ check_audit() {
 	# sandboxed agent cannot edit the list, test-writes.sh::check_own_list) while a sandbox
 	# runs; a launch from inside it changes nothing (the denial stays, the new audit line
 	# waits), and says so.
-	local d=$T/aud
-	mkdir -p "$d" && chown "$USR:$USR" "$d"
-	timeout -k 5 120 runuser -u "$USR" -- "$LAUNCHER" sh -c 'while [ ! -e "$1" ]; do sleep 0.1; done
-		"$2" sh -c "cat \"\$1\"; cat \"\$2\"" sh "$3" "$4"' sh "$d/go" "$LAUNCHER" "$UH/all-file" \
-		"$UH/new-audit" </dev/null >"$OUT" 2>"$ERR" &
-	local pid=$!
-	BG_PIDS+=("$pid")
-	wait_for 30 eval 'pgrep -u "$USR_UID" -f "while \[ ! -e" >/dev/null'
-	runuser -u "$USR" -- sed -i "s|^~/all-file\$|audit ~/all-file|" "$list"
-	echo "audit ~/new-audit" | runuser -u "$USR" -- tee -a "$list" >/dev/null
-	touch "$d/go"
-	RC=0
-	wait "$pid" || RC=$?
+	run_in_after "$USR" 'runuser -u "$USR" -- sed -i "s|^~/all-file\$|audit ~/all-file|" "$list"
+		echo "audit ~/new-audit" | runuser -u "$USR" -- tee -a "$list" >/dev/null' \
+		"$LAUNCHER" sh -c 'cat "$1"; cat "$2"' sh "$UH/all-file" "$UH/new-audit"
 	okl "audit: from inside, an entry turned audit stays denied" '$(why); $(snip "$OUT")' \
 		eval 'has "Operation not permitted" "$ERR" && ! has "all-file" "$OUT"'
 	okl "audit: from inside, the launch says the new audit keys are not applied" '$(why)' \

@@ -643,18 +643,8 @@ check_list_reload() {
 	# The removal is the user's (outside, while the sandbox runs): a sandboxed agent cannot
 	# edit the list (test-writes.sh::check_own_list).
 	alice_list_plus "$f"
-	local go=$AH/asx-reload-go
-	rm -f "$go"
-	timeout -k 5 120 runuser -u "$ALICE" -- "$LAUNCHER" sh -c 'while [ ! -e "$1" ]; do sleep 0.1; done
-		agent-sandbox-exec true 2>/dev/null && exec agent-sandbox-exec cat "$2"' sh "$go" "$f" \
-		</dev/null >"$OUT" 2>"$ERR" &
-	local waiter=$!
-	wait_for 30 eval 'pgrep -u "$ALICE" -f "while \[ ! -e" >/dev/null'
-	alice_list_default
-	runuser -u "$ALICE" -- touch "$go"
-	RC=0
-	wait "$waiter" || RC=$?
-	rm -f "$go"
+	run_in_after "$ALICE" alice_list_default sh -c \
+		'agent-sandbox-exec true 2>/dev/null && exec agent-sandbox-exec cat "$1"' sh "$f"
 	expect_denied "a removal from inside: nested launches keep the file denied" "asx-second-$TOK"
 	ok "the second nested launch, with the same lists, says so too (note: ... stay denied)" "$(snip "$ERR")" \
 		grep -q "^agent-sandbox-exec: note: .*stay denied" "$ERR"
