@@ -333,6 +333,25 @@ static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dent
 }
 
 /*
+ * ro_walk_denied()'s walk, as a global function: the verifier checks it
+ * once, not at each of the dozen hooks that ask (each inlined walk has its
+ * bpf_loop() callback explored again, which made the load several times
+ * slower on 6.12 and 7.x). Its arguments are plain numbers. 1: refused.
+ */
+__noinline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c;
+	bool whole = sbx & SBX_RO_DIRS;
+
+	if (!dentry)
+		return 0;
+	if (!walk_from_as(&c, cgid, dentry, mnt, whole ? AGENT_SANDBOX_WALK_DEPTH : 2,
+			  WALK_MODE_RO, whole))
+		return 1;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/*
  * Is the (possibly negative) dentry at address `dentry` read-only for
  * sandbox `cgid` of sandbox_of() `sbx`: a read-only file or name at it, or
  * a read-only directory entry above it that no nearer exception of the same
@@ -344,15 +363,7 @@ static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dent
  */
 static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
 {
-	struct walk_ctx c;
-	bool whole = sbx & SBX_RO_DIRS;
-
-	if (!(sbx & SBX_RO) || !dentry)
-		return false;
-	if (!walk_from_as(&c, cgid, dentry, mnt, whole ? AGENT_SANDBOX_WALK_DEPTH : 2,
-			  WALK_MODE_RO, whole))
-		return true;
-	return c.base == WALK_DENY || c.user == WALK_DENY;
+	return (sbx & SBX_RO) && ro_walk_refused(cgid, sbx, dentry, mnt) != 0;
 }
 
 /*

@@ -383,10 +383,17 @@ impl Bpf {
             .vfs_rename_exit
             .set_autoload(variant.has(Part::WalkMemos));
         capture_libbpf_log(true);
+        let started = std::time::Instant::now();
         let loaded = open.load();
         let log = capture_libbpf_log(false);
         let skel = match loaded {
-            Ok(s) => s,
+            Ok(s) => {
+                log::info!(
+                    "BPF programs loaded (verified) in {} ms",
+                    started.elapsed().as_millis()
+                );
+                s
+            }
             Err(cause) => {
                 // libbpf unpins the maps it pinned for a load that failed
                 // (bpf_object_load), leaving the directories it was given.
