@@ -905,7 +905,11 @@ mod tests {
         assert_eq!(s.since(1001, 0).count(), 1);
         assert_eq!(s.since(1002, 0).count(), 0, "another uid sees nothing");
         s.forget(1001);
-        assert_eq!(s.since(1001, 0).count(), 0, "a uid given to another account");
+        assert_eq!(
+            s.since(1001, 0).count(),
+            0,
+            "a uid given to another account"
+        );
         for u in 0..(Store::UIDS as u32 + 5) {
             let seq = s.next_seq();
             s.push(record(seq, 2000 + u));
