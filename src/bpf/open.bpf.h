@@ -94,7 +94,9 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 		first = inode->i_dentry.first;
 		if (!first)
 			return false;
-		d = (__u64)first - dentry_alias_offset();
+		/* As a number (a global function takes no pointer of this kind). */
+		bpf_probe_read_kernel(&d, sizeof(d), &first);
+		d -= dentry_alias_offset();
 	}
 	return ro_walk_denied(cgid, sbx, d, mnt);
 }
