@@ -254,9 +254,12 @@ static __always_inline void denial_path(struct denial *e, __u64 dentry, __u64 mn
 
 /*
  * Reports the refusal of `op` on the dentry at address `d`, on the vfsmount
- * at address `vmnt` (0: none known), in sandbox `cgid`.
+ * at address `vmnt` (0: none known), in sandbox `cgid`. A global function
+ * (its arguments plain numbers, its result 0): the verifier checks it once,
+ * not at each of the thirty refusals that report a path (each would have
+ * its bpf_loop() callback explored again).
  */
-static __always_inline void report_path(__u32 op, __u64 cgid, __u64 d, __u64 vmnt)
+__noinline int report_path(__u32 op, __u64 cgid, __u64 d, __u64 vmnt)
 {
 	struct dentry *dentry = (struct dentry *)d;
 	struct denial *e;
@@ -264,16 +267,17 @@ static __always_inline void report_path(__u32 op, __u64 cgid, __u64 d, __u64 vmn
 	__u64 mnt = 0;
 
 	if (!d)
-		return;
+		return 0;
 	inode = BPF_CORE_READ(dentry, d_inode);
 	e = denial_start(op, cgid, BPF_CORE_READ(dentry, d_sb, s_dev),
 			 inode ? BPF_CORE_READ(inode, i_ino) : 0);
 	if (!e)
-		return;
+		return 0;
 	if (vmnt)
 		mnt = vmnt - bpf_core_field_offset(struct mount, mnt);
 	denial_path(e, d, mnt);
 	denial_send(e);
+	return 0;
 }
 
 /* Reports the refusal of `op` on open file `file` in sandbox `cgid`. */
