@@ -21,6 +21,8 @@
 #                 refused inside (before, only opens were)
 #   own_list      the user's own list: no append, replace, removal or move from inside;
 #                 with no list directory, none can be made from inside
+#   own_list_link the user's list a symlink into another directory (a dotfiles manager's):
+#                 the file it points to cannot be changed from inside either
 #
 #   ASX_WRITES_ONLY="name ..."  run only these checks;  ASX_WRITES_SKIP="name ..."  skip these
 # Prints PASS:/FAIL:/SKIP: lines; ends with ALL PASS or N FAILED (exit 1).
@@ -37,7 +39,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing read_entry own_list)
+CHECKS=(ro_file ro_dir ro_missing read_entry own_list own_list_link)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -186,6 +188,20 @@ check_own_list() {
 		eval 'has "Operation not permitted" "$ERR" && [ ! -e "$list" ]'
 	run_as "$USR" mkdir -p "$(dirname "$list")"
 	okl "own_list: control: outside, the user makes it" '$(why)' test -d "$(dirname "$list")"
+}
+
+check_own_list_link() {
+	local list=$UH/$HOME_LIST_REL dots=$UH/dotfiles
+	run_as "$USR" mkdir -p "$dots"
+	runuser -u "$USR" -- sh -c 'printf "%s\n" "~/.ssh/id_ed25519" >"$1" && ln -sf "$1" "$2"' sh \
+		"$dots/denylist" "$list"
+	run_in "$USR" python3 -c "$PY_ACTS" "$dots/denylist"
+	okl "own_list_link: the file a symlinked list points to cannot be changed inside" \
+		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate mv rm
+	okl "own_list_link: it is unchanged" '$(snip "$dots/denylist")' eval '! has "/tmp/k" "$dots/denylist"'
+	run_as "$USR" sh -c 'echo "# outside" >>"$1"' sh "$dots/denylist"
+	okl "own_list_link: control: outside, the user edits it" '$(why)' has "# outside" "$dots/denylist"
+	rm -f "$list"
 }
 
 preflight() {

@@ -26,13 +26,16 @@ static long drop_key(struct bpf_map *map, __u64 *cgid, __u8 *value, struct drop_
 			__sync_fetch_and_add(count, 1);
 	}
 	/*
-	 * Directory-entry and exception marks of a freed directory or file
-	 * (KIND_DIR_BASE .. KIND_EXC_USER), so a new inode reusing the number
-	 * is not covered by mistake. Not counted: the daemon rewrites only
-	 * KIND_OPEN keys after a drop, and a lost mark of a freed inode is
+	 * Directory-entry, exception, audit and read-only marks of a freed
+	 * directory or file (KIND_DIR_BASE .. KIND_RO_DIR_OWN; the KIND_HAS_*
+	 * kinds between sit on the all-zero key only), so a new inode reusing
+	 * the number is not covered by mistake: a file git or cargo just made
+	 * inside must not be read-only because a read-only file the user saved
+	 * by renaming over it had its number. Not counted: the daemon rewrites
+	 * only KIND_OPEN keys after a drop, and a lost mark of a freed inode is
 	 * never needed again.
 	 */
-	for (__u32 kind = AGENT_SANDBOX_KIND_DIR_BASE; kind <= AGENT_SANDBOX_KIND_EXC_USER;
+	for (__u32 kind = AGENT_SANDBOX_KIND_DIR_BASE; kind <= AGENT_SANDBOX_KIND_RO_DIR_OWN;
 	     kind++) {
 		dk.file.kind = kind;
 		bpf_map_delete_elem(&deny_map, &dk);

@@ -168,6 +168,11 @@ int BPF_PROG(file_receive, struct file *file, int ret)
 		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
 		return -EPERM;
 	}
+	/* A writable descriptor of a read-only file, judged as an open for writing would be. */
+	if ((sbx & SBX_RO) && (file->f_mode & FMODE_WRITE) && write_open_refused(cgid, sbx, file)) {
+		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
+		return -EPERM;
+	}
 	return 0;
 }
 /* ==== end of side doors I ==== */

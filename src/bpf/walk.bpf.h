@@ -371,13 +371,19 @@ static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, 
  * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
  * the depth bound or when renames overlap both attempts.
  */
-static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+__noinline int walk_refused(__u64 cgid, __u64 dentry, __u64 mnt)
 {
 	struct walk_ctx c;
 
 	if (!walk_from(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH))
-		return true;
+		return 1;
 	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/* walk_refused(), a global function (verified once for its eight callers; see ro_walk_refused()). */
+static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	return walk_refused(cgid, dentry, mnt) != 0;
 }
 
 /*
@@ -557,9 +563,10 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 		first = inode->i_dentry.first;
 		if (!first)
 			return false;
-		d = (__u64)first - dentry_alias_offset();
+		/* As a number (a global function takes no pointer of this kind). */
+		bpf_probe_read_kernel(&d, sizeof(d), &first);
+		d -= dentry_alias_offset();
 	}
-	/* One walk for both (each call of bpf_loop() is verified on its own). */
 	return walk_denied(cgid, d, mnt);
 }
 

@@ -633,6 +633,22 @@ pub(crate) fn protect_own_lists(
     if found.is_err() {
         sink.out.truncate(mark);
     }
+    // The list file itself, following a symlink (a dotfiles manager's link
+    // into another directory): the file it points to is read-only too,
+    // by its inode and its name, wherever it is.
+    let mark = sink.out.len();
+    let Keys { ctx, reuse } = context(keys)?;
+    if ctx
+        .resolve(
+            &list,
+            LastComponent::Follow,
+            &mut RewriteSink::new(sink, KIND_RO),
+            reuse.witness(),
+        )
+        .is_err()
+    {
+        sink.out.truncate(mark);
+    }
     Ok(())
 }
 
