@@ -23,6 +23,9 @@
 #                 with no list directory, none can be made from inside
 #   own_list_link the user's list a symlink into another directory (a dotfiles manager's):
 #                 the file it points to cannot be changed from inside either
+#   ro_receive    a descriptor of a read-only file open for writing, sent in over SCM_RIGHTS
+#                 (by root: the user's outside processes cannot reach a socket made inside),
+#                 is not received; one open for reading is
 #
 #   ASX_WRITES_ONLY="name ..."  run only these checks;  ASX_WRITES_SKIP="name ..."  skip these
 # Prints PASS:/FAIL:/SKIP: lines; ends with ALL PASS or N FAILED (exit 1).
@@ -39,7 +42,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing read_entry own_list own_list_link)
+CHECKS=(ro_file ro_dir ro_missing read_entry own_list own_list_link ro_receive)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -202,6 +205,43 @@ check_own_list_link() {
 	run_as "$USR" sh -c 'echo "# outside" >>"$1"' sh "$dots/denylist"
 	okl "own_list_link: control: outside, the user edits it" '$(why)' has "# outside" "$dots/denylist"
 	rm -f "$list"
+}
+
+# PY_RECV SOCK UP: a listener that receives one descriptor per connection, twice, and prints
+# "got" or "nofd" for each
+PY_RECV='import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(2)
+open(sys.argv[2], "w").write("up\n")
+for _ in range(2):
+    c, _ = s.accept()
+    msg, fds, flags, _ = socket.recv_fds(c, 16, 4)
+    print("got" if fds else "nofd", flush=True)'
+# PY_SEND SOCK FILE MODE: send a descriptor of FILE opened with MODE (r or rw)
+PY_SEND='import os, socket, sys
+fd = os.open(sys.argv[2], os.O_RDWR if sys.argv[3] == "rw" else os.O_RDONLY)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+socket.send_fds(s, [b"x"], [fd])
+print("sent")'
+
+check_ro_receive() {
+	local d=$T/rx f=$UH/.bashrc
+	install -d -o "$USR" -g "$USR" -m 0755 "$d"
+	run_as "$USR" sh -c 'echo "# the user" >"$1"' sh "$f"
+	set_list "readonly ~/.bashrc"
+	timeout -k 5 60 runuser -u "$USR" -- "$LAUNCHER" python3 -c "$PY_RECV" "$d/sock" "$d/up" \
+		</dev/null >"$d/out" 2>"$d/err" &
+	local rpid=$!
+	if ! wait_for 30 test -s "$d/up"; then
+		fail "ro_receive: a sandboxed receiver listens" "$(snip "$d/err")"
+		return
+	fi
+	run_as root python3 -c "$PY_SEND" "$d/sock" "$f" rw
+	run_as root python3 -c "$PY_SEND" "$d/sock" "$f" r
+	wait_for 20 pid_gone "$rpid"
+	okl "ro_receive: a writable descriptor of a read-only file is not received inside; a read-only one is" \
+		'receiver: $(snip "$d/out") $(snip "$d/err")' eval '[ "$(tr "\n" " " <"$d/out")" = "nofd got " ]'
 }
 
 preflight() {
