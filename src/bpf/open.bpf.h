@@ -27,6 +27,21 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 }
 
 /*
+ * The audit walk of audit_matches() from the dentry at address `d` on the
+ * mount at address `mnt`: 1 when an audit directory entry matches. A global
+ * function, verified once (file_open's own walk is one bpf_loop() already).
+ * A walk that renames overlapped twice matches nothing.
+ */
+__noinline int audit_walk_matches(__u64 cgid, __u64 d, __u64 mnt)
+{
+	struct walk_ctx c;
+
+	if (!walk_from_as(&c, cgid, d, mnt, AGENT_SANDBOX_WALK_DEPTH, WALK_MODE_AUDIT, true))
+		return 0;
+	return c.base == WALK_DENY || c.user == WALK_DENY;
+}
+
+/*
  * Would an audit entry of sandbox `cgid` deny opening `file` (an open its
  * enforced entries allowed)? The same steps as file_refused() with the
  * audit kinds: the inode (KIND_AUDIT), its name (name_map, KIND_AUDIT),
@@ -41,7 +56,6 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
 	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
 	struct file_key k = {};
-	struct walk_ctx c;
 	struct inode *dir;
 	__u64 d = 0, mnt = 0;
 
@@ -67,9 +81,7 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
 	if (mnt)
 		mnt -= bpf_core_field_offset(struct mount, mnt);
 	bpf_probe_read_kernel(&d, sizeof(d), &dentry);
-	if (!walk_from_as(&c, cgid, d, mnt, AGENT_SANDBOX_WALK_DEPTH, WALK_MODE_AUDIT, true))
-		return false;
-	return c.base == WALK_DENY || c.user == WALK_DENY;
+	return audit_walk_matches(cgid, d, mnt) != 0;
 }
 
 /*
