@@ -98,7 +98,7 @@ run_in_after() {
 # again, else FAIL with systemctl's output; needs $T
 restart_daemon() {
 	systemctl daemon-reload
-	timeout 120 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
+	timeout 240 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
 	# shellcheck disable=SC2016  # DETAIL is expanded by okl, on failure
 	okl "$1" '$(snip "$T/restart.log") is-active: $(systemctl is-active agent-sandbox-execd)' \
 		wait_for 60 test -e /run/agent-sandbox-exec/ready

@@ -90,7 +90,7 @@ readonly APT_OPTS=(-y -o Dpkg::Use-Pty=0 -o Dpkg::Options::=--force-confdef -o D
 # Timings (seconds).  The guest is QEMU/TCG: slow forks, slow systemd.
 readonly CMD_TIMEOUT=60    # one command as the test user (the launcher itself waits <= 30 s)
 readonly SC_TIMEOUT=30     # systemctl queries, daemon-reload, bpftool
-readonly SC_OP_TIMEOUT=120 # systemctl start/stop/restart
+readonly SC_OP_TIMEOUT=240 # systemctl start/stop/restart (a start verifies the programs: up to a minute in a loaded 7.x guest)
 readonly APT_TIMEOUT=900   # one apt-get run
 readonly LOOP_MAX_S=1800   # the loop's own bound; timeout(1) adds a minute on top
 readonly LOOP_BATCH=20     # the loop writes its attempt counter every LOOP_BATCH attempts

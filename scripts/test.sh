@@ -172,7 +172,7 @@ daemon_ensure_running() {
 	systemctl kill --kill-whom=main --signal=SIGCONT "$UNIT" >/dev/null 2>&1
 	daemon_active && return 0
 	systemctl reset-failed "$UNIT" >/dev/null 2>&1
-	timeout 90 systemctl start "$UNIT" >/dev/null 2>&1
+	timeout 240 systemctl start "$UNIT" >/dev/null 2>&1
 	wait_for 30 daemon_active
 }
 
@@ -1552,7 +1552,7 @@ check_daemon_restart() {
 	prober_verdict "long-running sandbox is denied before the restart" restart
 	old=$(main_pid)
 	DAEMON_TOUCHED=1
-	timeout 90 systemctl restart "$UNIT" >"$T/restart.log" 2>&1
+	timeout 240 systemctl restart "$UNIT" >"$T/restart.log" 2>&1
 	wait_for 30 daemon_active
 	new=$(main_pid)
 	ok "daemon restarted and active (MainPID $old -> $new)" "$(snip "$T/restart.log"); is-active: $(systemctl is-active "$UNIT")" \
@@ -1650,7 +1650,7 @@ check_fail_closed() {
 	else
 		fail "daemon stopped: a sandbox started earlier is still denied" "no attempts: $(snip "$T/probe-stopped.err")"
 	fi
-	timeout 90 systemctl start "$UNIT" >"$T/start.log" 2>&1
+	timeout 240 systemctl start "$UNIT" >"$T/start.log" 2>&1
 	ok "daemon active again after start" "$(snip "$T/start.log"); is-active: $(systemctl is-active "$UNIT" 2>&1)" \
 		wait_for 30 daemon_active
 	run_in "$ALICE" true
@@ -1698,7 +1698,7 @@ check_socket_impostor() {
 	fi
 	stop_bg "$bg"
 	rm -rf "$d" "$RUN_DIR/socket" "$RUN_DIR/ready" "$MARKER"
-	timeout 90 systemctl start "$UNIT" >"$T/start.log" 2>&1
+	timeout 240 systemctl start "$UNIT" >"$T/start.log" 2>&1
 	ok "daemon active again after the impostor" "$(snip "$T/start.log")" wait_for 30 daemon_active
 	run_in "$ALICE" true
 	expect_rc "launch works after the impostor was removed" 0

@@ -84,7 +84,7 @@ struct walk_ctx {
 	__u32 sb_user;
 	__u32 at_sb;      /* 1 once the walk has passed the first superblock root */
 	__u32 cross_memo; /* 0 once a mount crossed leads to a filesystem memo_fs() refuses */
-	__u32 mode;       /* WALK_MODE_*: which entries the walk looks for */
+	__u32 pad;
 };
 
 /* The key of inode `inode` (an address), through probe reads. */
@@ -117,7 +117,7 @@ static __always_inline void walk_note(__u32 *state, void *map, void *key, __u32 
 		*state = WALK_ALLOW;
 }
 
-/* Both lists' states after the marks of one key. */
+/* Both lists' states after the marks of one key (the directory-entry walk). */
 static __always_inline void note_marks(__u32 *base, __u32 *user, void *map, void *key,
 				       __u32 *kind_field)
 {
@@ -139,7 +139,8 @@ static __always_inline void note_audit_marks(__u32 *base, __u32 *user, void *map
 
 /*
  * The same for a read-only walk: a read-only file or name (KIND_RO) at any
- * level protects for both lists, whatever an exception says; then the
+ * level protects for both lists, whatever an exception says; the user's
+ * own lists' directory (KIND_RO_DIR_OWN) for the base list; then the
  * read-only directory entries and the same lists' exceptions.
  */
 static __always_inline void note_ro_marks(__u32 *base, __u32 *user, void *map, void *key,
@@ -149,23 +150,27 @@ static __always_inline void note_ro_marks(__u32 *base, __u32 *user, void *map, v
 		*base = *user = WALK_DENY;
 		return;
 	}
-	/* The user's own lists' directory is a base-list entry (KIND_RO_DIR_OWN). */
-	if (*base == WALK_OPEN && has_kind(map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_OWN)) {
+	if (*base == WALK_OPEN && has_kind(map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_OWN))
 		*base = WALK_DENY;
-		return;
-	}
 	walk_note(base, map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_BASE,
 		  AGENT_SANDBOX_KIND_EXC_BASE);
 	walk_note(user, map, key, kind_field, AGENT_SANDBOX_KIND_RO_DIR_USER,
 		  AGENT_SANDBOX_KIND_EXC_USER);
 }
 
-/* One key's marks into the walk `c`, of the kinds its `mode` says. */
-static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field)
+/*
+ * One key's marks into the walk `c`, of the kinds `mode` says (a constant:
+ * each mode has a callback of its own, walk_step*(), so that the verifier
+ * explores in each only its own lookups; it explores a bpf_loop() callback
+ * until its states converge, which a branch on the mode made several times
+ * slower).
+ */
+static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key, __u32 *kind_field,
+				       const __u32 mode)
 {
-	if (c->mode == WALK_MODE_AUDIT)
+	if (mode == WALK_MODE_AUDIT)
 		note_audit_marks(&c->base, &c->user, map, key, kind_field);
-	else if (c->mode == WALK_MODE_RO)
+	else if (mode == WALK_MODE_RO)
 		note_ro_marks(&c->base, &c->user, map, key, kind_field);
 	else
 		note_marks(&c->base, &c->user, map, key, kind_field);
@@ -191,10 +196,9 @@ static __always_inline bool memo_fs(unsigned long magic)
 	       magic == RAMFS_MAGIC;
 }
 
-/* One level of the walk (a bpf_loop() callback): 1 stops the loop. */
-static long walk_step(__u64 index, void *ctx)
+/* One level of the walk, for the entries `mode` says (walk_step*() call it): 1 stops the loop. */
+static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 {
-	struct walk_ctx *c = ctx;
 	struct dentry *d = (struct dentry *)c->dentry;
 	struct dentry *parent;
 	struct inode *inode;
@@ -210,7 +214,7 @@ static long walk_step(__u64 index, void *ctx)
 		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
 			read_key(&dk.file, inode, ino);
 			dk.cgid = c->cgid;
-			walk_marks(c, &deny_map, &dk, &dk.file.kind);
+			walk_marks(c, &deny_map, &dk, &dk.file.kind, mode);
 		}
 	}
 	parent = BPF_CORE_READ(d, d_parent);
@@ -256,7 +260,7 @@ static long walk_step(__u64 index, void *ctx)
 					c->base = c->user =
 						WALK_DENY; /* unreadable name: fail closed */
 				else
-					walk_marks(c, &name_map, nk, &nk->dir.kind);
+					walk_marks(c, &name_map, nk, &nk->dir.kind, mode);
 			}
 		}
 	}
@@ -275,6 +279,22 @@ next:
 root:
 	c->done = 1;
 	return 1;
+}
+
+/* One level of the walk for each mode (bpf_loop() callbacks): 1 stops the loop. */
+static long walk_step(__u64 index, void *ctx)
+{
+	return walk_level(ctx, WALK_MODE_READ);
+}
+
+static long walk_step_audit(__u64 index, void *ctx)
+{
+	return walk_level(ctx, WALK_MODE_AUDIT);
+}
+
+static long walk_step_ro(__u64 index, void *ctx)
+{
+	return walk_level(ctx, WALK_MODE_RO);
 }
 
 /* The first word of a seqlock_t at `lock` (its sequence count), or 0 if the kernel symbol is unknown. */
@@ -307,8 +327,12 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 		c->dentry = dentry;
 		c->mnt = mnt;
 		c->cross_memo = 1;
-		c->mode = mode;
-		bpf_loop(depth, walk_step, c, 0);
+		if (mode == WALK_MODE_AUDIT)
+			bpf_loop(depth, walk_step_audit, c, 0);
+		else if (mode == WALK_MODE_RO)
+			bpf_loop(depth, walk_step_ro, c, 0);
+		else
+			bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
 			if (!c->done && fail_closed) {
 				/*
