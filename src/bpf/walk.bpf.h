@@ -71,6 +71,8 @@ extern const void mount_lock __ksym __weak;
 #define WALK_MODE_READ 0
 #define WALK_MODE_AUDIT 1
 #define WALK_MODE_RO 2
+/* WALK_MODE_READ that also keeps what a walk memo needs (at_sb, sb_*, cross_memo). */
+#define WALK_MODE_READ_MEMO 3
 
 /* The state of one walk; its pointers are plain numbers, read through probe reads. */
 struct walk_ctx {
@@ -222,7 +224,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 		struct mount *m = (struct mount *)c->mnt;
 		struct mount *up;
 
-		if (!c->at_sb) {
+		if (mode == WALK_MODE_READ_MEMO && !c->at_sb) {
 			c->at_sb = 1;
 			c->sb_base = c->base;
 			c->sb_user = c->user;
@@ -235,7 +237,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 		d = BPF_CORE_READ(m, mnt_mountpoint);
 		c->dentry = (__u64)d;
 		c->mnt = (__u64)up;
-		if (!memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
+		if (mode == WALK_MODE_READ_MEMO && !memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
 			c->cross_memo = 0;
 		goto next;
 	}
@@ -268,7 +270,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 next:
 	if (walk_decided(c->base, c->user)) {
 		c->done = 1;
-		if (!c->at_sb) {
+		if (mode == WALK_MODE_READ_MEMO && !c->at_sb) {
 			c->at_sb = 1;
 			c->sb_base = c->base;
 			c->sb_user = c->user;
@@ -281,10 +283,20 @@ root:
 	return 1;
 }
 
-/* One level of the walk for each mode (bpf_loop() callbacks): 1 stops the loop. */
+/*
+ * One level of the walk for each mode (bpf_loop() callbacks): 1 stops the
+ * loop. Only the walk that makes memos keeps the superblock states: every
+ * field a callback writes multiplies the states the verifier explores
+ * until they converge.
+ */
 static long walk_step(__u64 index, void *ctx)
 {
 	return walk_level(ctx, WALK_MODE_READ);
+}
+
+static long walk_step_memo(__u64 index, void *ctx)
+{
+	return walk_level(ctx, WALK_MODE_READ_MEMO);
 }
 
 static long walk_step_audit(__u64 index, void *ctx)
@@ -331,6 +343,8 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 			bpf_loop(depth, walk_step_audit, c, 0);
 		else if (mode == WALK_MODE_RO)
 			bpf_loop(depth, walk_step_ro, c, 0);
+		else if (mode == WALK_MODE_READ_MEMO)
+			bpf_loop(depth, walk_step_memo, c, 0);
 		else
 			bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
@@ -525,7 +539,7 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
 	if (p == (__u64)dentry)
 		goto whole;
-	if (!walk_from(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1))
+	if (!walk_from_as(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, WALK_MODE_READ_MEMO, true))
 		return true;
 	rest_base = c.base;
 	rest_user = c.user;
