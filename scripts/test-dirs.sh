@@ -403,9 +403,11 @@ check_inside_exc() {
 	put "$UH/.ssh/id_exc" 0600 "$(sec exc)"
 	set_list "~/.ssh/"
 	start_server
-	# The agent adds an exception and launches a nested sandbox.
-	job "printf '%s\n' '~/.ssh/' '!~/.ssh/id_exc' > $UH/$HOME_LIST_REL; $LAUNCHER cat $UH/.ssh/id_exc"
-	okl "inside_exc: an exception added from inside does not open the file to a nested launch" \
+	# An exception is added (by the user, outside: a sandboxed agent cannot edit the list,
+	# test-writes.sh::check_own_list) while the sandbox runs, and it launches a nested sandbox.
+	set_list "~/.ssh/" "!~/.ssh/id_exc"
+	job "$LAUNCHER cat $UH/.ssh/id_exc"
+	okl "inside_exc: an exception added while a sandbox runs does not open the file to a nested launch" \
 		'job=$(snip "$T/job.out")' eval 'has "$EPERM_MSG" "$T/job.out" && ! has "$(sec exc)" "$T/job.out"'
 	job "cat $UH/.ssh/id_exc"
 	okl "inside_exc: nor to the running sandbox" 'job=$(snip "$T/job.out")' \

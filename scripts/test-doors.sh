@@ -493,15 +493,19 @@ check_inherited_fd() {
 }
 
 check_inherited_fd_chmod() {
-	# An outside shell holds fd 3 on SECRET; an agent makes SECRET unreadable
-	# (chmod 000, from inside); the shell's next launch passes fd 3 on.
+	# An outside shell holds fd 3 on SECRET; SECRET is made unreadable (chmod 000: from
+	# inside a sandbox that is refused, a listed file's attributes are protected; so outside);
+	# the shell's next launch passes fd 3 on.
 	run_as "$USR" sh -c 'exec 3<"$1"
-		"$2" chmod 000 "$1" 3<&-
+		"$2" chmod 000 "$1" 3<&- 2>/dev/null && echo "inside chmod: done" >&2
+		chmod 000 "$1"
 		echo "mode=[$(stat -c %a "$1")]" >&2
 		exec "$2" sh -c "cat <&3"' sh "$SECRET" "$LAUNCHER"
 	chmod 0600 "$SECRET"
+	okl "inherited_fd_chmod: a chmod of SECRET from inside is refused" '$(why)' \
+		eval '! has "inside chmod: done" "$ERR"'
 	if ! has "mode=[0]" "$ERR"; then
-		fail "inherited_fd_chmod: control: chmod 000 SECRET from inside" "$(why)"
+		fail "inherited_fd_chmod: control: chmod 000 SECRET outside" "$(why)"
 		return
 	fi
 	okl "inherited_fd_chmod: fd 3 open on SECRET made unreadable: the launch is refused (exit 2, naming fd 3)" \
