@@ -1221,7 +1221,11 @@ impl Daemon {
             exceptions_held_back: stats.exceptions_held_back,
             recorded,
             unlisted: self.bpf.held_len(cgid).saturating_sub(keys.len()),
-            unlisted_entries: self.bpf.held_entries(cgid).saturating_sub(keys.entries()),
+            unlisted_entries: self
+                .bpf
+                .held(cgid)
+                .map_or(0, crate::lists::entries::DenySet::entries)
+                .saturating_sub(keys.entries()),
             version: self.bpf.version(cgid),
         })
     }
@@ -1327,7 +1331,11 @@ impl Daemon {
         if let Some(set) = held {
             answer.files = set.files().iter().filter(|k| k.kind == KIND_OPEN).count();
             answer.marks = set.files().len() - answer.files;
-            answer.names = set.names().len();
+            answer.names = set
+                .names()
+                .iter()
+                .filter(|n| crate::lists::entries::denies_read(n.dir.kind))
+                .count();
         }
         if let Some(w) = self.launches.user_warnings(uid) {
             answer.warnings = w.to_vec();

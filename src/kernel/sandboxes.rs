@@ -275,10 +275,10 @@ impl Bpf {
         self.mirror.get(&cgid).map_or(0, DenySet::len)
     }
 
-    /// How many listed entries ([`DenySet::entries`]) the mirror holds for
+    /// How many entries that deny a read ([`DenySet::read_entries`]) the mirror holds for
     /// sandbox `cgid`.
     pub fn held_entries(&self, cgid: u64) -> usize {
-        self.mirror.get(&cgid).map_or(0, DenySet::entries)
+        self.mirror.get(&cgid).map_or(0, DenySet::read_entries)
     }
 
     /// What the mirror holds for sandbox `cgid` (what its last applies put in

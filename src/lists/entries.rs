@@ -86,6 +86,12 @@ pub fn is_ro(kind: u32) -> bool {
     (KIND_RO..=KIND_RO_DIR_USER).contains(&kind) || kind == KIND_RO_DIR_OWN
 }
 
+/// Whether a name key of `kind` denies a read (a listed name, a directory
+/// entry or exception by name): not an audit or read-only one.
+pub fn denies_read(kind: u32) -> bool {
+    !is_audit(kind) && !is_ro(kind)
+}
+
 /// The read-only directory-entry kind of a list whose directory-entry kind
 /// is `dir_kind` ([`KIND_DIR_BASE`] or [`KIND_DIR_USER`]).
 pub fn ro_dir_kind(dir_kind: u32) -> u32 {
@@ -242,6 +248,18 @@ impl DenySet {
             + self.names.iter().filter(|n| !is_audit(n.dir.kind)).count()
     }
 
+    /// Number of entries that deny a read: [`DenySet::entries`] without the
+    /// read-only ones (which deny changes only). What "your lists deny
+    /// nothing" and `--status` count.
+    pub fn read_entries(&self) -> usize {
+        self.files.iter().filter(|f| f.kind == KIND_OPEN).count()
+            + self
+                .names
+                .iter()
+                .filter(|n| denies_read(n.dir.kind))
+                .count()
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.names.is_empty()
@@ -367,6 +385,43 @@ mod tests {
         assert!(a.minus(&a).is_empty());
         assert_eq!(a.union(&DenySet::default()), a);
         assert_eq!(DenySet::default().minus(&a), DenySet::default());
+    }
+
+    #[test]
+    fn read_only_keys_are_entries_that_deny_no_read() {
+        let f = |ino, kind| FileKey {
+            dev: 45,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let n = |kind, name: &[u8]| NameKey {
+            dir: f(9, kind),
+            name: name.to_vec(),
+        };
+        let set = DenySet::new(
+            vec![
+                f(1, KIND_OPEN),
+                f(2, KIND_RO),
+                f(3, KIND_AUDIT),
+                f(4, KIND_PATH),
+            ],
+            vec![
+                n(KIND_OPEN, b"a"),
+                n(KIND_RO_DIR_OWN, b"b"),
+                n(KIND_AUDIT, b"c"),
+            ],
+        );
+        assert_eq!(
+            set.entries(),
+            4,
+            "a removal of a read-only entry is a loosening"
+        );
+        assert_eq!(
+            set.read_entries(),
+            2,
+            "read-only and audit keys deny no read"
+        );
     }
 
     #[test]
