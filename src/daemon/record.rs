@@ -60,7 +60,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::lists::entries::{DenySet, FileKey, KIND_OPEN, NameKey, kernel_dev};
+use crate::lists::entries::{DenySet, FileKey, NameKey, is_entry_file, is_entry_name, kernel_dev};
 use crate::os::{procfs, sys};
 
 /// Largest record read or written, in bytes (a uid at the cap of 131,072
@@ -183,12 +183,12 @@ pub fn encode(
     };
     // Listed entries only (DenySet::entries): the marks on the way follow
     // from the names, and the note counts entries.
-    for f in held.files().iter().filter(|f| f.kind == KIND_OPEN) {
+    for f in held.files().iter().filter(|f| is_entry_file(f)) {
         let i = fs_of(f.dev, &mut fs_lines);
         // Writing to a Vec cannot fail.
         let _ = writeln!(body, "f {i} {:016x}", file_digest(key, f));
     }
-    for n in held.names() {
+    for n in held.names().iter().filter(|n| is_entry_name(n)) {
         let i = fs_of(n.dir.dev, &mut fs_lines);
         let _ = writeln!(body, "n {i} {:016x}", name_digest(key, n));
     }
@@ -344,12 +344,12 @@ pub fn verdict(
         })
     };
     let mut kept: HashSet<(u8, u32, u64)> = HashSet::new();
-    for f in desired.files().iter().filter(|f| f.kind == KIND_OPEN) {
+    for f in desired.files().iter().filter(|f| is_entry_file(f)) {
         if let Some(i) = index_of(f.dev) {
             kept.insert((b'f', i, file_digest(rec.key, f)));
         }
     }
-    for n in desired.names() {
+    for n in desired.names().iter().filter(|n| is_entry_name(n)) {
         if let Some(i) = index_of(n.dir.dev) {
             kept.insert((b'n', i, name_digest(rec.key, n)));
         }
@@ -601,6 +601,7 @@ fn hex_u64(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lists::entries::KIND_OPEN;
 
     /// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
     /// 2012) of `msg` under the key `k` (k0, k1 as little-endian halves of the
@@ -687,6 +688,42 @@ mod tests {
         assert_eq!(siphash24(KEY, &msg), 0xa129_ca61_49be_45e5);
         // The first entry of the reference implementation's vectors.h (empty message).
         assert_eq!(siphash24(KEY, b""), 0x726f_db47_dd0e_0e31);
+    }
+
+    #[test]
+    fn read_only_and_audit_keys_round_trip() {
+        use crate::lists::entries::{KIND_AUDIT, KIND_PATH, KIND_RO, KIND_RO_DIR_OWN};
+        let k = |ino, kind| FileKey {
+            dev: VDA,
+            ino,
+            subvol: 0,
+            kind,
+        };
+        let set = DenySet::new(
+            vec![
+                k(1, KIND_OPEN),
+                k(2, KIND_RO),
+                k(3, KIND_AUDIT),
+                k(4, KIND_PATH),
+            ],
+            vec![
+                NameKey {
+                    dir: k(5, KIND_RO_DIR_OWN),
+                    name: b"agent-sandbox-exec".to_vec(),
+                },
+                NameKey {
+                    dir: k(5, KIND_AUDIT),
+                    name: b".env".to_vec(),
+                },
+            ],
+        );
+        let rec = decode(&encode(&set, BOOT, KEY, &mounted())).expect("parses");
+        assert_eq!(
+            rec.entries.len(),
+            set.entries(),
+            "the read-only entries are recorded"
+        );
+        assert_eq!(rec.entries.len(), 3);
     }
 
     #[test]

@@ -86,6 +86,17 @@ pub fn is_ro(kind: u32) -> bool {
     (KIND_RO..=KIND_RO_DIR_USER).contains(&kind) || kind == KIND_RO_DIR_OWN
 }
 
+/// Whether file key `f` is a listed entry ([`DenySet::entries`]): a denied
+/// file ([`KIND_OPEN`]) or a read-only one, not a mark on the way or an audit key.
+pub fn is_entry_file(f: &FileKey) -> bool {
+    f.kind == KIND_OPEN || is_ro(f.kind)
+}
+
+/// Whether name key `n` is a listed entry ([`DenySet::entries`]): any but an audit one.
+pub fn is_entry_name(n: &NameKey) -> bool {
+    !is_audit(n.dir.kind)
+}
+
 /// Whether a name key of `kind` denies a read (a listed name, a directory
 /// entry or exception by name): not an audit or read-only one.
 pub fn denies_read(kind: u32) -> bool {
@@ -241,11 +252,8 @@ impl DenySet {
     /// ...) follow from the names and are not counted, and audit keys deny
     /// nothing. What messages to the user count.
     pub fn entries(&self) -> usize {
-        self.files
-            .iter()
-            .filter(|f| f.kind == KIND_OPEN || is_ro(f.kind))
-            .count()
-            + self.names.iter().filter(|n| !is_audit(n.dir.kind)).count()
+        self.files.iter().filter(|f| is_entry_file(f)).count()
+            + self.names.iter().filter(|n| is_entry_name(n)).count()
     }
 
     /// Number of entries that deny a read: [`DenySet::entries`] without the
