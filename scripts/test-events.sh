@@ -418,7 +418,7 @@ check_restart() {
 	okl "restart: control: the open is refused while the daemon is stopped" '$(snip "$d/err")' \
 		has "Operation not permitted" "$d/err"
 	systemctl start agent-sandbox-execd
-	wait_for 120 test -s /run/agent-sandbox-exec/ready
+	wait_for 300 test -s /run/agent-sandbox-exec/ready
 	okl "restart: the refusal made while it was stopped is logged once it is back" \
 		'$(journalctl -q --no-pager -o verbose --since "@$STARTED" ASE_UID="$USR_UID" | grep ASE_PATH | tail -3 | tr "\n" "|")' \
 		wait_for 30 journal_has ASE_UID="$USR_UID" ASE_PATH="$UH/restart-secret"
@@ -446,7 +446,7 @@ setup() {
 	runuser -u "$USR" -- mkdir -p "$UH/.ssh" "$UH/secrets" &&
 		runuser -u "$USR" -- sh -c 'echo key >"$1"' sh "$UH/.ssh/id_ed25519" || return 1
 	set_events_list || return 1
-	wait_for 120 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
+	wait_for 300 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
 	# A fresh journal window (10 lines per uid per 10 s): the uid may be one an earlier suite's
 	# user had, whose refusals used the window up.
 	sleep 11

@@ -101,7 +101,7 @@ restart_daemon() {
 	timeout 240 systemctl restart agent-sandbox-execd >"$T/restart.log" 2>&1
 	# shellcheck disable=SC2016  # DETAIL is expanded by okl, on failure
 	okl "$1" '$(snip "$T/restart.log") is-active: $(systemctl is-active agent-sandbox-execd)' \
-		wait_for 60 test -e /run/agent-sandbox-exec/ready
+		wait_for 240 test -e /run/agent-sandbox-exec/ready
 }
 
 # wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout

@@ -38,7 +38,7 @@ readonly STATE=/var/lib/asx-test-reboot
 readonly EPERM_MSG="Operation not permitted"
 readonly GONE_NOTE="entries denied until now are no longer denied to your sandboxes"
 readonly CMD_TIMEOUT=60
-readonly BACK_S=120
+readonly BACK_S=300
 
 PASS_N=0 FAIL_N=0
 # shellcheck source=scripts/test-lib.sh

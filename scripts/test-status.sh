@@ -228,7 +228,7 @@ check_failed_start() {
 	systemctl reset-failed agent-sandbox-execd 2>/dev/null
 	systemctl start agent-sandbox-execd
 	okl "failed_start: the service serves again" '$(systemctl is-active agent-sandbox-execd)' \
-		wait_for 120 daemon_serving
+		wait_for 300 daemon_serving
 }
 
 check_nothing_denied() {
@@ -294,7 +294,7 @@ setup() {
 		NO_BPF=1
 		note "this boot has no bpf LSM ($(cat /proc/cmdline)); only no_bpf runs"
 	else
-		wait_for 120 daemon_serving || { echo "the daemon is not serving" >&2; return 1; }
+		wait_for 300 daemon_serving || { echo "the daemon is not serving" >&2; return 1; }
 	fi
 }
 

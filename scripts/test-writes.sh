@@ -261,7 +261,7 @@ setup() {
 	UH=$(home_of "$USR")
 	runuser -u "$USR" -- mkdir -p "$UH/.ssh" &&
 		runuser -u "$USR" -- sh -c 'echo key >"$1"' sh "$UH/.ssh/id_ed25519" || return 1
-	wait_for 120 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
+	wait_for 300 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
 }
 
 cleanup() {
