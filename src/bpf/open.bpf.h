@@ -92,24 +92,10 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
  */
 static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
-	struct inode *inode = file->f_inode;
-	struct dentry *dentry = file->f_path.dentry;
-	struct hlist_node *first;
-	__u64 d = 0, mnt = 0;
+	__u64 d, mnt;
 
-	if (dentry->d_inode == inode) {
-		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-		if (mnt)
-			mnt -= bpf_core_field_offset(struct mount, mnt);
-		bpf_probe_read_kernel(&d, sizeof(d), &dentry);
-	} else {
-		first = inode->i_dentry.first;
-		if (!first)
-			return false;
-		/* As a number (a global function takes no pointer of this kind). */
-		bpf_probe_read_kernel(&d, sizeof(d), &first);
-		d -= dentry_alias_offset();
-	}
+	if (!file_walk_start(file, &d, &mnt))
+		return false;
 	return ro_walk_denied(cgid, sbx, d, mnt);
 }
 

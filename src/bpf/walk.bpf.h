@@ -574,6 +574,36 @@ whole:
 }
 
 /*
+ * Where a walk for open file `file` starts, as numbers (what the global
+ * walk functions take): its dentry and the struct mount of its path, or, for
+ * a backing file that overlayfs opened with the overlay's path (6.1:
+ * open_with_fake_path()), the real inode's first alias and no mount (`*mnt`
+ * 0: within its filesystem). False when that inode has no alias.
+ */
+static __always_inline bool file_walk_start(struct file *file, __u64 *d, __u64 *mnt)
+{
+	struct inode *inode = file->f_inode;
+	struct dentry *dentry = file->f_path.dentry;
+	struct hlist_node *first;
+
+	*d = 0;
+	*mnt = 0;
+	if (dentry->d_inode == inode) {
+		BPF_CORE_READ_INTO(mnt, file, f_path.mnt);
+		if (*mnt)
+			*mnt -= bpf_core_field_offset(struct mount, mnt);
+		bpf_probe_read_kernel(d, sizeof(*d), &dentry);
+		return true;
+	}
+	first = inode->i_dentry.first;
+	if (!first)
+		return false;
+	bpf_probe_read_kernel(d, sizeof(*d), &first);
+	*d -= dentry_alias_offset();
+	return true;
+}
+
+/*
  * The walk for an opened file: from its dentry on its mount (with memos),
  * or, for a backing file that overlayfs opened with the overlay's path (6.1:
  * open_with_fake_path()), from the real inode's first alias without
@@ -581,30 +611,17 @@ whole:
  */
 static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits)
 {
-	struct inode *inode = file->f_inode;
 	struct dentry *dentry = file->f_path.dentry;
-	struct hlist_node *first;
-	__u64 d = 0, mnt = 0;
+	__u64 d, mnt;
 	int verdict;
 
-	if (dentry->d_inode == inode) {
-		if (walk_memo_store != MEMO_NONE) {
-			verdict = path_walk_denied(cgid, file, dentry, bits);
-			if (verdict != PATH_WALK_WHOLE)
-				return verdict;
-		}
-		BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-		if (mnt)
-			mnt -= bpf_core_field_offset(struct mount, mnt);
-		bpf_probe_read_kernel(&d, sizeof(d), &dentry);
-	} else {
-		first = inode->i_dentry.first;
-		if (!first)
-			return false;
-		/* As a number (a global function takes no pointer of this kind). */
-		bpf_probe_read_kernel(&d, sizeof(d), &first);
-		d -= dentry_alias_offset();
+	if (walk_memo_store != MEMO_NONE && dentry->d_inode == file->f_inode) {
+		verdict = path_walk_denied(cgid, file, dentry, bits);
+		if (verdict != PATH_WALK_WHOLE)
+			return verdict;
 	}
+	if (!file_walk_start(file, &d, &mnt))
+		return false;
 	return walk_denied(cgid, d, mnt);
 }
 
