@@ -13,17 +13,19 @@
  * The whole decision on an open file for sandbox `cgid`: by its inode and
  * name (open_denied()), then, for a sandbox with directory entries, by the
  * directories above it (open_walk_denied(); directories stay listable below
- * a directory entry). Shared by file_open and file_receive, so a descriptor
- * passed in is judged as an open of the same file would be.
+ * a directory entry), with walk memos where `memos` (a constant). Shared by
+ * file_open and file_receive, so a descriptor passed in is judged as an open
+ * of the same file would be.
  */
-static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file)
+static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file,
+					 const bool memos)
 {
 	__u32 bits;
 
 	if (open_denied(cgid, file, &bits))
 		return true;
 	return (sbx & SBX_DIRS) && (file->f_inode->i_mode & S_IFMT) != S_IFDIR &&
-	       open_walk_denied(cgid, file, bits);
+	       open_walk_denied(cgid, file, bits, memos);
 }
 
 /*
@@ -107,7 +109,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (file_refused(cgid, sbx, file)) {
+	if (file_refused(cgid, sbx, file, true)) {
 		report_file(AGENT_SANDBOX_OP_OPEN, cgid, file);
 		return -EPERM;
 	}

@@ -164,7 +164,8 @@ int BPF_PROG(file_receive, struct file *file, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (file_refused(cgid, sbx, file)) {
+	/* Without walk memos: a passed descriptor is rare, and each use of them costs load time. */
+	if (file_refused(cgid, sbx, file, false)) {
 		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
 		return -EPERM;
 	}

@@ -418,6 +418,37 @@ __noinline int walk_refused(__u64 cgid, __u64 dentry, __u64 mnt)
 	return c.base == WALK_DENY || c.user == WALK_DENY;
 }
 
+/*
+ * The answer of memo_walk(), packed into an int (what a global function can
+ * return): both lists' states at the top (bits 0-1, 2-3), as the first
+ * superblock root was reached (bits 4-5, 6-7), whether every mount crossed
+ * leads to a filesystem memo_fs() accepts (bit 8), and, alone, that renames
+ * overlapped both attempts (MEMO_WALK_FAILED: nothing else may be used).
+ */
+#define MEMO_WALK_FAILED (1 << 9)
+#define MEMO_WALK_STATE(r, shift) (((r) >> (shift)) & 3)
+#define MEMO_WALK_CROSS(r) (((r) >> 8) & 1)
+
+/*
+ * The walk file_open keeps in a memo: from the directory dentry at address
+ * `dentry` on mount `mnt` (0: within its filesystem), one level less than a
+ * whole walk (the file's own level is judged by the caller), packed as
+ * above. A global function: the verifier checks it once, whatever state the
+ * caller reaches it with (inlined, its bpf_loop() callback was explored again
+ * for each, which made file_open's load the slowest part of the daemon's
+ * start on 6.12 and 7.x).
+ */
+__noinline int memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	struct walk_ctx c;
+
+	if (!walk_from_as(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, WALK_MODE_READ_MEMO,
+			  true))
+		return MEMO_WALK_FAILED;
+	return (c.base & 3) | (c.user & 3) << 2 | (c.sb_base & 3) << 4 | (c.sb_user & 3) << 6 |
+	       (c.cross_memo & 1) << 8;
+}
+
 /* walk_refused(), a global function (verified once for its eight callers; see ro_walk_refused()). */
 static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
 {
@@ -481,10 +512,10 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	struct inode *dir = parent->d_inode;
 	struct walk_memo *memo, fresh = {};
 	struct memo_key mk = {};
-	struct walk_ctx c;
 	struct walk_gens *gens;
 	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
 	__u32 mseq, rest_base, rest_user;
+	int r;
 	__u64 mnt = 0, vmnt, p = 0;
 
 	level_marks(cgid, file->f_inode, dentry, dir, bits, &base, &user);
@@ -539,21 +570,22 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
 	if (p == (__u64)dentry)
 		goto whole;
-	if (!walk_from_as(&c, cgid, p, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, WALK_MODE_READ_MEMO, true))
+	r = memo_walk(cgid, p, mnt);
+	if (r & MEMO_WALK_FAILED)
 		return true;
-	rest_base = c.base;
-	rest_user = c.user;
+	rest_base = MEMO_WALK_STATE(r, 0);
+	rest_user = MEMO_WALK_STATE(r, 2);
 	/*
 	 * Not on an encrypted directory (fscrypt): a locked one's names are
 	 * no-key names until the key is added, which changes them without a
 	 * rename (and its subdirectories are all encrypted too).
 	 */
 	if (memo_fs(dir->i_sb->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
-		fresh.sb_base = c.sb_base;
-		fresh.sb_user = c.sb_user;
-		fresh.full_base = c.base;
-		fresh.full_user = c.user;
-		if (c.cross_memo && &mount_lock && !(mseq & 1) && vmnt) {
+		fresh.sb_base = MEMO_WALK_STATE(r, 4);
+		fresh.sb_user = MEMO_WALK_STATE(r, 6);
+		fresh.full_base = rest_base;
+		fresh.full_user = rest_user;
+		if (MEMO_WALK_CROSS(r) && &mount_lock && !(mseq & 1) && vmnt) {
 			fresh.mnt = vmnt;
 			fresh.mount_seq = mseq;
 		}
@@ -604,18 +636,20 @@ static __always_inline bool file_walk_start(struct file *file, __u64 *d, __u64 *
 }
 
 /*
- * The walk for an opened file: from its dentry on its mount (with memos),
+ * The walk for an opened file: from its dentry on its mount (with memos
+ * where `memos`, a constant: file_open's; file_receive, rare, walks whole),
  * or, for a backing file that overlayfs opened with the overlay's path (6.1:
  * open_with_fake_path()), from the real inode's first alias without
  * crossing mounts.
  */
-static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits)
+static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits,
+					     const bool memos)
 {
 	struct dentry *dentry = file->f_path.dentry;
 	__u64 d, mnt;
 	int verdict;
 
-	if (walk_memo_store != MEMO_NONE && dentry->d_inode == file->f_inode) {
+	if (memos && walk_memo_store != MEMO_NONE && dentry->d_inode == file->f_inode) {
 		verdict = path_walk_denied(cgid, file, dentry, bits);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -23,6 +23,41 @@ use crate::kernel::preflight::{
 use crate::kernel::skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 use crate::kernel::variant::{self, Part, Variant, Why};
 use crate::lists::entries::DenySet;
+
+/// How many instructions the verifier processed for each loaded program
+/// (`bpf_prog_info.verified_insns`, kernel 5.16 and later: the figure its
+/// `BPF_LOG_STATS` summary prints as "processed N insns"), largest first, as
+/// one line: "verifier steps 123456 in all: file_open 80000, ...". The
+/// steps drive the load time (most of it is the verifier's), so this line is
+/// what to compare between kernels and versions of the programs.
+fn verifier_steps(skel: &AgentSandboxSkel<'_>) -> String {
+    let mut steps: Vec<(u32, String)> = skel
+        .object()
+        .progs()
+        .filter(|p| p.autoload())
+        .filter_map(|p| {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: `info` is a bpf_prog_info of `len` bytes; the kernel
+            // writes at most `len` bytes of it.
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                    p.as_fd().as_raw_fd(),
+                    &mut info,
+                    &mut len,
+                )
+            };
+            (rc == 0).then(|| (info.verified_insns, p.name().to_string_lossy().into_owned()))
+        })
+        .collect();
+    steps.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let total: u64 = steps.iter().map(|(n, _)| u64::from(*n)).sum();
+    let each: Vec<String> = steps
+        .iter()
+        .map(|(n, name)| format!("{name} {n}"))
+        .collect();
+    format!("verifier steps {total} in all: {}", each.join(", "))
+}
 
 /// Routes libbpf's own log lines into `log` at debug level (`RUST_LOG=debug`
 /// shows them). Failures reach the log once, as this module's errors; libbpf's
@@ -389,8 +424,9 @@ impl Bpf {
         let skel = match loaded {
             Ok(s) => {
                 log::info!(
-                    "BPF programs loaded (verified) in {} ms",
-                    started.elapsed().as_millis()
+                    "BPF programs loaded (verified) in {} ms; {}",
+                    started.elapsed().as_millis(),
+                    verifier_steps(&s)
                 );
                 s
             }
