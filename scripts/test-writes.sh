@@ -17,6 +17,10 @@
 #                 to an existing unit, a rename within refused; reading works; an exception
 #                 of the same list re-allows writing one file
 #   ro_missing    `readonly ~/.profile-later` that does not exist: not planted from inside
+#   ro_missing_parent  `readonly ~/.config/autostart/evil.desktop` with no autostart directory:
+#                 the directory is not made from inside (the entry used to be skipped)
+#   ro_symlink    `readonly ~/.zshrc`, a symlink into ~/dotfiles: neither the link nor the file
+#                 it points to changes from inside (the entry used to be skipped)
 #   read_entry    a listed (read-denied) file: truncate, touch, chmod and a user xattr
 #                 refused inside (before, only opens were)
 #   own_list      the user's own list: no append, replace, removal or move from inside;
@@ -42,7 +46,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing read_entry own_list own_list_link ro_receive)
+CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink read_entry own_list own_list_link ro_receive)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -101,6 +105,15 @@ act("link", lambda: os.link(f, f + ".ln"))
 act("mv", lambda: os.rename(f, f + ".moved"))
 act("rm", lambda: os.unlink(f))'
 
+# PY_ACL set|rm FILE: set an extended POSIX ACL (a named user entry: root may read), or remove it
+PY_ACL='import os, struct, sys
+n = "system.posix_acl_access"
+if sys.argv[1] == "set":
+    os.setxattr(sys.argv[2], n, struct.pack("<I" + "HHI" * 5, 2, 1, 6, 0xffffffff, 2, 4, 0,
+                4, 4, 0xffffffff, 0x10, 4, 0xffffffff, 0x20, 4, 0xffffffff))
+else:
+    os.removexattr(sys.argv[2], n)'
+
 # refused ACT...: each "<act>: Operation not permitted" is in $OUT; those that are not,
 # with what happened, in $NOT_REFUSED
 NOT_REFUSED=""
@@ -133,6 +146,13 @@ check_ro_file() {
 	run_as "$USR" sh -c 'echo outside >>"$1"' sh "$f"
 	okl "ro_file: outside a sandbox the user's shell still writes it" '$(why)' \
 		eval '[ "$RC" -eq 0 ] && has outside "$f"'
+	# An extended ACL set outside, removed inside (since Linux 6.2 the removal reaches the
+	# remove_acl hook, not removexattr's).
+	run_as "$USR" python3 -c "$PY_ACL" set "$f"
+	okl "ro_file: control: outside, the user sets an ACL on it" '$(why)' test "$RC" -eq 0
+	run_in "$USR" python3 -c "$PY_ACL" rm "$f"
+	okl "ro_file: removing its ACL is refused inside" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && has "Operation not permitted" "$ERR"'
 }
 
 check_ro_dir() {
@@ -163,6 +183,39 @@ check_ro_missing() {
 	run_in "$USR" sh -c 'echo planted >"$1"' sh "$UH/.profile-later"
 	okl "ro_missing: a read-only name that does not exist is not planted from inside" '$(why)' \
 		eval 'has "Operation not permitted" "$ERR" && [ ! -e "$UH/.profile-later" ]'
+}
+
+check_ro_missing_parent() {
+	rm -rf "$UH/.config/autostart"
+	set_list "readonly ~/.config/autostart/evil.desktop"
+	run_in "$USR" sh -c 'mkdir -p "$1" && echo "[Desktop Entry]" >"$1/evil.desktop"' sh \
+		"$UH/.config/autostart"
+	okl "ro_missing_parent: a read-only file's missing directory is not made from inside" '$(why)' \
+		eval 'has "Operation not permitted" "$ERR" && [ ! -e "$UH/.config/autostart" ]'
+	run_in "$USR" mkdir "$UH/.config/other"
+	okl "ro_missing_parent: control: another directory next to it is made inside" '$(why)' \
+		test -d "$UH/.config/other"
+	run_as "$USR" mkdir -p "$UH/.config/autostart"
+	okl "ro_missing_parent: control: outside, the user makes it" '$(why)' test -d "$UH/.config/autostart"
+	rm -rf "$UH/.config/other" "$UH/.config/autostart"
+}
+
+check_ro_symlink() {
+	local dots=$UH/dotfiles f=$UH/.zshrc
+	run_as "$USR" mkdir -p "$dots"
+	run_as "$USR" sh -c 'echo "# the user" >"$1/zshrc" && ln -sfn "$1/zshrc" "$2"' sh "$dots" "$f"
+	set_list "readonly ~/.zshrc"
+	run_in "$USR" python3 -c "$PY_ACTS" "$f"
+	okl "ro_symlink: a read-only symlink (a dotfiles manager's): append, sed -i, truncate, mv, rm through it refused inside" \
+		'not refused: $NOT_REFUSED' refused append sed-i truncate mv rm
+	run_in "$USR" python3 -c "$PY_ACTS" "$dots/zshrc"
+	okl "ro_symlink: the file it points to, by its own name: refused too" \
+		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate mv rm
+	okl "ro_symlink: the link and the file are unchanged" '$(snip "$dots/zshrc")' \
+		eval '[ -L "$f" ] && [ "$(cat "$f")" = "# the user" ]'
+	run_as "$USR" sh -c 'echo "# outside" >>"$1"' sh "$f"
+	okl "ro_symlink: control: outside, the user edits it through the link" '$(why)' \
+		has "# outside" "$dots/zshrc"
 }
 
 check_read_entry() {

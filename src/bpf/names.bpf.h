@@ -87,8 +87,7 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
 	    name_refused(cgid, dir, new_dentry, true) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_walk_denied(cgid, sbx, dentry_addr(old_dentry), 0) ||
-	    ro_walk_denied(cgid, sbx, dentry_addr(new_dentry), 0)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
@@ -113,8 +112,7 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_walk_denied(cgid, sbx, dentry_addr(old_dentry), 0) ||
-	    ro_walk_denied(cgid, sbx, dentry_addr(new_dentry), 0)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_RENAME, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
@@ -129,7 +127,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (name_refused(cgid, dir, dentry, true) ||
-	    ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
+	    ro_dentry_denied(cgid, sbx, dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -184,7 +182,7 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
-	    on_path(cgid, dentry->d_inode) || ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
+	    on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -198,7 +196,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (on_path(cgid, dentry->d_inode) || ro_walk_denied(cgid, sbx, dentry_addr(dentry), 0)) {
+	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -366,6 +364,19 @@ SEC("lsm/inode_set_acl")
 int BPF_PROG(inode_set_acl)
 {
 	return xattr_verdict(ctx, true);
+}
+
+/*
+ * inode_remove_acl takes (idmap, dentry, acl_name); since 6.2 a removal of
+ * system.posix_acl_* goes here (vfs_remove_acl()), not to
+ * inode_removexattr: refused on a listed or read-only file, as a
+ * removexattr is. Loaded where the hook exists (the daemon checks
+ * bpf_lsm_inode_remove_acl).
+ */
+SEC("lsm/inode_remove_acl")
+int BPF_PROG(inode_remove_acl)
+{
+	return xattr_verdict(ctx, false);
 }
 
 #endif /* AGENT_SANDBOX_NAMES_BPF_H */

@@ -94,8 +94,14 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
  */
 static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
+	struct dentry *dentry = file->f_path.dentry;
 	__u64 d, mnt;
 
+	if (!(sbx & SBX_RO))
+		return false;
+	/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
+	if (!(sbx & SBX_RO_DIRS) && dentry->d_inode == file->f_inode && !ro_near_marks(dentry))
+		return false;
 	if (!file_walk_start(file, &d, &mnt))
 		return false;
 	return ro_walk_denied(cgid, sbx, d, mnt);

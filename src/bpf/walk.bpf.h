@@ -405,6 +405,60 @@ static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, 
 }
 
 /*
+ * Could a two-level read-only walk from BTF-typed dentry `d` find a mark:
+ * is one of the key_filter bits it would look at set (the inode of `d` and
+ * of its parent by FILTER_TAG_FILE, the parent and grandparent by
+ * FILTER_TAG_DIR for the names)? Direct loads, no helper call but one
+ * probe read for `d`'s own inode (trusted, taken for never NULL: see
+ * positive()), so that a write far from every read-only entry costs a few
+ * loads instead of the walk. Also true where the walk would see what these
+ * loads cannot: a filesystem root on the way (the walk crosses mounts) or
+ * a rename while they ran (rename_lock's count moved: the chain read may
+ * be stale). False only when the walk would find nothing.
+ */
+static __always_inline bool ro_near_marks(struct dentry *d)
+{
+	struct dentry *p, *gp;
+	struct inode *inode = NULL;
+	__u32 seq = seq_of(&rename_lock);
+
+	if (seq & 1)
+		return true;
+	BPF_CORE_READ_INTO(&inode, d, d_inode);
+	if (inode && filter_has(BPF_CORE_READ(inode, i_ino), AGENT_SANDBOX_FILTER_TAG_FILE))
+		return true;
+	p = d->d_parent;
+	if (!p || p == d)
+		return true;
+	inode = p->d_inode;
+	if (!inode || filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE) ||
+	    filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return true;
+	gp = p->d_parent;
+	if (!gp || gp == p)
+		return true;
+	inode = gp->d_inode;
+	if (!inode || filter_has(inode->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+		return true;
+	return seq_of(&rename_lock) != seq;
+}
+
+/*
+ * ro_walk_denied() for BTF-typed dentry `d` (the hooks that have one):
+ * where the walk is two levels (no read-only directory entry but the
+ * user's own lists'), ro_near_marks() first, and the walk only if it
+ * answers yes.
+ */
+static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentry *d, __u64 mnt)
+{
+	if (!(sbx & SBX_RO))
+		return false;
+	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
+		return false;
+	return ro_walk_refused(cgid, sbx, dentry_addr(d), mnt) != 0;
+}
+
+/*
  * Does a directory entry of sandbox `cgid` deny the (possibly negative)
  * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
  * the depth bound or when renames overlap both attempts.

@@ -28,6 +28,11 @@ pub(super) const COMPAT_IOCTL_HOOK: &str = "bpf_lsm_file_ioctl_compat";
 /// `lsm/inode_setxattr` covers ACLs where it does not.
 pub(super) const SET_ACL_HOOK: &str = "bpf_lsm_inode_set_acl";
 
+/// Its pair for a POSIX ACL removed (vfs_remove_acl(), fs/posix_acl.c,
+/// since 6.2): `lsm/inode_remove_acl` is attached where the kernel's BTF has
+/// it, and `lsm/inode_removexattr` covers the removal where it does not.
+pub(super) const REMOVE_ACL_HOOK: &str = "bpf_lsm_inode_remove_acl";
+
 /// Whether the running kernel's BTF has the function `name` (a BPF LSM
 /// attach point is `bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c). False when the
 /// kernel BTF cannot be read (the load then fails on its own, saying so).

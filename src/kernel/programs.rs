@@ -18,7 +18,8 @@ use crate::kernel::error::{BpfError, io_e, lb};
 use crate::kernel::filter::{FILTER_WORDS, Filter, SLOTS, WALK_GENS, WordArray};
 use crate::kernel::pins::{remove_empty_pin_dirs, remove_other_links};
 use crate::kernel::preflight::{
-    COMPAT_IOCTL_HOOK, SET_ACL_HOOK, kernel_has_func, probe_memo_store, warn_hidden_ksyms,
+    COMPAT_IOCTL_HOOK, REMOVE_ACL_HOOK, SET_ACL_HOOK, kernel_has_func, probe_memo_store,
+    warn_hidden_ksyms,
 };
 use crate::kernel::skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 use crate::kernel::variant::{self, Part, Variant, Why};
@@ -406,6 +407,9 @@ impl Bpf {
         open.progs
             .inode_set_acl
             .set_autoload(kernel_has_func(SET_ACL_HOOK));
+        open.progs
+            .inode_remove_acl
+            .set_autoload(kernel_has_func(REMOVE_ACL_HOOK));
         // The hash memos' map takes memory only where they are used.
         if variant::memo_store(variant) != 2 {
             open.maps
@@ -610,6 +614,7 @@ mod tests {
             "inode_setxattr",
             "inode_removexattr",
             "inode_set_acl",
+            "inode_remove_acl",
             "socket_bind",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");

@@ -28,7 +28,7 @@ pub enum Op {
     /// `inode_setattr`: a mode change below a directory entry, or any
     /// attribute change (size, mode, owner, times) of a listed or read-only file.
     Setattr,
-    /// `inode_setxattr`, `inode_removexattr`, `inode_set_acl`: an ACL below a
+    /// `inode_setxattr`, `inode_removexattr`, `inode_set_acl`, `inode_remove_acl`: an ACL below a
     /// directory entry, or any extended attribute of a listed or read-only file.
     Xattr,
     /// `file_ioctl`: `dev` holds the command.

@@ -675,7 +675,7 @@ pub(crate) fn emit(
         Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
     };
     let mark = sink.out.len();
-    sink.entry(&ListEntry {
+    let entry = ListEntry {
         origin: match source {
             Source::Base => ListOrigin::Base,
             Source::Home => ListOrigin::User,
@@ -686,10 +686,20 @@ pub(crate) fn emit(
         audit: matches!(shape, Shape::AuditFile | Shape::AuditDir),
         readonly: matches!(shape, Shape::ReadonlyFile | Shape::ReadonlyDir),
         path: path.as_os_str().as_bytes().to_vec(),
-    });
+    };
+    sink.entry(&entry);
     let (dir_kind, exc_kind) = match source {
         Source::Base => (KIND_DIR_BASE, KIND_EXC_BASE),
         Source::Home => (KIND_DIR_USER, KIND_EXC_USER),
+    };
+    let readonly = matches!(shape, Shape::ReadonlyFile | Shape::ReadonlyDir);
+    // A read-only name that is a symlink (a dotfiles manager's `~/.bashrc`)
+    // protects the link and the file it points to: writes through the link
+    // change that file.
+    let last = if readonly {
+        LastComponent::Follow
+    } else {
+        last
     };
     let Keys { ctx, reuse } = keys;
     let reuse = reuse.witness();
@@ -776,6 +786,32 @@ pub(crate) fn emit(
     if found.is_err() {
         sink.out.truncate(mark);
     }
+    if readonly && matches!(found, Err(KeyError::Missing)) {
+        // The line again (taken back above), for the guard's refusals.
+        let mark = sink.out.len();
+        sink.entry(&entry);
+        let ro_dir = ro_dir_kind(dir_kind);
+        let guarded = guard_missing(path, ro_dir, keys, sink);
+        if guarded.is_none() {
+            sink.out.truncate(mark);
+        }
+        if let Some(top) = guarded {
+            // The user's list is named by line only (above).
+            let first = match source {
+                Source::Home => "its first missing directory".to_string(),
+                Source::Base => top.display().to_string(),
+            };
+            sink.record(
+                tag,
+                &format!(
+                    "{}: its directory does not exist; nothing can be made at {first} from \
+                     inside a sandbox until it is made outside",
+                    at()
+                ),
+            );
+            return Ok(());
+        }
+    }
     let problem = match found {
         Ok(unwatched) => {
             if let Some(why) = unwatched {
@@ -807,6 +843,47 @@ pub(crate) fn emit(
     };
     sink.record(tag, &format!("{}: {problem}; skipped", at()));
     Ok(())
+}
+
+/// For a read-only entry whose directory does not exist: the first missing
+/// directory of `path`, watched by name in the nearest directory that exists,
+/// with the read-only directory kind `ro_dir` (the same list's). Without it,
+/// an agent would make the directories and plant the file (a read-only file
+/// is code that runs later, outside); with it, nothing below that name can
+/// be made from inside, and a directory made there outside later is a
+/// read-only directory entry until the next launch resolves the line again.
+/// Returns the path of that missing directory, or None when no directory
+/// of `path` exists or it cannot be resolved (the caller warns as before).
+fn guard_missing(
+    path: &Path,
+    ro_dir: u32,
+    keys: &mut Keys,
+    sink: &mut Sink<'_>,
+) -> Option<PathBuf> {
+    let mut top = path;
+    let mut cur = path.parent()?;
+    // The nearest ancestor that is a directory; `top` is its child on the way.
+    while !cur.is_dir() {
+        top = cur;
+        cur = cur.parent()?;
+    }
+    let mark = sink.out.len();
+    let Keys { ctx, reuse } = keys;
+    match ctx.resolve(
+        top,
+        LastComponent::NoFollow,
+        &mut KindSink {
+            inner: sink,
+            kind: ro_dir,
+        },
+        reuse.witness(),
+    ) {
+        Ok(_) => Some(top.to_path_buf()),
+        Err(_) => {
+            sink.out.truncate(mark);
+            None
+        }
+    }
 }
 
 /// Marks the roots of the filesystems mounted below this resolution's
@@ -873,6 +950,7 @@ pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lists::entries::HAS_RO_DIRS_KEY;
     use crate::proto::resolver::parse_output;
 
     #[test]
@@ -899,6 +977,61 @@ mod tests {
         let r = parse_output(&[&out]);
         assert!(r.deny.is_empty());
         assert!(r.admin_warnings[0].contains("missing"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn readonly_entry_guards_missing_directories_and_follows_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("asx-ro-{}", std::process::id()));
+        fs::create_dir_all(dir.join("dots")).unwrap();
+        fs::write(dir.join("dots/rc"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.join("dots/rc"), dir.join("rc")).unwrap();
+        let list = format!(
+            "readonly {d}/a/b/c.desktop\nreadonly {d}/units/\nreadonly {d}/rc\n",
+            d = dir.display()
+        );
+        let mut out = Vec::new();
+        resolve_base(
+            Some(list.as_bytes()),
+            &mut None,
+            &mut Sink { out: &mut out },
+        )
+        .unwrap();
+        let r = parse_output(&[&out]);
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let top = ino(&dir);
+        let guarded = |name: &[u8]| {
+            r.deny
+                .names()
+                .iter()
+                .any(|n| n.dir.ino == top && n.name == name && n.dir.kind == KIND_RO_DIR_BASE)
+        };
+        // The first missing directory, by name in the nearest one that
+        // exists: nothing below can be made from inside.
+        assert!(guarded(b"a"), "{r:?}");
+        assert!(guarded(b"units"), "{r:?}");
+        assert!(
+            r.deny.files().contains(&HAS_RO_DIRS_KEY),
+            "whole walks: {r:?}"
+        );
+        assert!(r.entries.iter().any(|e| e.line == 1 && e.readonly), "{r:?}");
+        assert_eq!(r.admin_warnings.len(), 1, "{r:?}");
+        assert!(r.admin_warnings[0].contains(&format!("made at {}/a from", dir.display())));
+        // The symlink's name and the file it points to, by inode and name.
+        let target = ino(&dir.join("dots/rc"));
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == target && f.kind == KIND_RO),
+            "{r:?}"
+        );
+        assert!(
+            r.deny
+                .names()
+                .iter()
+                .any(|n| n.dir.ino == top && n.name == b"rc" && n.dir.kind == KIND_RO)
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }
