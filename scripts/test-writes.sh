@@ -21,6 +21,8 @@
 #                 the directory is not made from inside (the entry used to be skipped)
 #   ro_symlink    `readonly ~/.zshrc`, a symlink into ~/dotfiles: neither the link nor the file
 #                 it points to changes from inside (the entry used to be skipped)
+#   ro_symlink_chain  `~/.zshenv -> .dots/sh/zshenv` with `~/.dots -> dotfiles`: the symlinked
+#                 directory cannot be swapped; a dangling read-only link's target is not made
 #   read_entry    a listed (read-denied) file: truncate, touch, chmod and a user xattr
 #                 refused inside (before, only opens were)
 #   own_list      the user's own list: no append, replace, removal or move from inside;
@@ -46,7 +48,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink read_entry own_list own_list_link ro_receive)
+CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink ro_symlink_chain read_entry own_list own_list_link ro_receive)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -216,6 +218,31 @@ check_ro_symlink() {
 	run_as "$USR" sh -c 'echo "# outside" >>"$1"' sh "$f"
 	okl "ro_symlink: control: outside, the user edits it through the link" '$(why)' \
 		has "# outside" "$dots/zshrc"
+}
+
+check_ro_symlink_chain() {
+	local dots=$UH/dotfiles
+	run_as "$USR" mkdir -p "$dots/sh"
+	run_as "$USR" sh -c 'echo "# env" >"$1/sh/zshenv" && ln -sfn dotfiles "$2/.dots" &&
+		ln -sfn .dots/sh/zshenv "$2/.zshenv" && ln -sfn "$1/later/zlogin" "$2/.zlogin"' sh "$dots" "$UH"
+	set_list "readonly ~/.zshenv" "readonly ~/.zlogin"
+	# A symlinked directory in the link's target, swapped for one of the agent's.
+	run_in "$USR" sh -c 'rm "$1/.dots" && mkdir "$1/.dots" && mkdir "$1/.dots/sh" &&
+		echo evil >"$1/.dots/sh/zshenv"' sh "$UH"
+	okl "ro_symlink_chain: a symlinked directory on the way to a read-only file cannot be swapped inside" \
+		'$(why)' eval 'has "Operation not permitted" "$ERR" && [ -L "$UH/.dots" ] &&
+			[ "$(cat "$UH/.zshenv")" = "# env" ]'
+	run_in "$USR" ln -sfn /tmp "$UH/.dots"
+	okl "ro_symlink_chain: nor pointed elsewhere (ln -sfn)" '$(why)' \
+		eval '[ "$RC" -ne 0 ] && [ "$(readlink "$UH/.dots")" = dotfiles ]'
+	# A read-only symlink whose target does not exist yet: the target is not made inside.
+	run_in "$USR" sh -c 'mkdir -p "$1/later" && echo evil >"$2"' sh "$dots" "$UH/.zlogin"
+	okl "ro_symlink_chain: a dangling read-only link's target (and its directory) is not made inside" \
+		'$(why)' eval 'has "Operation not permitted" "$ERR" && [ ! -e "$dots/later" ]'
+	run_as "$USR" sh -c 'mkdir -p "$1/later" && echo "# login" >"$2"' sh "$dots" "$UH/.zlogin"
+	okl "ro_symlink_chain: control: outside, the user makes it through the link" '$(why)' \
+		has "# login" "$dots/later/zlogin"
+	rm -f "$UH/.dots" "$UH/.zshenv" "$UH/.zlogin"
 }
 
 check_read_entry() {

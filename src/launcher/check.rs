@@ -359,6 +359,12 @@ pub fn check_list(
         };
         let full = Path::new(OsStr::from_bytes(full));
         let mut found = Found::default();
+        // A read-only line follows a symlink at its end, as the daemon does.
+        let last = if e.readonly {
+            LastComponent::Follow
+        } else {
+            last
+        };
         let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
         let state = state_of(&result, !found.files.is_empty(), base);
         if state == State::Denied && !e.audit && !e.readonly {

@@ -273,7 +273,7 @@ const DIR_CACHE: usize = 64;
 
 /// Symlinks followed in one [`KeyContext::mark_path`] at most, as the
 /// kernel's `MAXSYMLINKS` (include/linux/namei.h).
-const MAX_SYMLINKS: usize = 40;
+pub(crate) const MAX_SYMLINKS: usize = 40;
 
 impl KeyContext {
     /// Reads the mount table.
@@ -458,6 +458,17 @@ impl KeyContext {
                 // The directories of the symlinks it goes through, watched
                 // before the kernel follows them below.
                 witness.before_lookup(bytes);
+                // Every symlink on the way from the listed name to the file
+                // (a symlinked directory in the link's target, a link to a
+                // link) as KIND_PATH: a sandbox cannot swap one of them to
+                // point the listed name elsewhere. The marks end where the
+                // chain does (a dangling link: at the missing part).
+                match self.mark_path(bytes) {
+                    Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                        return Err(KeyError::Stat(e));
+                    }
+                    _ => {}
+                }
                 let fd = match open_at(dir_fd, name, libc::O_PATH) {
                     Ok(fd) => fd,
                     // Dangling: the listed name is watched; the target is not known.

@@ -47,7 +47,7 @@ use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{
     EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
-use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS};
+use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS, MAX_SYMLINKS};
 use crate::resolve::list_file::{open_list, read_all};
 use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
@@ -59,7 +59,7 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// Entry point of a resolver process (`agent-sandbox-exec-resolver base` or
 /// `agent-sandbox-exec-resolver user UID`), started by the daemon as root
@@ -786,30 +786,59 @@ pub(crate) fn emit(
     if found.is_err() {
         sink.out.truncate(mark);
     }
-    if readonly && matches!(found, Err(KeyError::Missing)) {
-        // The line again (taken back above), for the guard's refusals.
+    // A read-only path that does not exist all the way (its directories,
+    // or the target of a symlink in it) is guarded where it stops.
+    let dangling = readonly
+        && found.is_ok()
+        && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && fs::metadata(path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound);
+    if readonly && (dangling || matches!(found, Err(KeyError::Missing))) {
+        // The line again (taken back above when the resolution failed), for
+        // the guard's refusals.
         let mark = sink.out.len();
-        sink.entry(&entry);
-        let ro_dir = ro_dir_kind(dir_kind);
-        let guarded = guard_missing(path, ro_dir, keys, sink);
+        if found.is_err() {
+            sink.entry(&entry);
+        }
+        let guarded = guard_missing(path, shape, ro_dir_kind(dir_kind), keys, sink);
         if guarded.is_none() {
             sink.out.truncate(mark);
         }
-        if let Some(top) = guarded {
-            // The user's list is named by line only (above).
-            let first = match source {
-                Source::Home => "its first missing directory".to_string(),
-                Source::Base => top.display().to_string(),
-            };
-            sink.record(
-                tag,
-                &format!(
-                    "{}: its directory does not exist; nothing can be made at {first} from \
-                     inside a sandbox until it is made outside",
-                    at()
-                ),
-            );
-            return Ok(());
+        // The user's list is named by line only (above).
+        let first = |top: &Path| match source {
+            Source::Home => "its first missing part".to_string(),
+            Source::Base => top.display().to_string(),
+        };
+        match (guarded, dangling) {
+            (Some(top), _) => {
+                let what = if dangling {
+                    "it is a symbolic link to a path that does not exist"
+                } else {
+                    "its directory does not exist"
+                };
+                sink.record(
+                    tag,
+                    &format!(
+                        "{}: {what}; nothing can be made at {} from inside a sandbox until it \
+                         is made outside",
+                        at(),
+                        first(&top)
+                    ),
+                );
+                return Ok(());
+            }
+            (None, true) => {
+                sink.record(
+                    tag,
+                    &format!(
+                        "{}: it is a symbolic link to a path that does not exist and cannot be \
+                         watched there: a file made at its target from inside a sandbox is not \
+                         refused",
+                        at()
+                    ),
+                );
+                return Ok(());
+            }
+            (None, false) => {}
         }
     }
     let problem = match found {
@@ -845,41 +874,95 @@ pub(crate) fn emit(
     Ok(())
 }
 
-/// For a read-only entry whose directory does not exist: the first missing
-/// directory of `path`, watched by name in the nearest directory that exists,
-/// with the read-only directory kind `ro_dir` (the same list's). Without it,
-/// an agent would make the directories and plant the file (a read-only file
-/// is code that runs later, outside); with it, nothing below that name can
-/// be made from inside, and a directory made there outside later is a
-/// read-only directory entry until the next launch resolves the line again.
-/// Returns the path of that missing directory, or None when no directory
-/// of `path` exists or it cannot be resolved (the caller warns as before).
+/// The first part of `path` that does not exist, found as the kernel's
+/// lookup would go: a symlink on the way is followed through its target
+/// (a relative one from the link's directory, `..` taken from the real
+/// directory reached so far), at most [`MAX_SYMLINKS`] of them. Returns that
+/// path and whether it is the last name (the file itself) rather than a
+/// directory on the way; None when all of it exists, a part is not a
+/// directory where one is needed, or a part cannot be examined.
+fn first_missing(path: &Path) -> Option<(PathBuf, bool)> {
+    let mut todo = path.to_path_buf();
+    for _ in 0..=MAX_SYMLINKS {
+        let parts: Vec<Component<'_>> = todo.components().collect();
+        let mut at = PathBuf::from("/");
+        let mut next = None;
+        for (i, part) in parts.iter().enumerate() {
+            let name = match part {
+                Component::Normal(n) => n,
+                Component::ParentDir => {
+                    at.pop();
+                    continue;
+                }
+                _ => continue,
+            };
+            let here = at.join(name);
+            let last = i + 1 == parts.len();
+            match fs::symlink_metadata(&here) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Some((here, last)),
+                Err(_) => return None,
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = fs::read_link(&here).ok()?;
+                    let mut t = at.join(target);
+                    for rest in &parts[i + 1..] {
+                        t.push(rest.as_os_str());
+                    }
+                    next = Some(t);
+                    break;
+                }
+                Ok(m) if !last && !m.is_dir() => return None,
+                Ok(_) => at = here,
+            }
+        }
+        todo = next?;
+    }
+    None
+}
+
+/// For a read-only entry of `shape` that does not exist all the way (its
+/// directories, or a symlink's target): its first missing part
+/// ([`first_missing`]), watched by name in the directory above it. A missing
+/// file gets the read-only file kind (as a missing listed name does); a
+/// missing directory the read-only directory kind `ro_dir` (the same list's),
+/// so nothing below it can be made either, at any depth (the sandbox's
+/// write hooks then walk to the root). Without it, an agent would make the
+/// directories and plant the file (a read-only file is code that runs later,
+/// outside). A part made there outside later stays guarded until the next
+/// launch resolves the line again. Returns the guarded path, or None when
+/// nothing is missing, or the name cannot be watched or resolved (the
+/// caller warns).
 fn guard_missing(
     path: &Path,
+    shape: Shape,
     ro_dir: u32,
     keys: &mut Keys,
     sink: &mut Sink<'_>,
 ) -> Option<PathBuf> {
-    let mut top = path;
-    let mut cur = path.parent()?;
-    // The nearest ancestor that is a directory; `top` is its child on the way.
-    while !cur.is_dir() {
-        top = cur;
-        cur = cur.parent()?;
-    }
+    let (top, last) = first_missing(path)?;
     let mark = sink.out.len();
     let Keys { ctx, reuse } = keys;
-    match ctx.resolve(
-        top,
-        LastComponent::NoFollow,
-        &mut KindSink {
-            inner: sink,
-            kind: ro_dir,
-        },
-        reuse.witness(),
-    ) {
-        Ok(_) => Some(top.to_path_buf()),
-        Err(_) => {
+    let found = if last && shape == Shape::ReadonlyFile {
+        ctx.resolve(
+            &top,
+            LastComponent::NoFollow,
+            &mut RewriteSink::new(sink, KIND_RO),
+            reuse.witness(),
+        )
+    } else {
+        ctx.resolve(
+            &top,
+            LastComponent::NoFollow,
+            &mut KindSink {
+                inner: sink,
+                kind: ro_dir,
+            },
+            reuse.witness(),
+        )
+    };
+    match found {
+        // Watched by name (an unwatchable directory says why: not guarded).
+        Ok(None) => Some(top),
+        _ => {
             sink.out.truncate(mark);
             None
         }
@@ -1031,6 +1114,110 @@ mod tests {
                 .names()
                 .iter()
                 .any(|n| n.dir.ino == top && n.name == b"rc" && n.dir.kind == KIND_RO)
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn first_missing_follows_symlinks_as_the_lookup_would() {
+        let dir = std::env::temp_dir().join(format!("asx-fm-{}", std::process::id()));
+        fs::create_dir_all(dir.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", dir.join("link")).unwrap();
+        std::os::unix::fs::symlink("../gone/rc", dir.join("real/dangling")).unwrap();
+        fs::write(dir.join("real/sub/f"), b"x").unwrap();
+        assert_eq!(first_missing(&dir.join("link/sub/f")), None, "all there");
+        assert_eq!(
+            first_missing(&dir.join("link/sub/new")),
+            Some((dir.join("real/sub/new"), true)),
+            "through the symlinked directory"
+        );
+        assert_eq!(
+            first_missing(&dir.join("link/a/b")),
+            Some((dir.join("real/a"), false))
+        );
+        // A dangling link's relative target, `..` from the real directory.
+        assert_eq!(
+            first_missing(&dir.join("link/dangling")),
+            Some((dir.join("gone"), false))
+        );
+        assert_eq!(
+            first_missing(&dir.join("real/sub/f/x")),
+            None,
+            "a file on the way"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn readonly_dangling_symlink_guards_its_target() {
+        let dir = std::env::temp_dir().join(format!("asx-rd-{}", std::process::id()));
+        fs::create_dir_all(dir.join("dots")).unwrap();
+        std::os::unix::fs::symlink(dir.join("dots/rc"), dir.join("rc")).unwrap();
+        std::os::unix::fs::symlink(dir.join("later/rc"), dir.join("rc2")).unwrap();
+        let list = format!("readonly {d}/rc\nreadonly {d}/rc2\n", d = dir.display());
+        let mut out = Vec::new();
+        resolve_base(
+            Some(list.as_bytes()),
+            &mut None,
+            &mut Sink { out: &mut out },
+        )
+        .unwrap();
+        let r = parse_output(&[&out]);
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let has = |dir_ino: u64, name: &[u8], kind: u32| {
+            r.deny
+                .names()
+                .iter()
+                .any(|n| n.dir.ino == dir_ino && n.name == name && n.dir.kind == kind)
+        };
+        // The missing target file by name in its directory; a missing
+        // directory as a read-only directory mark.
+        assert!(has(ino(&dir.join("dots")), b"rc", KIND_RO), "{r:?}");
+        assert!(has(ino(&dir), b"later", KIND_RO_DIR_BASE), "{r:?}");
+        assert_eq!(r.admin_warnings.len(), 2, "{r:?}");
+        assert!(r.admin_warnings.iter().all(|w| w.contains("symbolic link")));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn readonly_symlink_marks_every_link_on_the_way() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("asx-rl-{}", std::process::id()));
+        fs::create_dir_all(dir.join("src/sh")).unwrap();
+        fs::write(dir.join("src/sh/bashrc"), b"x").unwrap();
+        std::os::unix::fs::symlink("src", dir.join(".dots")).unwrap();
+        std::os::unix::fs::symlink("sh/bashrc", dir.join("src/bashrc")).unwrap();
+        std::os::unix::fs::symlink(".dots/bashrc", dir.join("rc")).unwrap();
+        let list = format!("readonly {}/rc\n", dir.display());
+        let mut out = Vec::new();
+        let mut keys = None;
+        resolve_base(
+            Some(list.as_bytes()),
+            &mut keys,
+            &mut Sink { out: &mut out },
+        )
+        .unwrap();
+        let mut sink = Sink { out: &mut out };
+        for m in keys.expect("resolved").ctx.take_marks() {
+            sink.mark(m);
+        }
+        let r = parse_output(&[&out]);
+        let lino = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
+        let path_mark = |ino: u64| {
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == ino && f.kind == crate::lists::entries::KIND_PATH)
+        };
+        // The symlinked directory in the link's target and the link to a
+        // link: neither can be swapped from inside.
+        assert!(path_mark(lino(&dir.join(".dots"))), "{r:?}");
+        assert!(path_mark(lino(&dir.join("src/bashrc"))), "{r:?}");
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == lino(&dir.join("src/sh/bashrc")) && f.kind == KIND_RO)
         );
         fs::remove_dir_all(&dir).unwrap();
     }
