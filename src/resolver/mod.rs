@@ -1034,7 +1034,19 @@ pub(crate) fn drop_privileges(user: &User) -> Result<(), ResolveError> {
 mod tests {
     use super::*;
     use crate::lists::entries::HAS_RO_DIRS_KEY;
-    use crate::proto::resolver::parse_output;
+    use crate::proto::resolver::{Resolution, parse_output};
+
+    /// What the base-list process answers for the list `text`.
+    fn resolve_base_text(text: &str) -> Resolution {
+        let mut out = Vec::new();
+        resolve_base(
+            Some(text.as_bytes()),
+            &mut None,
+            &mut Sink { out: &mut out },
+        )
+        .unwrap();
+        parse_output(&[&out])
+    }
 
     #[test]
     fn base_process_resolves_absolute_entries() {
@@ -1073,14 +1085,7 @@ mod tests {
             "readonly {d}/a/b/c.desktop\nreadonly {d}/units/\nreadonly {d}/rc\n",
             d = dir.display()
         );
-        let mut out = Vec::new();
-        resolve_base(
-            Some(list.as_bytes()),
-            &mut None,
-            &mut Sink { out: &mut out },
-        )
-        .unwrap();
-        let r = parse_output(&[&out]);
+        let r = resolve_base_text(&list);
         let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
         let top = ino(&dir);
         let guarded = |name: &[u8]| {
@@ -1155,14 +1160,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.join("dots/rc"), dir.join("rc")).unwrap();
         std::os::unix::fs::symlink(dir.join("later/rc"), dir.join("rc2")).unwrap();
         let list = format!("readonly {d}/rc\nreadonly {d}/rc2\n", d = dir.display());
-        let mut out = Vec::new();
-        resolve_base(
-            Some(list.as_bytes()),
-            &mut None,
-            &mut Sink { out: &mut out },
-        )
-        .unwrap();
-        let r = parse_output(&[&out]);
+        let r = resolve_base_text(&list);
         let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
         let has = |dir_ino: u64, name: &[u8], kind: u32| {
             r.deny
