@@ -366,7 +366,12 @@ pub fn check_list(
             last
         };
         let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
-        let state = state_of(&result, !found.files.is_empty(), base);
+        let mut state = state_of(&result, !found.files.is_empty(), base);
+        // A read-only line whose directories are missing is guarded at the
+        // first missing part (resolver::guard_missing): watched, not skipped.
+        if e.readonly && matches!(result, Err(KeyError::Missing)) {
+            state = State::Watched;
+        }
         if state == State::Denied && !e.audit && !e.readonly {
             denied_keys.extend(found.files.iter().copied());
         }
@@ -747,6 +752,29 @@ mod tests {
         assert!(r.lines[0].as_root);
         assert!(!r.lines[1].as_root);
         assert!(render(&[r]).contains("resolved as you; the daemon resolves them as root"));
+    }
+
+    #[test]
+    fn read_only_lines_follow_a_symlink_and_are_guarded_when_missing() {
+        let t = Tree::new("ro");
+        fs::write(t.p("target"), "x").unwrap();
+        std::os::unix::fs::symlink(t.p("target"), t.p("rc")).unwrap();
+        let r = run(
+            &t,
+            &format!(
+                "readonly {}\nreadonly {}\n{}\n",
+                t.p("rc").display(),
+                t.p("gone/x.desktop").display(),
+                t.p("gone/y").display()
+            ),
+            false,
+        );
+        assert_eq!(r.lines[0].state, State::Denied, "the link's target: {r:?}");
+        assert_eq!(r.lines[1].state, State::Watched, "guarded: {r:?}");
+        assert!(
+            matches!(r.lines[2].state, State::Skipped(_)),
+            "a read line: {r:?}"
+        );
     }
 
     #[test]
