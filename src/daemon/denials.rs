@@ -172,6 +172,8 @@ impl Denials {
 
     fn entry_ref(&self, uid: u32, e: &ListEntry) -> EntryRef {
         let list = match e.origin {
+            // A line of an included file is named by that file.
+            _ if !e.file.is_empty() => String::from_utf8_lossy(&e.file).into_owned(),
             ListOrigin::Base => crate::os::paths::Paths::system()
                 .base_list
                 .to_string_lossy()

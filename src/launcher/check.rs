@@ -22,8 +22,10 @@ use std::path::{Path, PathBuf};
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::FileKey;
+use crate::lists::include;
 use crate::os::paths::{HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
+use crate::resolve::list_file::{Trust, read_include};
 use crate::resolve::witness::NoWitness;
 
 /// Exit status of `--check` when every line is in force and none looks
@@ -234,6 +236,8 @@ pub struct ListReport {
     pub lines: Vec<LineReport>,
     /// Err(why) when the lines' text may not be shown ([`echo_allowed`]).
     pub echo: Result<(), &'static str>,
+    /// For a file a list includes: the list and line that include it.
+    pub included_from: Option<String>,
 }
 
 impl ListReport {
@@ -246,6 +250,7 @@ impl ListReport {
             parse_warnings: Vec::new(),
             lines: Vec::new(),
             echo: Ok(()),
+            included_from: None,
         }
     }
 }
@@ -304,7 +309,8 @@ fn near_name(path: &Path) -> Option<String> {
     Some(p.join(OsStr::from_bytes(hit)).display().to_string())
 }
 
-/// Reads and resolves one list as the caller. `base`: the administrator's
+/// Reads and resolves one list as the caller (the files it includes are
+/// not followed: [`check_list_and_includes`]). `base`: the administrator's
 /// list (a symlink in the last component is followed, absolute lines are
 /// the daemon's to resolve as root). `home`: the caller's home directory.
 /// `in_sandbox`: the caller is inside a sandbox (texts are not shown).
@@ -315,26 +321,98 @@ pub fn check_list(
     ctx: &mut KeyContext,
     in_sandbox: bool,
 ) -> ListReport {
-    let mut report = ListReport::empty(path, base);
-    let bytes = match crate::resolve::list_file::open_list(path) {
-        Ok(None) => {
-            report.missing = true;
-            return report;
-        }
-        Ok(Some(f)) => match crate::resolve::list_file::read_all(&f) {
-            Ok(b) => b,
-            Err(e) => {
-                report.error = Some(format!("cannot read {}: {e}", path.display()));
-                return report;
-            }
+    match read_list(path) {
+        Ok(Some((bytes, _))) => check_bytes(path, &bytes, base, home, ctx, in_sandbox),
+        Ok(None) => ListReport {
+            missing: true,
+            ..ListReport::empty(path, base)
         },
-        Err(e) => {
-            report.error = Some(format!("cannot read {}: {e}", path.display()));
-            return report;
-        }
+        Err(e) => ListReport {
+            error: Some(e),
+            ..ListReport::empty(path, base)
+        },
+    }
+}
+
+/// A list's bytes and identity (`st_dev`, `st_ino`); None when missing.
+fn read_list(path: &Path) -> Result<Option<(Vec<u8>, include::FileId)>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let Some(f) = crate::resolve::list_file::open_list(path).map_err(cannot)? else {
+        return Ok(None);
     };
+    let md = f.metadata().map_err(cannot)?;
+    let bytes = crate::resolve::list_file::read_all(&f).map_err(cannot)?;
+    Ok(Some((bytes, (md.dev(), md.ino()))))
+}
+
+/// [`check_list`] of a list and then of each file it includes, read as the
+/// daemon's resolvers read them (a base list's includes must be root's
+/// alone, a user's the user's or root's: [`Trust`]): one report per file,
+/// an include that included nothing a warning of the file that names it.
+pub fn check_list_and_includes(
+    path: &Path,
+    base: bool,
+    home: &[u8],
+    ctx: &mut KeyContext,
+    in_sandbox: bool,
+) -> Vec<ListReport> {
+    let (bytes, id) = match read_list(path) {
+        Ok(Some(b)) => b,
+        _ => return vec![check_list(path, base, home, ctx, in_sandbox)],
+    };
+    let trust = if base {
+        Trust::Root
+    } else {
+        Trust::User(nix::unistd::getuid().as_raw())
+    };
+    let expanded = include::expand(
+        path.as_os_str().as_bytes(),
+        bytes,
+        Some(id),
+        (!base).then_some(home),
+        &mut |p| read_include(Path::new(OsStr::from_bytes(p)), trust),
+    );
+    let mut reports: Vec<ListReport> = expanded
+        .files
+        .iter()
+        .map(|f| {
+            let p = Path::new(OsStr::from_bytes(&f.path));
+            let mut r = check_bytes(p, &f.bytes, base, home, ctx, in_sandbox);
+            r.included_from = f.from.map(|(i, line)| {
+                format!(
+                    "{}:{line}",
+                    String::from_utf8_lossy(&expanded.files[i].path)
+                )
+            });
+            r
+        })
+        .collect();
+    for w in &expanded.warnings {
+        let text = format!(
+            "{}:{}: include {}: {}",
+            reports[w.file].path.display(),
+            w.line,
+            String::from_utf8_lossy(&w.path),
+            w.problem
+        );
+        reports[w.file].parse_warnings.push(text);
+    }
+    reports
+}
+
+/// [`check_list`] of a list's `bytes`, read from `path`.
+fn check_bytes(
+    path: &Path,
+    bytes: &[u8],
+    base: bool,
+    home: &[u8],
+    ctx: &mut KeyContext,
+    in_sandbox: bool,
+) -> ListReport {
+    let mut report = ListReport::empty(path, base);
     let symlink = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    let parsed = denylist::parse(&bytes);
+    let parsed = denylist::parse(bytes);
     for w in &parsed.warnings {
         report
             .parse_warnings
@@ -440,6 +518,12 @@ pub fn render(reports: &[ListReport]) -> String {
             let _ = writeln!(out, "{shown}: error: {e}");
             continue;
         }
+        if let Some(from) = &r.included_from {
+            let _ = writeln!(
+                out,
+                "{shown}: included by {from}; its lines count as that list's"
+            );
+        }
         if let Err(why) = r.echo {
             let _ = writeln!(out, "{shown}: lines named by number only ({why})");
         }
@@ -527,7 +611,7 @@ pub fn check_lists(paths: &Paths, list: Option<&Path>) -> Result<Vec<ListReport>
     };
     Ok(lists
         .iter()
-        .map(|(p, base)| check_list(p, *base, &home, &mut ctx, in_sandbox))
+        .flat_map(|(p, base)| check_list_and_includes(p, *base, &home, &mut ctx, in_sandbox))
         .collect())
 }
 
@@ -672,6 +756,74 @@ mod tests {
         let home = t.0.as_os_str().as_bytes().to_vec();
         let mut ctx = KeyContext::new().unwrap();
         check_list(&t.p("list"), base, &home, &mut ctx, false)
+    }
+
+    #[test]
+    fn an_included_file_is_checked_as_part_of_its_list() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = Tree::new("include");
+        fs::write(t.p("secret"), "k").unwrap();
+        let inc = t.p("more.list");
+        fs::write(
+            &inc,
+            format!(
+                "{}\ninclude {}\n",
+                t.p("secret").display(),
+                t.p("list").display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&inc, fs::Permissions::from_mode(0o644)).unwrap();
+        let list = t.p("list");
+        fs::write(
+            &list,
+            format!(
+                "include {}\ninclude {}/gone\n",
+                inc.display(),
+                t.0.display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&list, fs::Permissions::from_mode(0o644)).unwrap();
+        let home = t.0.as_os_str().as_bytes().to_vec();
+        let mut ctx = KeyContext::new().unwrap();
+        let reports = check_list_and_includes(&list, false, &home, &mut ctx, false);
+        assert_eq!(reports.len(), 2, "{reports:?}");
+        assert_eq!(reports[1].path, inc);
+        assert_eq!(
+            reports[1].included_from,
+            Some(format!("{}:1", list.display()))
+        );
+        assert_eq!(reports[1].lines.len(), 1);
+        assert_eq!(reports[1].lines[0].state, State::Denied);
+        // The missing include is a warning of the list; the cycle back to
+        // the list one of the included file.
+        assert!(
+            reports[0]
+                .parse_warnings
+                .iter()
+                .any(|w| w.contains("gone: the file does not exist")),
+            "{:?}",
+            reports[0]
+        );
+        assert!(
+            reports[1]
+                .parse_warnings
+                .iter()
+                .any(|w| w.contains("an include cycle")),
+            "{:?}",
+            reports[1]
+        );
+        let text = render(&reports);
+        assert!(
+            text.contains(&format!(
+                "{}: included by {}:1",
+                inc.display(),
+                list.display()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("summary: 1 denied"), "{text}");
     }
 
     #[test]

@@ -27,12 +27,13 @@
 pub mod check;
 pub mod denials;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
@@ -40,6 +41,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::stat::Mode;
 
 use crate::lists::denylist::SocketSpec;
+use crate::lists::include;
 use crate::os::cgroup;
 use crate::os::paths::Paths;
 use crate::os::procfs;
@@ -48,6 +50,7 @@ use crate::proto::ready::{alive, serving_pid};
 use crate::proto::request::{
     self, AllowedPort, AllowedSocket, Received, Reply, Request, RequestError,
 };
+use crate::resolve::list_file::{Trust, read_include};
 
 /// Exit status of every refusal.
 pub const EXIT_REFUSED: u8 = 2;
@@ -513,22 +516,37 @@ fn allowed_sockets(
         .ok()
         .flatten()
         .map(|u| u.dir);
-    let mut lists = vec![paths.base_list.clone()];
-    if let Some(h) = home {
-        lists.push(Paths::home_list(&h));
+    let mut lists = vec![(paths.base_list.clone(), None)];
+    if let Some(h) = &home {
+        lists.push((Paths::home_list(h), Some(h.as_os_str().as_bytes())));
     }
     let mut out: Vec<AllowedSocket> = Vec::new();
     let mut ports: Vec<AllowedPort> = Vec::new();
     let mut held: Vec<OwnedFd> = Vec::new();
-    for list in lists {
+    for (list, home) in lists {
         let Ok(bytes) = fs::read(&list) else { continue };
-        // Most lists have no socket line: skip their parse (every launch
-        // reads both lists here; a 10,000-line list took milliseconds).
+        // Most lists have no socket or include line: skip their parse (every
+        // launch reads both lists here; a 10,000-line list took milliseconds).
         if !may_hold_socket_lines(&bytes) {
             continue;
         }
-        for line in crate::lists::denylist::parse(&bytes).sockets {
-            let at = format!("{}:{}", list.display(), line.line);
+        // The files a list includes are read as the daemon's resolvers
+        // read them (crate::resolver::Inputs::read).
+        let trust = match home {
+            None => Trust::Root,
+            Some(_) => Trust::User(uid),
+        };
+        let expanded = include::expand(list.as_os_str().as_bytes(), bytes, None, home, &mut |p| {
+            read_include(Path::new(OsStr::from_bytes(p)), trust)
+        });
+        for (file, line) in expanded.files.iter().flat_map(|f| {
+            let path = Path::new(OsStr::from_bytes(&f.path));
+            crate::lists::denylist::parse(&f.bytes)
+                .sockets
+                .into_iter()
+                .map(move |l| (path, l))
+        }) {
+            let at = format!("{}:{}", file.display(), line.line);
             if let SocketSpec::Port(transport, port) = line.spec {
                 let p = AllowedPort { transport, port };
                 if ports.contains(&p) {
@@ -562,10 +580,13 @@ fn allowed_sockets(
     (out, ports, held)
 }
 
-/// Whether list text `bytes` may hold a `socket` line: false when the word
-/// does not occur at all, so the list need not be parsed for them.
+/// Whether list text `bytes` may hold a `socket` line, or include a file
+/// that may: false when neither word occurs at all, so the list need not be
+/// parsed for them.
 fn may_hold_socket_lines(bytes: &[u8]) -> bool {
-    bytes.windows(b"socket".len()).any(|w| w == b"socket")
+    bytes
+        .windows(b"socket".len())
+        .any(|w| w == b"socket" || w == b"includ")
 }
 
 /// The socket a `socket` line names, with `env` as the environment, and the

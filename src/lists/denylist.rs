@@ -41,6 +41,11 @@
 //!   new name, removal or rename there. The same list's exceptions apply to
 //!   read-only directory entries (`!PATH` re-allows reading and writing).
 //!   `audit all` leaves read-only entries enforced.
+//! - `include PATH` (the word `include`, blanks, then an absolute or `~/`
+//!   path) reads another list file as part of this one: its entries,
+//!   exceptions and `socket` lines count as this list's
+//!   ([`crate::lists::include`] expands them, bounds the depth and refuses
+//!   cycles). `audit all` in a file covers that file's own lines only.
 
 use std::fmt;
 
@@ -114,6 +119,9 @@ pub enum LineProblem {
     /// `readonly` before something that is not an entry (`!PATH`, `socket`,
     /// `audit`, nothing).
     BadReadonly,
+    /// `include` before something that is not one absolute or `~/` path
+    /// (or one ending in `/`).
+    BadInclude,
 }
 
 impl fmt::Display for LineProblem {
@@ -149,6 +157,10 @@ impl fmt::Display for LineProblem {
             LineProblem::BadReadonly => f.write_str(
                 "`readonly` takes one entry (`readonly PATH`, `readonly DIR/`); an exception, a \
                  socket line or an audit entry cannot be read-only; line skipped",
+            ),
+            LineProblem::BadInclude => f.write_str(
+                "`include` takes one list file, as an absolute or `~/` path (e.g. \
+                 `include /usr/share/agent-sandbox-exec/catalog/cloud`); line skipped",
             ),
         }
     }
@@ -219,6 +231,17 @@ pub struct SocketLine<'a> {
     pub spec: SocketSpec<'a>,
 }
 
+/// One accepted `include` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeLine<'a> {
+    /// 1-based line number in the list file.
+    pub line: usize,
+    /// How `path` is anchored.
+    pub anchor: Anchor,
+    /// As [`Entry::path`]: absolute, or the part after `~/`.
+    pub path: &'a [u8],
+}
+
 /// The result of parsing one list file (its entries borrow from the bytes).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Parsed<'a> {
@@ -226,6 +249,8 @@ pub struct Parsed<'a> {
     pub entries: Vec<Entry<'a>>,
     /// Accepted `socket` lines, in file order.
     pub sockets: Vec<SocketLine<'a>>,
+    /// Accepted `include` lines, in file order.
+    pub includes: Vec<IncludeLine<'a>>,
     /// Skipped lines, in file order.
     pub warnings: Vec<LineWarning>,
     /// The line number of the list's first `audit all` line, if any: then
@@ -269,6 +294,26 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                     line,
                     kind: LineProblem::BadSocket,
                 }),
+            }
+            continue;
+        }
+        if let Some(arg) = word_arg(text, b"include") {
+            let parsed_arg = if arg.is_empty() {
+                Err(LineProblem::NotAbsolute)
+            } else {
+                parse_line(arg)
+            };
+            match parsed_arg {
+                Ok((anchor, path)) if arg.last() != Some(&b'/') => {
+                    parsed.includes.push(IncludeLine { line, anchor, path })
+                }
+                Ok(_) | Err(LineProblem::NotAbsolute) | Err(LineProblem::EmptyHomePath) => {
+                    parsed.warnings.push(LineWarning {
+                        line,
+                        kind: LineProblem::BadInclude,
+                    })
+                }
+                Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
             }
             continue;
         }
@@ -369,6 +414,7 @@ fn plain_entry(arg: &[u8]) -> bool {
         && socket_arg(arg).is_none()
         && word_arg(arg, b"audit").is_none()
         && word_arg(arg, b"readonly").is_none()
+        && word_arg(arg, b"include").is_none()
 }
 
 /// The rest of a line that starts with the word `word` followed by blanks or
@@ -836,6 +882,46 @@ mod tests {
                 (5, LineProblem::BadReadonly),
                 (6, LineProblem::BadReadonly),
             ]
+        );
+    }
+
+    #[test]
+    fn include_lines() {
+        let p = parse(
+            b"include /usr/share/agent-sandbox-exec/catalog/cloud\ninclude\t~/more.list \n\
+              include\ninclude relative\ninclude /etc/dir/\ninclude ~/\naudit include /x\n\
+              readonly include /x\n/includes/are/paths\n",
+        );
+        let got: Vec<_> = p
+            .includes
+            .iter()
+            .map(|i| (i.line, i.anchor.clone(), i.path.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    Anchor::Root,
+                    b"/usr/share/agent-sandbox-exec/catalog/cloud".to_vec()
+                ),
+                (2, Anchor::Home, b"more.list".to_vec()),
+            ]
+        );
+        assert_eq!(
+            warning_kinds(&p),
+            vec![
+                (3, LineProblem::BadInclude),
+                (4, LineProblem::BadInclude),
+                (5, LineProblem::BadInclude),
+                (6, LineProblem::BadInclude),
+                (7, LineProblem::BadAudit),
+                (8, LineProblem::BadReadonly),
+            ]
+        );
+        assert_eq!(
+            paths(&p),
+            vec![(9, Anchor::Root, b"/includes/are/paths".to_vec())]
         );
     }
 

@@ -210,6 +210,9 @@ pub struct ListEntry {
     pub readonly: bool,
     /// The absolute path, without a trailing `/`.
     pub path: Vec<u8>,
+    /// The file the line is in when the list includes it (`include PATH`);
+    /// empty for a line of the list itself.
+    pub file: Vec<u8>,
 }
 
 /// What one sandbox denies: file keys and directory + name pairs, each kept

@@ -189,7 +189,8 @@ pub struct Record {
 pub struct EntryRef {
     /// Which list.
     pub origin: ListOrigin,
-    /// The list file's path (the user's own, or the base list).
+    /// The list file's path (the user's own, the base list, or the file one
+    /// of them includes that holds the line).
     pub list: String,
     /// 1-based line number.
     pub line: u32,
@@ -626,6 +627,7 @@ mod tests {
             audit: false,
             readonly: false,
             path: path.as_bytes().to_vec(),
+            file: Vec::new(),
         }
     }
 

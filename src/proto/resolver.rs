@@ -21,7 +21,8 @@
 //! - `E` origin (u8: 0 base, 1 user), shape (u8: bit 0 a directory entry,
 //!   bit 1 an exception, bit 2 an audit entry, bit 3 a read-only entry), line
 //!   (u32; 0 for the fixed protection of the user's own lists), length (u16),
-//!   path: one accepted list
+//!   path, length (u16), the included file the line is in (empty for the
+//!   list itself): one accepted list
 //!   line, which the daemon keeps to name the line a denial comes from
 //!   ([`crate::policy::denials::attribute`]);
 //! - `I` length (u32), UTF-8 text: a directory entry's scan did not read
@@ -209,7 +210,9 @@ pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
     let (&shape, b) = b.split_first()?;
     let (line, b) = b.split_at_checked(4)?;
     let (len, b) = b.split_at_checked(2)?;
-    let (path, rest) = b.split_at_checked(usize::from(u16::from_ne_bytes(len.try_into().ok()?)))?;
+    let (path, b) = b.split_at_checked(usize::from(u16::from_ne_bytes(len.try_into().ok()?)))?;
+    let (len, b) = b.split_at_checked(2)?;
+    let (file, rest) = b.split_at_checked(usize::from(u16::from_ne_bytes(len.try_into().ok()?)))?;
     let origin = match origin {
         0 => ListOrigin::Base,
         1 => ListOrigin::User,
@@ -223,6 +226,7 @@ pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
         audit: shape & 4 != 0,
         readonly: shape & 8 != 0,
         path: path.to_vec(),
+        file: file.to_vec(),
     };
     Some((e, rest))
 }
@@ -247,8 +251,8 @@ impl Sink<'_> {
         self.out.extend_from_slice(&len.to_ne_bytes());
         self.out.extend_from_slice(&line.as_bytes()[..len as usize]);
     }
-    /// An `E` record for `e` (a path longer than 65,535 bytes is cut: it
-    /// only names the line).
+    /// An `E` record for `e` (a path or file longer than 65,535 bytes is
+    /// cut: it only names the line).
     pub(crate) fn entry(&mut self, e: &ListEntry) {
         let len = e.path.len().min(usize::from(u16::MAX));
         self.out.push(b'E');
@@ -265,6 +269,9 @@ impl Sink<'_> {
         self.out.extend_from_slice(&e.line.to_ne_bytes());
         self.out.extend_from_slice(&(len as u16).to_ne_bytes());
         self.out.extend_from_slice(&e.path[..len]);
+        let len = e.file.len().min(usize::from(u16::MAX));
+        self.out.extend_from_slice(&(len as u16).to_ne_bytes());
+        self.out.extend_from_slice(&e.file[..len]);
     }
     pub(crate) fn key_bytes(k: FileKey, tag: u8) -> [u8; 1 + KEY_BYTES] {
         let mut b = [tag; 1 + KEY_BYTES];
@@ -423,6 +430,18 @@ pub enum ResolveError {
     /// The base list's descriptor cannot be read.
     #[error("cannot read the base list: {0}")]
     BaseListRead(String),
+    /// A file the base list includes cannot be read by the user's
+    /// resolver: its `~/` lines would be lost, so the launch is refused.
+    #[error(
+        "{at}: the included file cannot be read as you ({why}); its ~/ lines would not apply: \
+         an administrator must make it readable by all (chmod 644)"
+    )]
+    BaseInclude {
+        /// The include line (list and line number) and the file.
+        at: String,
+        /// The read's error.
+        why: String,
+    },
     /// The user's own list cannot be read: the launch is refused, not the
     /// list skipped.
     #[error("cannot read your list {path}: {why} (fix or remove it)")]
@@ -483,6 +502,7 @@ mod tests {
                 audit: false,
                 readonly: false,
                 path: b"/home/u/.ssh".to_vec(),
+                file: Vec::new(),
             },
             ListEntry {
                 origin: ListOrigin::Base,
@@ -492,6 +512,7 @@ mod tests {
                 audit: false,
                 readonly: false,
                 path: b"/etc/x y".to_vec(),
+                file: b"/usr/share/agent-sandbox-exec/catalog/cloud".to_vec(),
             },
             ListEntry {
                 origin: ListOrigin::User,
@@ -501,6 +522,7 @@ mod tests {
                 audit: true,
                 readonly: false,
                 path: b"/home/u/.aws".to_vec(),
+                file: Vec::new(),
             },
         ];
         let mut out = Vec::new();

@@ -3,8 +3,11 @@
 
 use std::fs;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use crate::lists::include::Read;
 
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;
@@ -69,9 +72,127 @@ pub fn read_all(file: &fs::File) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Whose included list files may be read ([`read_include`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// The base list's: owned by root and writable by root alone, as is
+    /// every directory on its way (else a user could change a line of the
+    /// administrator's list, or swap the file).
+    Root,
+    /// A user's list's: owned by that uid or root and writable by its owner
+    /// alone (another user must not change what this user's sandbox denies).
+    User(u32),
+}
+
+/// Reads an included list file for [`crate::lists::include::expand`]:
+/// [`open_list`] and [`read_all`], then the owner and mode `trust` asks,
+/// from the open file (so a rename between the check and the read changes
+/// nothing). Every failure is [`Read::Refused`] with its cause, naming the
+/// owner or mode at fault.
+pub fn read_include(path: &Path, trust: Trust) -> Read {
+    use std::os::unix::fs::MetadataExt;
+    let file = match open_list(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Read::Missing,
+        Err(e) => return Read::Refused(format!("cannot read it: {e}")),
+    };
+    let md = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return Read::Refused(format!("cannot read it: {e}")),
+    };
+    if let Some(why) = untrusted(md.uid(), md.mode(), trust) {
+        return Read::Refused(format!("the file is {why}"));
+    }
+    if trust == Trust::Root {
+        let real = match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            Ok(p) => p,
+            Err(e) => return Read::Refused(format!("cannot find its directory: {e}")),
+        };
+        for dir in real.ancestors().skip(1) {
+            match fs::metadata(dir) {
+                Ok(m) => {
+                    if let Some(why) = untrusted(m.uid(), m.mode() & !0o1000, trust) {
+                        return Read::Refused(format!("its directory {} is {why}", dir.display()));
+                    }
+                }
+                Err(e) => {
+                    return Read::Refused(format!("cannot check {}: {e}", dir.display()));
+                }
+            }
+        }
+    }
+    match read_all(&file) {
+        Ok(bytes) => Read::Bytes(bytes, (md.dev(), md.ino())),
+        Err(e) => Read::Refused(format!("cannot read it: {e}")),
+    }
+}
+
+/// Why an owner `uid` and `mode` (st_mode) do not meet `trust`, if they do not.
+fn untrusted(uid: u32, mode: u32, trust: Trust) -> Option<String> {
+    let owner_ok = match trust {
+        Trust::Root => uid == 0,
+        Trust::User(u) => uid == 0 || uid == u,
+    };
+    if !owner_ok {
+        let wanted = match trust {
+            Trust::Root => "root".to_string(),
+            Trust::User(u) => format!("uid {u} or root"),
+        };
+        return Some(format!("owned by uid {uid}, not {wanted}"));
+    }
+    if mode & 0o022 != 0 {
+        return Some(format!(
+            "writable by its group or others (mode {:o}; chmod go-w fixes it)",
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_include_must_be_its_owner_s_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let me = nix::unistd::getuid().as_raw();
+        let dir = std::env::temp_dir().join(format!("asx-inc-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("list");
+        fs::write(&f, b"/x\n").unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(read_include(&f, Trust::User(me)), Read::Bytes(b, _) if b == b"/x\n"));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o664)).unwrap();
+        match read_include(&f, Trust::User(me)) {
+            Read::Refused(why) => assert!(
+                why.contains("writable by its group or others (mode 664"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        // Another owner: refused for a user's list, by uid.
+        assert_eq!(
+            untrusted(4242, 0o100644, Trust::User(1000)).as_deref(),
+            Some("owned by uid 4242, not uid 1000 or root")
+        );
+        assert_eq!(untrusted(0, 0o100644, Trust::User(1000)), None);
+        // For the base list every directory on the way counts: the temporary
+        // directory is writable by everyone (sticky or not).
+        match read_include(&f, Trust::Root) {
+            Read::Refused(why) => assert!(
+                why.contains("owned by uid") || why.contains("writable by its group or others"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            read_include(&dir.join("absent"), Trust::Root),
+            Read::Missing
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn list_file_limits() {

@@ -42,13 +42,14 @@ use crate::lists::entries::{
     KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN, KIND_RO,
     KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
+use crate::lists::include::{Expanded, IncludeProblem, ListFile, expand};
 use crate::os::fd;
 use crate::os::paths::HOME_LIST;
 use crate::proto::resolver::{
     EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
 use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS, MAX_SYMLINKS};
-use crate::resolve::list_file::{open_list, read_all};
+use crate::resolve::list_file::{Trust, open_list, read_all, read_include};
 use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -236,7 +237,7 @@ pub(crate) fn serve(role: Role, sock: &UnixStream, daemon: Pid) -> i32 {
             let mut sink = Sink { out: &mut records };
             let result = inputs.and_then(|inputs| {
                 match &user {
-                    None => resolve_base(inputs.base.as_deref(), &mut keys, &mut sink),
+                    None => resolve_base(inputs.base.as_ref(), &mut keys, &mut sink),
                     Some(u) => resolve_user(u, &inputs, &mut keys, &mut sink),
                 }
                 .map(|()| inputs)
@@ -317,28 +318,37 @@ pub(crate) enum Source {
     Home,
 }
 
-/// What a resolution reads besides the filesystem: the lists' bytes and,
-/// for a user process, the home directory. Two resolutions of equal inputs
-/// find the same keys if nothing they looked at changed ([`reuse`]).
+/// What a resolution reads besides the filesystem: the lists' bytes (with
+/// the files they include) and, for a user process, the home directory.
+/// Two resolutions of equal inputs find the same keys if nothing they
+/// looked at changed ([`reuse`]).
 #[derive(PartialEq, Eq)]
 pub(crate) struct Inputs {
-    /// The base list; None when there is none.
-    pub(crate) base: Option<Vec<u8>>,
+    /// The base list and its includes; None when there is none.
+    pub(crate) base: Option<Expanded>,
     /// The user's home directory (a user process's only).
     pub(crate) home: Vec<u8>,
-    /// The home list; None when there is none (or for the base process).
-    pub(crate) own: Option<Vec<u8>>,
+    /// The home list and its includes; None when there is none (or for the
+    /// base process).
+    pub(crate) own: Option<Expanded>,
 }
 
 impl Inputs {
     /// Reads the base list from the daemon's descriptor and, for `user`, the
-    /// home list. Errors are fatal to the launch: a list that cannot be read
-    /// is not skipped.
+    /// home list, each with the files it includes. Errors are fatal to the
+    /// launch: a list that cannot be read is not skipped, nor is a base-list
+    /// include the user process cannot read (its `~/` lines are this
+    /// process's to resolve).
     pub(crate) fn read(
         user: Option<&User>,
         base: Option<&fs::File>,
     ) -> Result<Inputs, ResolveError> {
-        let base = read_base(base)?;
+        let base = read_base(base)?.map(|bytes| {
+            let path = base_list_name();
+            expand(path.as_os_str().as_bytes(), bytes, None, None, &mut |p| {
+                read_include(Path::new(OsStr::from_bytes(p)), Trust::Root)
+            })
+        });
         let Some(user) = user else {
             return Ok(Inputs {
                 base,
@@ -346,14 +356,49 @@ impl Inputs {
                 own: None,
             });
         };
+        if let Some(b) = &base
+            && let Some(w) = b.warnings.iter().find(|w| {
+                matches!(&w.problem, IncludeProblem::Refused(why) if why.starts_with("cannot read"))
+            })
+        {
+            let IncludeProblem::Refused(why) = &w.problem else {
+                unreachable!()
+            };
+            return Err(ResolveError::BaseInclude {
+                at: format!(
+                    "{}:{}: include {}",
+                    b.describe(w.file),
+                    w.line,
+                    String::from_utf8_lossy(&w.path)
+                ),
+                why: why.clone(),
+            });
+        }
         let home = user.dir.as_os_str().as_bytes().to_vec();
         let list_path = home_list(&home);
-        let own = open_list(&list_path)
-            .and_then(|f| f.as_ref().map(read_all).transpose())
+        let opened = open_list(&list_path)
+            .and_then(|f| {
+                f.map(|f| {
+                    use std::os::unix::fs::MetadataExt;
+                    let md = f.metadata()?;
+                    read_all(&f).map(|b| (b, (md.dev(), md.ino())))
+                })
+                .transpose()
+            })
             .map_err(|e| ResolveError::OwnList {
                 path: list_path.display().to_string(),
                 why: e.to_string(),
             })?;
+        let uid = user.uid.as_raw();
+        let own = opened.map(|(bytes, id)| {
+            expand(
+                list_path.as_os_str().as_bytes(),
+                bytes,
+                Some(id),
+                Some(&home),
+                &mut |p| read_include(Path::new(OsStr::from_bytes(p)), Trust::User(uid)),
+            )
+        });
         Ok(Inputs { base, home, own })
     }
 }
@@ -380,14 +425,15 @@ pub(crate) fn base_list_name() -> PathBuf {
     crate::os::paths::Paths::system().base_list
 }
 
-/// Resolves the base list's absolute entries (as root, following a
-/// symlink in the last component), with its warnings for the log.
+/// Resolves the base list's absolute entries, and those of the files it
+/// includes (as root, following a symlink in the last component), with
+/// their warnings for the log.
 pub(crate) fn resolve_base(
-    base: Option<&[u8]>,
+    base: Option<&Expanded>,
     keys: &mut Option<Keys>,
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
-    let Some(bytes) = base else {
+    let Some(base) = base else {
         sink.record(
             b'A',
             &format!(
@@ -397,15 +443,30 @@ pub(crate) fn resolve_base(
         );
         return Ok(());
     };
-    let base = denylist::parse(bytes);
     for w in &base.warnings {
         sink.record(
             b'A',
-            &format!("{}:{}: {}", base_list_name().display(), w.line, w.kind),
+            &format!(
+                "{}:{}: include {}: {}",
+                base.describe(w.file),
+                w.line,
+                String::from_utf8_lossy(&w.path),
+                w.problem
+            ),
         );
     }
-    for e in base.entries.iter().filter(|e| e.anchor == Anchor::Root) {
-        emit_base(sink, e.line, e.path, Shape::of(e), keys)?;
+    for (i, file) in base.files.iter().enumerate() {
+        let parsed = denylist::parse(&file.bytes);
+        for w in &parsed.warnings {
+            sink.record(
+                b'A',
+                &format!("{}:{}: {}", base.describe(i), w.line, w.kind),
+            );
+        }
+        let at = ListAt::of(file);
+        for e in parsed.entries.iter().filter(|e| e.anchor == Anchor::Root) {
+            emit_base(sink, &at, e.line, e.path, Shape::of(e), keys)?;
+        }
     }
     Ok(())
 }
@@ -414,24 +475,40 @@ pub(crate) fn resolve_base(
 /// component is followed.
 pub(crate) fn emit_base(
     sink: &mut Sink<'_>,
+    at: &ListAt<'_>,
     line: usize,
     path: &[u8],
     shape: Shape,
     keys: &mut Option<Keys>,
 ) -> Result<(), ResolveError> {
     let path = Path::new(OsStr::from_bytes(path));
-    let list = base_list_name();
-    let list = list.as_path();
     emit(
         sink,
         Source::Base,
-        list,
+        at,
         line,
         path,
         shape,
         LastComponent::Follow,
         context(keys)?,
     )
+}
+
+/// The list file a line is in: the list itself or a file it includes.
+pub(crate) struct ListAt<'a> {
+    /// Its path.
+    pub(crate) path: &'a Path,
+    /// An included file (its path goes into the entry: [`ListEntry::file`]).
+    pub(crate) included: bool,
+}
+
+impl ListAt<'_> {
+    pub(crate) fn of(file: &ListFile) -> ListAt<'_> {
+        ListAt {
+            path: Path::new(OsStr::from_bytes(&file.path)),
+            included: file.from.is_some(),
+        }
+    }
 }
 
 /// What a list line asks for.
@@ -529,56 +606,95 @@ pub(crate) fn resolve_user(
     // component, so that an agent replacing the file by a symlink to a renamed
     // copy does not take it off the list. Its warnings are the base-list
     // process's to report.
-    if let Some(bytes) = &inputs.base {
-        let base = denylist::parse(bytes);
-        for e in base.entries.iter().filter(|e| e.anchor == Anchor::Home) {
-            denylist::join_home_into(&mut joined, home, e.path);
-            emit_base(sink, e.line, &joined, Shape::of(e), keys)?;
+    if let Some(base) = &inputs.base {
+        for file in &base.files {
+            let at = ListAt::of(file);
+            for e in denylist::parse(&file.bytes)
+                .entries
+                .iter()
+                .filter(|e| e.anchor == Anchor::Home)
+            {
+                denylist::join_home_into(&mut joined, home, e.path);
+                emit_base(sink, &at, e.line, &joined, Shape::of(e), keys)?;
+            }
         }
     }
     protect_own_lists(home, keys, sink)?;
-    let Some(bytes) = &inputs.own else {
+    let Some(own) = &inputs.own else {
         return Ok(());
     };
-    let list_path = home_list(home);
-    let own = denylist::parse(bytes);
     for w in &own.warnings {
         sink.record(
             b'U',
-            &format!("{}:{}: {}", list_path.display(), w.line, w.kind),
+            &format!(
+                "{}:{}: include: {}",
+                own.describe(w.file),
+                w.line,
+                w.problem
+            ),
         );
     }
-    for e in &own.entries {
-        let path = match e.anchor {
-            Anchor::Root => e.path,
-            Anchor::Home => {
-                denylist::join_home_into(&mut joined, home, e.path);
-                &joined
-            }
-        };
-        if e.dir && !e.exception && denylist::covers_home(path, home) {
-            sink.record(
-                b'U',
-                &format!(
-                    "{}:{}: {}",
-                    list_path.display(),
-                    e.line,
-                    denylist::LineProblem::TooBroad("the whole home directory")
-                ),
-            );
-            continue;
+    protect_included(&own.named, keys, sink)?;
+    for (i, file) in own.files.iter().enumerate() {
+        let at = ListAt::of(file);
+        let parsed = denylist::parse(&file.bytes);
+        for w in &parsed.warnings {
+            sink.record(b'U', &format!("{}:{}: {}", own.describe(i), w.line, w.kind));
         }
-        let path = Path::new(OsStr::from_bytes(path));
-        emit(
-            sink,
-            Source::Home,
-            &list_path,
-            e.line,
-            path,
-            Shape::of(e),
-            LastComponent::NoFollow,
-            context(keys)?,
-        )?;
+        for e in &parsed.entries {
+            let path = match e.anchor {
+                Anchor::Root => e.path,
+                Anchor::Home => {
+                    denylist::join_home_into(&mut joined, home, e.path);
+                    &joined
+                }
+            };
+            if e.dir && !e.exception && denylist::covers_home(path, home) {
+                sink.record(
+                    b'U',
+                    &format!(
+                        "{}:{}: {}",
+                        own.describe(i),
+                        e.line,
+                        denylist::LineProblem::TooBroad("the whole home directory")
+                    ),
+                );
+                continue;
+            }
+            let path = Path::new(OsStr::from_bytes(path));
+            emit(
+                sink,
+                Source::Home,
+                &at,
+                e.line,
+                path,
+                Shape::of(e),
+                LastComponent::NoFollow,
+                context(keys)?,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The files the user's list includes (`named`: every path an include line
+/// names, read or missing), as read-only entries of the base list (line 0,
+/// as [`protect_own_lists`]): a sandboxed agent cannot change, replace or
+/// plant a file whose lines the user's next launch from outside would apply.
+/// A missing one is guarded at its first missing part
+/// ([`emit`]'s rule for a read-only line).
+pub(crate) fn protect_included(
+    named: &[Vec<u8>],
+    keys: &mut Option<Keys>,
+    sink: &mut Sink<'_>,
+) -> Result<(), ResolveError> {
+    let list = base_list_name();
+    let at = ListAt {
+        path: &list,
+        included: false,
+    };
+    for path in named {
+        emit_base(sink, &at, 0, path, Shape::ReadonlyFile, keys)?;
     }
     Ok(())
 }
@@ -610,6 +726,7 @@ pub(crate) fn protect_own_lists(
         audit: false,
         readonly: true,
         path: dir.as_os_str().as_bytes().to_vec(),
+        file: Vec::new(),
     });
     // Two levels of walk cover it while no directory is below it.
     let nested = fs::read_dir(dir).is_ok_and(|entries| {
@@ -658,7 +775,7 @@ pub(crate) fn protect_own_lists(
 pub(crate) fn emit(
     sink: &mut Sink<'_>,
     source: Source,
-    list: &Path,
+    list: &ListAt<'_>,
     line: usize,
     path: &Path,
     shape: Shape,
@@ -671,8 +788,8 @@ pub(crate) fn emit(
     // be that file's bytes. The base list is the administrator's.
     // Formatted only for a message: most entries have none.
     let at = || match source {
-        Source::Home => format!("{}:{line}", list.display()),
-        Source::Base => format!("{}:{line}: {}", list.display(), path.display()),
+        Source::Home => format!("{}:{line}", list.path.display()),
+        Source::Base => format!("{}:{line}: {}", list.path.display(), path.display()),
     };
     let mark = sink.out.len();
     let entry = ListEntry {
@@ -686,6 +803,11 @@ pub(crate) fn emit(
         audit: matches!(shape, Shape::AuditFile | Shape::AuditDir),
         readonly: matches!(shape, Shape::ReadonlyFile | Shape::ReadonlyDir),
         path: path.as_os_str().as_bytes().to_vec(),
+        file: if list.included {
+            list.path.as_os_str().as_bytes().to_vec()
+        } else {
+            Vec::new()
+        },
     };
     sink.entry(&entry);
     let (dir_kind, exc_kind) = match source {
@@ -1040,7 +1162,7 @@ mod tests {
     fn resolve_base_text(text: &str) -> Resolution {
         let mut out = Vec::new();
         resolve_base(
-            Some(text.as_bytes()),
+            Some(&Expanded::single(b"/etc/list", text.as_bytes().to_vec())),
             &mut None,
             &mut Sink { out: &mut out },
         )
@@ -1058,6 +1180,7 @@ mod tests {
         fs::write(dir.join("base"), list).unwrap();
         let base = read_all(&open_list(&dir.join("base")).unwrap().unwrap()).unwrap();
         let mut out = Vec::new();
+        let base = Expanded::single(b"/etc/list", base);
         resolve_base(Some(&base), &mut None, &mut Sink { out: &mut out }).unwrap();
         let r = parse_output(&[&out]);
         let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&secret).unwrap());
@@ -1178,6 +1301,84 @@ mod tests {
     }
 
     #[test]
+    fn an_included_file_s_lines_are_the_list_s_and_name_their_file() {
+        let dir = std::env::temp_dir().join(format!("asx-ri-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("secret"), b"x").unwrap();
+        let inc = format!("{}/secret\n", dir.display());
+        let mut read = |p: &[u8]| {
+            if p == b"/inc" {
+                crate::lists::include::Read::Bytes(inc.clone().into_bytes(), (9, 9))
+            } else {
+                crate::lists::include::Read::Missing
+            }
+        };
+        let base = expand(
+            b"/etc/list",
+            b"include /inc\ninclude /gone\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        let mut out = Vec::new();
+        resolve_base(Some(&base), &mut None, &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(dir.join("secret")).unwrap());
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == ino && f.kind == KIND_OPEN),
+            "{r:?}"
+        );
+        assert_eq!(r.entries.len(), 1);
+        assert_eq!(
+            (r.entries[0].line, &r.entries[0].file[..]),
+            (1, &b"/inc"[..])
+        );
+        assert_eq!(r.admin_warnings.len(), 1, "{r:?}");
+        assert!(
+            r.admin_warnings[0].contains("/etc/list:2: include /gone: the file does not exist")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_user_s_included_files_are_read_only_present_or_not() {
+        let dir = std::env::temp_dir().join(format!("asx-rp-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("more.list"), b"/x\n").unwrap();
+        let named = vec![
+            dir.join("more.list").as_os_str().as_bytes().to_vec(),
+            dir.join("later.list").as_os_str().as_bytes().to_vec(),
+        ];
+        let mut out = Vec::new();
+        protect_included(&named, &mut None, &mut Sink { out: &mut out }).unwrap();
+        let r = parse_output(&[&out]);
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == ino(&dir.join("more.list")) && f.kind == KIND_RO),
+            "{r:?}"
+        );
+        // The missing one is guarded by name: nothing planted there.
+        assert!(
+            r.deny.names().iter().any(|n| n.dir.ino == ino(&dir)
+                && n.name == b"later.list"
+                && n.dir.kind == KIND_RO),
+            "{r:?}"
+        );
+        assert!(
+            r.entries
+                .iter()
+                .all(|e| e.readonly && e.line == 0 && e.origin == ListOrigin::Base)
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn readonly_symlink_marks_every_link_on_the_way() {
         use std::os::unix::fs::MetadataExt;
         let dir = std::env::temp_dir().join(format!("asx-rl-{}", std::process::id()));
@@ -1190,7 +1391,7 @@ mod tests {
         let mut out = Vec::new();
         let mut keys = None;
         resolve_base(
-            Some(list.as_bytes()),
+            Some(&Expanded::single(b"/etc/list", list.into_bytes())),
             &mut keys,
             &mut Sink { out: &mut out },
         )

@@ -1,0 +1,397 @@
+//! `include PATH` lines: a list and the files it includes, as one sequence
+//! of list files whose lines all count as the including list's. Pure: the
+//! caller reads each file (and decides whether it may be trusted) through
+//! the `read` function it passes to [`expand`].
+//!
+//! Rules (also in agent-sandbox-exec-denylist(5)):
+//! - An included file may include others, to [`MAX_INCLUDE_DEPTH`] levels
+//!   below the list itself and [`MAX_INCLUDED_FILES`] files in all.
+//! - A file that includes one already on its chain (a cycle) has that line
+//!   skipped, with a warning naming the chain.
+//! - A file included twice (two lines, or two files that include it) is
+//!   read once: its lines already apply.
+//! - A missing file includes nothing (a warning); one the caller refuses
+//!   ([`Read::Refused`], e.g. a base-list include a user could change)
+//!   includes nothing and says why.
+//! - `~/` resolves against the home of the list's user; in a list without
+//!   one (the base list) a `~/` include is refused: every user would
+//!   control a line of the administrator's list.
+
+use std::fmt;
+
+use crate::lists::denylist::{self, Anchor};
+
+/// How many levels of `include` below the list itself are followed.
+pub const MAX_INCLUDE_DEPTH: usize = 8;
+
+/// How many files one list may include in all (every level counted).
+pub const MAX_INCLUDED_FILES: usize = 64;
+
+/// A file's identity: `st_dev` and `st_ino`, which tell one file under two
+/// names.
+pub type FileId = (u64, u64);
+
+/// What the caller's `read` found at an include's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// The file's bytes and its identity.
+    Bytes(Vec<u8>, FileId),
+    /// No file there (ENOENT or ENOTDIR).
+    Missing,
+    /// It may not be used, and why (a read error, or an owner or mode the
+    /// caller does not trust).
+    Refused(String),
+}
+
+/// One file of an expanded list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListFile {
+    /// The path: the list's own, or the include line's (`~/` joined with
+    /// the home).
+    pub path: Vec<u8>,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Where it was included: the index in [`Expanded::files`] of the file
+    /// that holds the line, and the line's 1-based number; None for the
+    /// list itself.
+    pub from: Option<(usize, usize)>,
+}
+
+/// Why an `include` line included nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IncludeProblem {
+    /// The file does not exist.
+    Missing,
+    /// The caller refused it; holds why.
+    Refused(String),
+    /// The file is already on the chain that includes it: the chain, from
+    /// the list itself to the file named again.
+    Cycle(Vec<Vec<u8>>),
+    /// More than [`MAX_INCLUDE_DEPTH`] levels.
+    TooDeep,
+    /// More than [`MAX_INCLUDED_FILES`] files.
+    TooMany,
+    /// A `~/` include in a list that belongs to no user (the base list).
+    HomeInBase,
+}
+
+impl fmt::Display for IncludeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IncludeProblem::Missing => f.write_str("the file does not exist; nothing included"),
+            IncludeProblem::Refused(why) => write!(f, "{why}; nothing included"),
+            IncludeProblem::Cycle(chain) => {
+                let names: Vec<String> = chain
+                    .iter()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect();
+                write!(
+                    f,
+                    "an include cycle ({}); line skipped",
+                    names.join(" includes ")
+                )
+            }
+            IncludeProblem::TooDeep => write!(
+                f,
+                "more than {MAX_INCLUDE_DEPTH} levels of include; line skipped"
+            ),
+            IncludeProblem::TooMany => write!(
+                f,
+                "more than {MAX_INCLUDED_FILES} included files in one list; line skipped"
+            ),
+            IncludeProblem::HomeInBase => f.write_str(
+                "the base list may include only absolute paths (a `~/` file is its user's to \
+                 change); line skipped",
+            ),
+        }
+    }
+}
+
+/// An `include` line that included nothing, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeWarning {
+    /// The index in [`Expanded::files`] of the file holding the line.
+    pub file: usize,
+    /// Its 1-based line number.
+    pub line: usize,
+    /// The path it names (`~/` joined).
+    pub path: Vec<u8>,
+    /// Why.
+    pub problem: IncludeProblem,
+}
+
+/// A list with its includes: the list itself first, then each included
+/// file in the order its `include` line is met (depth first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expanded {
+    /// The files whose lines make up the list.
+    pub files: Vec<ListFile>,
+    /// The include lines that included nothing.
+    pub warnings: Vec<IncludeWarning>,
+    /// Every path an include line names (`~/` joined), read or not, each
+    /// once, in order: what a user's sandbox must not be able to change or
+    /// plant ([`crate::resolver`] makes each read-only).
+    pub named: Vec<Vec<u8>>,
+}
+
+impl Expanded {
+    /// Just the list itself (no include followed): for a list read
+    /// elsewhere, and for tests.
+    pub fn single(path: &[u8], bytes: Vec<u8>) -> Expanded {
+        Expanded {
+            files: vec![ListFile {
+                path: path.to_vec(),
+                bytes,
+                from: None,
+            }],
+            ..Expanded::default()
+        }
+    }
+
+    /// Where file `i` sits, for messages: its path, and for an included
+    /// file " (included from LIST:LINE)".
+    pub fn describe(&self, i: usize) -> String {
+        let Some(f) = self.files.get(i) else {
+            return String::new();
+        };
+        let path = String::from_utf8_lossy(&f.path);
+        match f
+            .from
+            .and_then(|(p, l)| self.files.get(p).map(|pf| (pf, l)))
+        {
+            Some((pf, l)) => format!(
+                "{path} (included from {}:{l})",
+                String::from_utf8_lossy(&pf.path)
+            ),
+            None => path.into_owned(),
+        }
+    }
+}
+
+/// Expands the list at `path` (its `bytes` and identity `id`, if known):
+/// follows its `include` lines through `read`, as the rules above say.
+/// `home` is the list's user's home directory; None for the base list.
+pub fn expand(
+    path: &[u8],
+    bytes: Vec<u8>,
+    id: Option<FileId>,
+    home: Option<&[u8]>,
+    read: &mut dyn FnMut(&[u8]) -> Read,
+) -> Expanded {
+    let mut out = Expanded::single(path, bytes);
+    let mut seen: Vec<FileId> = id.into_iter().collect();
+    let mut chain = vec![(path.to_vec(), id)];
+    follow(0, &mut chain, &mut seen, home, read, &mut out);
+    out
+}
+
+/// Follows the include lines of `out.files[index]`, whose chain from the
+/// list itself is `chain` (paths and identities).
+fn follow(
+    index: usize,
+    chain: &mut Vec<(Vec<u8>, Option<FileId>)>,
+    seen: &mut Vec<FileId>,
+    home: Option<&[u8]>,
+    read: &mut dyn FnMut(&[u8]) -> Read,
+    out: &mut Expanded,
+) {
+    let bytes = out.files[index].bytes.clone();
+    let parsed = denylist::parse(&bytes);
+    for inc in &parsed.includes {
+        let warn = |out: &mut Expanded, path: Vec<u8>, problem| {
+            out.warnings.push(IncludeWarning {
+                file: index,
+                line: inc.line,
+                path,
+                problem,
+            })
+        };
+        let path = match (&inc.anchor, home) {
+            (Anchor::Root, _) => inc.path.to_vec(),
+            (Anchor::Home, Some(h)) => denylist::join_home(h, inc.path),
+            (Anchor::Home, None) => {
+                let mut p = b"~/".to_vec();
+                p.extend_from_slice(inc.path);
+                warn(out, p, IncludeProblem::HomeInBase);
+                continue;
+            }
+        };
+        if !out.named.contains(&path) {
+            out.named.push(path.clone());
+        }
+        if chain.iter().any(|(p, _)| *p == path) {
+            let mut names: Vec<Vec<u8>> = chain.iter().map(|(p, _)| p.clone()).collect();
+            names.push(path.clone());
+            warn(out, path, IncludeProblem::Cycle(names));
+            continue;
+        }
+        if chain.len() > MAX_INCLUDE_DEPTH {
+            warn(out, path, IncludeProblem::TooDeep);
+            continue;
+        }
+        match read(&path) {
+            Read::Missing => warn(out, path, IncludeProblem::Missing),
+            Read::Refused(why) => warn(out, path, IncludeProblem::Refused(why)),
+            Read::Bytes(bytes, id) => {
+                if chain.iter().any(|(_, i)| *i == Some(id)) {
+                    // A file on the chain under another name: still a cycle.
+                    let mut names: Vec<Vec<u8>> = chain.iter().map(|(p, _)| p.clone()).collect();
+                    names.push(path.clone());
+                    warn(out, path, IncludeProblem::Cycle(names));
+                    continue;
+                }
+                if seen.contains(&id) {
+                    continue;
+                }
+                if out.files.len() > MAX_INCLUDED_FILES {
+                    warn(out, path, IncludeProblem::TooMany);
+                    continue;
+                }
+                seen.push(id);
+                out.files.push(ListFile {
+                    path: path.clone(),
+                    bytes,
+                    from: Some((index, inc.line)),
+                });
+                let child = out.files.len() - 1;
+                chain.push((path, Some(id)));
+                follow(child, chain, seen, home, read, out);
+                chain.pop();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A reader over an in-memory tree: path -> (bytes, inode).
+    fn reader(files: &[(&str, &str, u64)]) -> impl FnMut(&[u8]) -> Read + use<> {
+        let map: HashMap<Vec<u8>, (Vec<u8>, u64)> = files
+            .iter()
+            .map(|(p, b, i)| (p.as_bytes().to_vec(), (b.as_bytes().to_vec(), *i)))
+            .collect();
+        move |p: &[u8]| match map.get(p) {
+            Some((b, i)) => Read::Bytes(b.clone(), (1, *i)),
+            None => Read::Missing,
+        }
+    }
+
+    fn paths(e: &Expanded) -> Vec<String> {
+        e.files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.path).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn includes_are_followed_depth_first_with_home_paths_joined() {
+        let mut read = reader(&[
+            ("/etc/a", "include /etc/b\n/x\n", 2),
+            ("/etc/b", "/y\n", 3),
+            ("/home/u/more", "~/z\n", 4),
+        ]);
+        let e = expand(
+            b"/home/u/list",
+            b"include /etc/a\ninclude ~/more\n".to_vec(),
+            Some((1, 1)),
+            Some(b"/home/u"),
+            &mut read,
+        );
+        assert_eq!(
+            paths(&e),
+            ["/home/u/list", "/etc/a", "/etc/b", "/home/u/more"]
+        );
+        assert_eq!(e.files[2].from, Some((1, 1)));
+        assert_eq!(e.files[3].from, Some((0, 2)));
+        assert!(e.warnings.is_empty());
+        assert_eq!(e.named.len(), 3);
+        assert_eq!(e.describe(2), "/etc/b (included from /etc/a:1)");
+    }
+
+    #[test]
+    fn a_cycle_is_refused_with_its_chain_and_a_file_is_read_once() {
+        let mut read = reader(&[
+            ("/l/a", "include /l/b\n", 2),
+            ("/l/b", "include /l/a\ninclude /l/c\n", 3),
+            ("/l/c", "/secret\n", 4),
+            // The list itself under another name (same inode).
+            ("/l/alias", "include /l/a\n", 1),
+        ]);
+        let e = expand(
+            b"/l/top",
+            b"include /l/a\ninclude /l/c\ninclude /l/alias\n".to_vec(),
+            Some((1, 1)),
+            None,
+            &mut read,
+        );
+        assert_eq!(paths(&e), ["/l/top", "/l/a", "/l/b", "/l/c"]);
+        let cycles: Vec<String> = e
+            .warnings
+            .iter()
+            .filter(|w| matches!(w.problem, IncludeProblem::Cycle(_)))
+            .map(|w| w.problem.to_string())
+            .collect();
+        assert_eq!(cycles.len(), 2, "{:?}", e.warnings);
+        assert!(cycles[0].contains("/l/top includes /l/a includes /l/b includes /l/a"));
+        assert!(cycles[1].contains("/l/top includes /l/alias"));
+    }
+
+    #[test]
+    fn depth_missing_refused_and_home_in_base_are_warnings() {
+        let mut files: Vec<(String, String, u64)> = (0..12)
+            .map(|i| (format!("/d/{i}"), format!("include /d/{}\n", i + 1), i + 10))
+            .collect();
+        files.push(("/d/bad".into(), String::new(), 99));
+        let owned: Vec<(&str, &str, u64)> = files
+            .iter()
+            .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
+            .collect();
+        let mut inner = reader(&owned);
+        let mut read = |p: &[u8]| {
+            if p == b"/d/bad" {
+                Read::Refused("owned by uid 1000, not root".into())
+            } else {
+                inner(p)
+            }
+        };
+        let e = expand(
+            b"/etc/list",
+            b"include /d/0\ninclude /nope\ninclude /d/bad\ninclude ~/x\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        assert_eq!(e.files.len(), 1 + MAX_INCLUDE_DEPTH);
+        let kinds: Vec<&IncludeProblem> = e.warnings.iter().map(|w| &w.problem).collect();
+        assert!(kinds.contains(&&IncludeProblem::TooDeep));
+        assert!(kinds.contains(&&IncludeProblem::Missing));
+        assert!(kinds.contains(&&IncludeProblem::Refused(
+            "owned by uid 1000, not root".into()
+        )));
+        assert!(kinds.contains(&&IncludeProblem::HomeInBase));
+    }
+
+    #[test]
+    fn the_number_of_files_is_bounded() {
+        let files: Vec<(String, String, u64)> = (0..100)
+            .map(|i| (format!("/f/{i}"), "/x\n".to_string(), i + 10))
+            .collect();
+        let owned: Vec<(&str, &str, u64)> = files
+            .iter()
+            .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
+            .collect();
+        let mut read = reader(&owned);
+        let top: String = (0..100).map(|i| format!("include /f/{i}\n")).collect();
+        let e = expand(b"/top", top.into_bytes(), None, None, &mut read);
+        assert_eq!(e.files.len(), MAX_INCLUDED_FILES + 1);
+        assert!(
+            e.warnings
+                .iter()
+                .all(|w| w.problem == IncludeProblem::TooMany)
+        );
+        assert_eq!(e.warnings.len(), 100 - MAX_INCLUDED_FILES);
+    }
+}
