@@ -63,6 +63,13 @@ ln -s "../bin/$PACKAGE" "$stage/usr/sbin/${PACKAGE}d"
 install -D -m 0644 packaging/agent-sandbox-execd.service \
 	"$stage/lib/systemd/system/agent-sandbox-execd.service"
 install -D -m 0644 packaging/denylist "$stage/etc/$PACKAGE/denylist"
+# The catalogue of secret locations, one list per group, for `include`
+# lines: updated with the package (not conffiles; a user copies a line to
+# change it).
+install -d -m 0755 "$stage/usr/share/$PACKAGE/catalog"
+for group in packaging/catalog/*; do
+	install -m 0644 "$group" "$stage/usr/share/$PACKAGE/catalog/"
+done
 
 # Documentation. A native package (no Debian revision) names its changelog
 # changelog.gz (Policy 12.7; lintian: wrong-name-for-changelog-of-native-package).

@@ -21,6 +21,14 @@
 #   canary           the daemon ran its canary (a temporary sandbox refused a denied
 #                    temporary file with EPERM) before it reported ready, and removed it
 #   nothing_denied   a launch whose lists deny nothing prints a one-line note
+#   include          `include` (issue 25): the user's list includes the shipped catalogue's
+#                    `recommended` and a list of the user's own: the groups' files are
+#                    denied (~/.aws/credentials, a private key), their exceptions readable
+#                    (known_hosts, a .pub), the own included list's entry denied; the
+#                    included list cannot be changed, moved or planted (a missing one) from
+#                    inside; --check shows each included file; the base list's include of a
+#                    root-owned file applies its ~/ lines, one of a user-owned file and a
+#                    cycle are refused with a warning in the daemon's log
 #   failed_start     a daemon whose load fails (started without CAP_PERFMON and
 #                    CAP_SYS_ADMIN: EPERM) leaves neither an empty pin directory nor
 #                    the cgroup tree behind; the service serves again after
@@ -44,7 +52,7 @@ readonly USR=asx-st
 readonly GECOS="agent-sandbox-exec status test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(status_outside status_inside check_mistakes doctor_healthy canary nothing_denied failed_start no_bpf)
+CHECKS=(status_outside status_inside check_mistakes doctor_healthy canary nothing_denied include failed_start no_bpf)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -242,6 +250,77 @@ check_nothing_denied() {
 	if [ -n "$saved" ]; then cp -p "$saved" "$base"; else rm -f "$base"; fi
 	okl "nothing_denied: the launch runs" '$(why)' [ "$RC" -eq 0 ]
 	okl "nothing_denied: one-line note" '$(snip "$ERR")' has "note: your lists deny nothing" "$ERR"
+}
+
+# cat_in FILE: read FILE inside the test user's sandbox ($OUT, $ERR, $RC)
+cat_in() { run_in "$USR" cat "$1"; }
+denied_in() { cat_in "$1" && [ "$RC" -ne 0 ] && has "Operation not permitted" "$ERR" && ! has SECRET "$OUT"; }
+readable_in() { cat_in "$1" && [ "$RC" -eq 0 ] && has "$2" "$OUT"; }
+
+check_include() {
+	local cat=/usr/share/agent-sandbox-exec/catalog base=/etc/agent-sandbox-exec/denylist saved="" f
+	runuser -u "$USR" -- sh -c 'umask 022; mkdir -p ~/.aws ~/.ssh ~/more &&
+		echo AWS-SECRET >~/.aws/credentials && echo SSH-SECRET >~/.ssh/id_ed25519 &&
+		echo KNOWN-HOST >~/.ssh/known_hosts && echo PUBLIC-KEY >~/.ssh/id_ed25519.pub &&
+		echo EXTRA-SECRET >~/more/extra.secret && echo BASE-SECRET >~/base.secret &&
+		echo "~/more/extra.secret" >~/more/extra.list'
+	okl "include: the catalogue is installed" '$(ls "$cat" 2>&1 | tr "\n" " ")' \
+		sh -c "[ -f '$cat/recommended' ] && [ -f '$cat/cloud' ] && [ -f '$cat/ssh' ]"
+	set_list "include $cat/recommended
+include ~/more/extra.list
+include ~/more/later.list
+"
+	# The base list includes a root-owned list (its ~/ line applies to every
+	# user), a user-owned one (refused) and itself (a cycle).
+	[ -f "$base" ] && saved=$T/base.saved && cp -p "$base" "$saved"
+	printf '~/base.secret\n' >/etc/agent-sandbox-exec/include-test.list
+	chmod 0644 /etc/agent-sandbox-exec/include-test.list
+	printf 'include /etc/agent-sandbox-exec/include-test.list\ninclude %s/more/extra.list\ninclude %s\n' \
+		"$UH" "$base" >"$base"
+	local since
+	since=$(date '+%Y-%m-%d %H:%M:%S')
+	okl "include: a file of a catalogue group is denied (~/.aws/credentials)" '$(why); $(snip "$ERR")' \
+		denied_in "$UH/.aws/credentials"
+	okl "include: a private key below ~/.ssh/ is denied" '$(why); $(snip "$ERR")' denied_in "$UH/.ssh/id_ed25519"
+	okl "include: known_hosts is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/known_hosts" KNOWN-HOST
+	okl "include: a public key is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/id_ed25519.pub" PUBLIC-KEY
+	okl "include: the user's own included list applies" '$(why); $(snip "$ERR")' \
+		denied_in "$UH/more/extra.secret"
+	okl "include: the base list's root-owned include applies its ~/ line" '$(why); $(snip "$ERR")' \
+		denied_in "$UH/base.secret"
+	# From inside, the included list can be neither changed, moved nor planted.
+	run_in "$USR" sh -c 'echo "!~/more/extra.secret" >>~/more/extra.list'
+	okl "include: the included list cannot be appended to from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && grep -q 'Operation not permitted' '$ERR'"
+	run_in "$USR" mv "$UH/more/extra.list" "$UH/more/moved.list"
+	okl "include: the included list cannot be moved from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && [ -f '$UH/more/extra.list' ]"
+	run_in "$USR" mv "$UH/more" "$UH/more2"
+	okl "include: the included list's directory cannot be moved from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && [ -f '$UH/more/extra.list' ]"
+	run_in "$USR" sh -c 'echo "!~/.aws/credentials" >~/more/later.list'
+	okl "include: a missing included list cannot be planted from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && [ ! -e '$UH/more/later.list' ]"
+	# Outside, the user may edit their own included list.
+	run_as "$USR" sh -c 'echo "~/.lesshst" >>~/more/extra.list'
+	okl "include: the included list can be changed outside" '$(why); $(snip "$ERR")' [ "$RC" -eq 0 ]
+	run_as "$USR" "$LAUNCHER" --check
+	okl "include: --check shows the included files" '$(snip "$OUT")' \
+		sh -c "grep -qF '$cat/cloud: included by $cat/recommended:' '$OUT' &&
+			grep -qF '$UH/more/extra.list: included by $UH/$HOME_LIST_REL:2' '$OUT' &&
+			grep -qF '$cat/cloud:' '$OUT'"
+	okl "include: --check names the missing include" '$(snip "$OUT")' \
+		has "include $UH/more/later.list: the file does not exist" "$OUT"
+	f=$T/journal
+	journalctl -u agent-sandbox-execd --since "$since" -o cat --no-pager >"$f" 2>&1
+	okl "include: a user-owned base include is refused in the daemon's log" '$(tailsnip "$f")' \
+		has "include $UH/more/extra.list: the file is owned by uid $USR_UID, not root; nothing included" "$f"
+	okl "include: a base include cycle is refused in the daemon's log" '$(tailsnip "$f")' \
+		has "an include cycle ($base includes $base)" "$f"
+	if [ -n "$saved" ]; then cp -p "$saved" "$base"; else rm -f "$base"; fi
+	rm -f /etc/agent-sandbox-exec/include-test.list
+	set_list "~/.ssh/id_ed25519
+"
 }
 
 check_no_bpf() {

@@ -394,4 +394,59 @@ mod tests {
         );
         assert_eq!(e.warnings.len(), 100 - MAX_INCLUDED_FILES);
     }
+
+    /// The shipped catalogue (packaging/catalog/, installed in
+    /// /usr/share/agent-sandbox-exec/catalog/): every line of every group is
+    /// accepted, each group says how to include it, and `recommended`
+    /// includes every group but agent-logins, with nothing left over.
+    #[test]
+    fn the_shipped_catalogue_parses_cleanly() {
+        const DIR: &str = "/usr/share/agent-sandbox-exec/catalog";
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/catalog");
+        let mut groups: Vec<String> = std::fs::read_dir(&src)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        groups.sort();
+        assert!(groups.len() >= 10, "{groups:?}");
+        let mut files: Vec<(String, String, u64)> = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            let text = std::fs::read_to_string(src.join(g)).unwrap();
+            let p = denylist::parse(text.as_bytes());
+            assert!(p.warnings.is_empty(), "{g}: {:?}", p.warnings);
+            assert!(p.sockets.is_empty() && p.audit_all.is_none(), "{g}");
+            assert!(
+                p.entries
+                    .iter()
+                    .all(|e| e.anchor == Anchor::Home && !e.audit && !e.readonly),
+                "{g}: the groups name files in the home"
+            );
+            assert!(
+                text.contains(&format!("`include {DIR}/{g}`")),
+                "{g}: says how to include it"
+            );
+            files.push((format!("{DIR}/{g}"), text, i as u64 + 10));
+        }
+        let owned: Vec<(&str, &str, u64)> = files
+            .iter()
+            .map(|(p, t, i)| (p.as_str(), t.as_str(), *i))
+            .collect();
+        let mut read = reader(&owned);
+        let e = expand(
+            b"/home/u/list",
+            format!("include {DIR}/recommended\n").into_bytes(),
+            None,
+            Some(b"/home/u"),
+            &mut read,
+        );
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        let mut got: Vec<String> = paths(&e)[1..].to_vec();
+        got.sort();
+        let want: Vec<String> = groups
+            .iter()
+            .filter(|g| *g != "agent-logins")
+            .map(|g| format!("{DIR}/{g}"))
+            .collect();
+        assert_eq!(got, want);
+    }
 }
