@@ -648,6 +648,8 @@ step_c_restart() {
 	local i old pids="" bad=""
 	step_begin "c (systemctl restart x$RESTARTS)"
 	require_serving "$STEP"
+	local t0
+	t0=$(date +%s)
 	for i in $(seq "$RESTARTS"); do
 		old=$(main_pid)
 		daemon_op restart || bad="$bad restart $i: $(snip "$T/systemctl.log");"
@@ -658,6 +660,13 @@ step_c_restart() {
 		fi
 	done
 	ok "$STEP: each restart replaced the daemon, which serves (pids$pids)" "$bad" test -z "$bad"
+	# The same build on the same kernel: each start takes over the attached
+	# programs instead of having the kernel verify them again.
+	journal_since "$t0" >"$T/journal-c.log"
+	ok "$STEP: each restart adopted the attached programs, none loaded them again" \
+		"$(grep -aE 'adopted the BPF programs|BPF programs loaded' "$T/journal-c.log" | tail -n 4)" \
+		eval '[ "$(grep -ac "adopted the BPF programs" "$T/journal-c.log")" -eq "$RESTARTS" ] &&
+			! grep -aq "BPF programs loaded (verified)" "$T/journal-c.log"'
 	okl "$STEP: exactly one link per program is attached afterwards (earlier ones unpinned)" \
 		'$(bpf_detail)' wait_for "$GONE_S" bpf_links_one_each
 	step_check_loop
@@ -702,6 +711,8 @@ step_e_upgrade() {
 	require_serving "$STEP"
 	note_sandboxes "step $STEP"
 	old=$(main_pid)
+	local t0
+	t0=$(date +%s)
 	# A local edit of the base list (a conffile) must survive the upgrade
 	# without a question: no --force-conf* options here, stdin is /dev/null,
 	# so a conffile prompt would fail the install.
@@ -723,6 +734,11 @@ step_e_upgrade() {
 	okl "$STEP: the service is active and the new daemon serves" \
 		'state $(unit_state), MainPID $(main_pid) (was $old), ready file $(ready_pid)' wait_for "$BACK_S" daemon_replaced "$old"
 	note "step $STEP: daemon pid $old -> $(main_pid)"
+	journal_since "$t0" >"$T/journal-e.log"
+	ok "$STEP: the new build loaded (and the kernel verified) its programs, adopting none" \
+		"$(grep -aE 'adopted the BPF programs|BPF programs loaded' "$T/journal-e.log" | tail -n 4)" \
+		eval 'grep -aq "BPF programs loaded (verified)" "$T/journal-e.log" &&
+			! grep -aq "adopted the BPF programs" "$T/journal-e.log"'
 	run_as "$TEST_USER" "$LAUNCHER" --version
 	got=$(cat "$OUT" 2>/dev/null)
 	ok "$STEP: the installed launcher is version $NEXT_VER" "--version: '$got'; $(why)" \

@@ -281,6 +281,8 @@ include ~/more/later.list
 	since=$(date '+%Y-%m-%d %H:%M:%S')
 	okl "include: a file of a catalogue group is denied (~/.aws/credentials)" '$(why); $(snip "$ERR")' \
 		denied_in "$UH/.aws/credentials"
+	okl "include: no warning about the catalogue's lines of tools that are not installed" \
+		'$(snip "$ERR")' eval '! has "$cat/" "$ERR"'
 	okl "include: a private key below ~/.ssh/ is denied" '$(why); $(snip "$ERR")' denied_in "$UH/.ssh/id_ed25519"
 	okl "include: known_hosts is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/known_hosts" KNOWN-HOST
 	okl "include: a public key is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/id_ed25519.pub" PUBLIC-KEY

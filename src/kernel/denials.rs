@@ -104,7 +104,7 @@ impl Bpf {
         let sink = Rc::clone(&queue);
         let mut builder = libbpf_rs::RingBufferBuilder::new();
         builder
-            .add(&self.skel.maps.denials, move |bytes: &[u8]| {
+            .add(&self.maps.denials, move |bytes: &[u8]| {
                 sink.borrow_mut().push(decode(bytes));
                 0
             })
@@ -122,7 +122,7 @@ impl Bpf {
     /// Per sandbox cgroup id: the refusals its rate limit dropped since the
     /// sandbox's first (`denial_dropped`), for the sandboxes with any.
     pub fn denial_dropped(&self) -> Vec<(u64, u64)> {
-        let map = &self.skel.maps.denial_dropped;
+        let map = &self.maps.denial_dropped;
         map.keys()
             .filter_map(|k| {
                 let v = map.lookup(&k, MapFlags::ANY).ok()??;
@@ -139,8 +139,7 @@ impl Bpf {
     /// unreadable.
     pub fn denial_stats(&self) -> (u64, u64) {
         let read = |slot: u32| {
-            self.skel
-                .maps
+            self.maps
                 .denial_stats
                 .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
                 .ok()

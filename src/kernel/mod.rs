@@ -13,11 +13,13 @@
 //! programs' allowed ports and the host's addresses, [`net`]), and the arrays `sandbox_slots`, `key_filter` and
 //! `walk_gens` the daemon writes through mmap.
 
+pub mod adopt;
 pub mod codec;
 pub mod denials;
 pub mod errno;
 pub mod error;
 pub mod filter;
+pub mod maps;
 pub mod net;
 pub mod pins;
 pub mod preflight;

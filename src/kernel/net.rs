@@ -17,6 +17,6 @@ impl Bpf {
     /// [`BpfError::Libbpf`] for the first failed update or delete.
     pub fn set_host_addrs(&self, addrs: &[[u8; 16]]) -> Result<(usize, usize), BpfError> {
         let want: HashSet<Vec<u8>> = addrs.iter().map(|a| a.to_vec()).collect();
-        set_exactly(&self.skel.maps.host_addrs, "host_addrs", &want, |_| true)
+        set_exactly(&self.maps.host_addrs, "host_addrs", &want, |_| true)
     }
 }

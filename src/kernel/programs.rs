@@ -16,6 +16,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
 use crate::kernel::error::{BpfError, io_e, lb};
 use crate::kernel::filter::{FILTER_WORDS, Filter, SLOTS, WALK_GENS, WordArray};
+use crate::kernel::maps::Maps;
 use crate::kernel::pins::{remove_empty_pin_dirs, remove_other_links};
 use crate::kernel::preflight::{
     COMPAT_IOCTL_HOOK, REMOVE_ACL_HOOK, SET_ACL_HOOK, kernel_has_func, probe_memo_store,
@@ -177,7 +178,7 @@ pub(super) fn pinned_map(name: &str) -> bool {
 pub(super) struct ObjectStorage(NonNull<MaybeUninit<libbpf_rs::OpenObject>>);
 
 impl ObjectStorage {
-    fn new() -> ObjectStorage {
+    pub(super) fn new() -> ObjectStorage {
         let raw = Box::into_raw(Box::new(MaybeUninit::uninit()));
         // Box::into_raw never returns null.
         ObjectStorage(NonNull::new(raw).unwrap_or_else(|| unreachable!()))
@@ -188,7 +189,7 @@ impl ObjectStorage {
     /// # Safety
     /// Call once; everything that borrows the result must be dropped
     /// before `self` is.
-    unsafe fn borrow(&self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
+    pub(super) unsafe fn borrow(&self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
         // SAFETY: the pointer came from Box::into_raw and stays valid until
         // Drop; the caller holds the only reference and drops it first.
         unsafe { &mut *self.0.as_ptr() }
@@ -203,12 +204,54 @@ impl Drop for ObjectStorage {
     }
 }
 
-/// The loaded, attached programs and their maps, with a mirror of their content.
+/// Sets up an opened object for `variant`: the memo store in `.rodata`,
+/// which programs load (the optional parts, and the hooks this kernel
+/// lacks), the hash memos' size. Returns the map layout version
+/// (`AGENT_SANDBOX_LAYOUT_VERSION`, the pin directory's `v<n>`).
+///
+/// # Errors
+/// [`BpfError`] for an object without `.rodata` or a map that cannot be sized.
+pub(super) fn configure(
+    open: &mut crate::kernel::skel::OpenAgentSandboxSkel<'_>,
+    variant: &Variant,
+) -> Result<u32, BpfError> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_mut()
+        .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
+    let layout = rodata.layout_version;
+    rodata.walk_memo_store = variant::memo_store(variant);
+    open.progs
+        .file_ioctl_compat
+        .set_autoload(variant.has(Part::CompatIoctl));
+    // Not a part: where the hook is missing (6.1), ACLs reach the
+    // setxattr hook, which refuses them the same way.
+    open.progs
+        .inode_set_acl
+        .set_autoload(kernel_has_func(SET_ACL_HOOK));
+    open.progs
+        .inode_remove_acl
+        .set_autoload(kernel_has_func(REMOVE_ACL_HOOK));
+    // The hash memos' map takes memory only where they are used.
+    if variant::memo_store(variant) != 2 {
+        open.maps
+            .walk_memo_hash
+            .set_max_entries(1)
+            .map_err(lb("size the walk_memo_hash map"))?;
+    }
+    // Its only job is to keep memos valid.
+    open.progs
+        .vfs_rename_exit
+        .set_autoload(variant.has(Part::WalkMemos));
+    Ok(layout)
+}
+
+/// The loaded (or adopted), attached programs and their maps, with a mirror
+/// of their content.
 pub struct Bpf {
-    /// Declared before `storage`, which it borrows: dropped first.
-    pub(super) skel: AgentSandboxSkel<'static>,
-    /// The object's storage ([`ObjectStorage`]).
-    pub(super) _storage: ObjectStorage,
+    /// The maps, by handles of their own (the skeleton is gone after the load).
+    pub(super) maps: Maps,
     pub(super) pin_dir: PathBuf,
     /// Name prefix of this daemon's link pins (`link-<ns>-`).
     pub(super) generation: String,
@@ -324,6 +367,29 @@ impl Bpf {
                 variant.leave_out(part, Why::Rejected(r));
             }
         }
+        // A restart of the same build on the same kernel takes over the
+        // programs it left attached: nothing to verify again.
+        if let (Some(root), Some(dir), Some(_)) = (pin_root, state_dir, cgroup) {
+            let started = std::time::Instant::now();
+            match crate::kernel::adopt::adopt(root, dir, &variant) {
+                Ok(Some(mut bpf)) => {
+                    log::info!(
+                        "adopted the BPF programs an earlier start of this build attached \
+                         ({} programs, {}; nothing verified again) in {} ms",
+                        bpf.attached.len(),
+                        bpf.generation.trim_end_matches('-'),
+                        started.elapsed().as_millis()
+                    );
+                    for line in variant.describe() {
+                        log::warn!("loaded without {line}");
+                    }
+                    bpf.variant = variant;
+                    return Ok(bpf);
+                }
+                Ok(None) => {}
+                Err(e) => log::info!("cannot adopt the attached programs ({e}); loading them"),
+            }
+        }
         loop {
             match Bpf::load_variant(pin_root, &variant, cgroup) {
                 Ok(mut bpf) => {
@@ -336,6 +402,9 @@ impl Bpf {
                         remember_rejections(file, &kernel, &remembered);
                     }
                     bpf.variant = variant;
+                    if let (Some(_), Some(dir), Some(_)) = (pin_root, state_dir, cgroup) {
+                        crate::kernel::adopt::write_stamp(dir, &bpf);
+                    }
                     return Ok(bpf);
                 }
                 Err(BpfError::Rejected { rejection, cause }) => {
@@ -375,13 +444,7 @@ impl Bpf {
         let mut open = AgentSandboxSkelBuilder::default()
             .open(object)
             .map_err(lb("open the BPF object"))?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_mut()
-            .ok_or_else(|| BpfError::Unsupported("BPF object has no .rodata".into()))?;
-        let layout = rodata.layout_version;
-        rodata.walk_memo_store = variant::memo_store(variant);
+        let layout = configure(&mut open, variant)?;
         // Unpinned: no directory (an empty path, used for nothing).
         let pin_dir = pin_root
             .map(|r| r.join(format!("v{layout}")))
@@ -399,28 +462,6 @@ impl Bpf {
                     .map_err(lb(format!("set the {name} pin path")))?;
             }
         }
-        open.progs
-            .file_ioctl_compat
-            .set_autoload(variant.has(Part::CompatIoctl));
-        // Not a part: where the hook is missing (6.1), ACLs reach the
-        // setxattr hook, which refuses them the same way.
-        open.progs
-            .inode_set_acl
-            .set_autoload(kernel_has_func(SET_ACL_HOOK));
-        open.progs
-            .inode_remove_acl
-            .set_autoload(kernel_has_func(REMOVE_ACL_HOOK));
-        // The hash memos' map takes memory only where they are used.
-        if variant::memo_store(variant) != 2 {
-            open.maps
-                .walk_memo_hash
-                .set_max_entries(1)
-                .map_err(lb("size the walk_memo_hash map"))?;
-        }
-        // Its only job is to keep memos valid.
-        open.progs
-            .vfs_rename_exit
-            .set_autoload(variant.has(Part::WalkMemos));
         capture_libbpf_log(true);
         let started = std::time::Instant::now();
         let loaded = open.load();
@@ -450,9 +491,7 @@ impl Bpf {
             }
         };
         warn_hidden_ksyms();
-        let slots = WordArray::map(&skel.maps.sandbox_slots, SLOTS, "sandbox_slots")?;
-        let walk_gens = WordArray::map(&skel.maps.walk_gens, WALK_GENS, "walk_gens")?;
-        let words = WordArray::map(&skel.maps.key_filter, FILTER_WORDS, "key_filter")?;
+        let maps = Maps::of_skeleton(&skel)?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -496,9 +535,32 @@ impl Bpf {
         if pinned {
             remove_other_links(&pin_dir, &generation);
         }
+        // Attached (and pinned): the programs and their maps live on without
+        // the skeleton, which is dropped here, before its storage.
+        drop(skel);
+        drop(storage);
+        Bpf::serve_with(maps, pin_dir, generation, attached, links, btrfs_loaded)
+    }
+
+    /// The daemon's side of attached programs whose maps are `maps`: the
+    /// mmapped arrays and the mirror of what the maps hold (a load's or an
+    /// adopted one's, [`crate::kernel::adopt`]).
+    ///
+    /// # Errors
+    /// [`BpfError`] when an array cannot be mapped.
+    pub(super) fn serve_with(
+        maps: Maps,
+        pin_dir: PathBuf,
+        generation: String,
+        attached: Vec<String>,
+        links: Vec<libbpf_rs::Link>,
+        btrfs_loaded: bool,
+    ) -> Result<Bpf, BpfError> {
+        let slots = WordArray::map(&maps.sandbox_slots, SLOTS, "sandbox_slots")?;
+        let walk_gens = WordArray::map(&maps.walk_gens, WALK_GENS, "walk_gens")?;
+        let words = WordArray::map(&maps.key_filter, FILTER_WORDS, "key_filter")?;
         let mut bpf = Bpf {
-            skel,
-            _storage: storage,
+            maps,
             pin_dir,
             generation,
             attached,

@@ -138,7 +138,7 @@ impl Bpf {
             .map(|f| deny_key(cgid, f.with_kind(0)).bytes().to_vec())
             .collect();
         let ours = |k: &[u8]| CDenyKey::from_bytes(k).is_some_and(|d| d.cgid == cgid);
-        set_exactly(&self.skel.maps.sock_allow, "sock_allow", &want, ours).map(|(added, _)| added)
+        set_exactly(&self.maps.sock_allow, "sock_allow", &want, ours).map(|(added, _)| added)
     }
 
     /// Makes `ports` ({IP protocol (6 TCP, 17 UDP), port}) exactly the
@@ -155,24 +155,24 @@ impl Bpf {
             .map(|&(proto, port)| port_key(cgid, proto, port).to_vec())
             .collect();
         let ours = |k: &[u8]| k.len() == PORT_KEY_LEN && k[..8] == cgid.to_ne_bytes();
-        set_exactly(&self.skel.maps.port_allow, "port_allow", &want, ours).map(|(added, _)| added)
+        set_exactly(&self.maps.port_allow, "port_allow", &want, ours).map(|(added, _)| added)
     }
 
     /// Reads the maps back into the mirror, the filter counts and the slots.
     pub(super) fn load_mirror(&mut self) {
         let mut found: HashMap<u64, (Vec<FileKey>, Vec<NameKey>)> = HashMap::new();
-        for k in self.skel.maps.deny_map.keys() {
+        for k in self.maps.deny_map.keys() {
             if let Some((cgid, f)) = parse_deny_key(&k) {
                 found.entry(cgid).or_default().0.push(f);
             }
         }
-        for k in self.skel.maps.name_map.keys() {
+        for k in self.maps.name_map.keys() {
             if let Some((cgid, n)) = parse_name_key(&k) {
                 found.entry(cgid).or_default().1.push(n);
             }
         }
         self.mirror = into_sets(found);
-        for k in self.skel.maps.agent_cgid_set.keys() {
+        for k in self.maps.agent_cgid_set.keys() {
             if let Ok(b) = <[u8; 8]>::try_from(k.as_slice()) {
                 self.sandboxes.insert(u64::from_ne_bytes(b));
             }
@@ -355,7 +355,7 @@ impl Bpf {
         };
         let file_keys = deny_key_bytes(cgid, files);
         let inserted = insert(
-            &self.skel.maps.deny_map,
+            &self.maps.deny_map,
             "deny_map",
             &file_keys,
             DENY_KEY_LEN,
@@ -371,7 +371,7 @@ impl Bpf {
             self.filter.add(filter_bit(f.ino, TAG_FILE));
         }
         let inserted = insert(
-            &self.skel.maps.name_map,
+            &self.maps.name_map,
             "name_map",
             &name_keys_bytes(cgid, new.names()),
             NAME_KEY_LEN,
@@ -413,7 +413,6 @@ impl Bpf {
     /// The kernel's count of dropped deny_map keys (None if unreadable).
     pub(super) fn dropped_keys(&self) -> Option<u64> {
         let v = self
-            .skel
             .maps
             .dropped_keys
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
@@ -425,8 +424,7 @@ impl Bpf {
         if self.sandboxes.contains(&cgid) {
             return Ok(());
         }
-        self.skel
-            .maps
+        self.maps
             .agent_cgid_set
             .update(&cgid.to_ne_bytes(), &PRESENT, MapFlags::ANY)
             .map_err(lb("insert into agent_cgid_set"))?;
@@ -442,7 +440,7 @@ impl Bpf {
         }
         self.bump(cgid);
         let gone = delete(
-            &self.skel.maps.deny_map,
+            &self.maps.deny_map,
             "deny_map",
             cgid,
             &deny_key_bytes(cgid, files),
@@ -458,7 +456,7 @@ impl Bpf {
             }
         }
         let gone = delete(
-            &self.skel.maps.name_map,
+            &self.maps.name_map,
             "name_map",
             cgid,
             &name_keys_bytes(cgid, names),
@@ -483,7 +481,7 @@ impl Bpf {
         self.drops_seen.remove(&cgid);
         if self.sandboxes.remove(&cgid) {
             self.write_slot((cgid as usize) & (SLOTS - 1));
-            if let Err(e) = self.skel.maps.agent_cgid_set.delete(&cgid.to_ne_bytes()) {
+            if let Err(e) = self.maps.agent_cgid_set.delete(&cgid.to_ne_bytes()) {
                 log::warn!("cannot remove cgroup {cgid} from agent_cgid_set: {e}");
             }
         }
@@ -504,7 +502,7 @@ impl Bpf {
             }
         }
         // Absent unless the rate limit dropped one of its denial events.
-        let _ = self.skel.maps.denial_dropped.delete(&cgid.to_ne_bytes());
+        let _ = self.maps.denial_dropped.delete(&cgid.to_ne_bytes());
     }
 }
 
@@ -515,7 +513,7 @@ impl Bpf {
 /// # Errors
 /// [`BpfError::Libbpf`] for the first failed update or delete.
 pub(super) fn set_exactly(
-    map: &libbpf_rs::Map<'_>,
+    map: &libbpf_rs::MapHandle,
     what: &str,
     want: &HashSet<Vec<u8>>,
     ours: impl Fn(&[u8]) -> bool,
@@ -543,7 +541,7 @@ pub(super) fn set_exactly(
 /// batches of 4,096, falling back to one by one when a batch fails part-way.
 /// `total` is for the error message.
 pub(super) fn insert(
-    map: &libbpf_rs::Map<'_>,
+    map: &libbpf_rs::MapHandle,
     what: &str,
     keys: &[u8],
     key_len: usize,
@@ -572,7 +570,7 @@ pub(super) fn insert(
 /// Deletes `keys` (`key_len` bytes each, back to back) from `map`; returns,
 /// per key, whether it is gone now (deleted, or already absent).
 pub(super) fn delete(
-    map: &libbpf_rs::Map<'_>,
+    map: &libbpf_rs::MapHandle,
     what: &str,
     cgid: u64,
     keys: &[u8],

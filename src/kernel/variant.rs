@@ -119,6 +119,15 @@ impl Variant {
         !self.without.iter().any(|(p, _)| *p == part)
     }
 
+    /// The parts left out, by name, sorted and comma-separated (empty for
+    /// the full variant): what tells two variants' programs apart.
+    pub fn key(&self) -> String {
+        let mut names: Vec<&str> = self.without.iter().map(|(p, _)| p.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.join(",")
+    }
+
     /// Leaves `part` out for `why` (the first reason stays).
     pub fn leave_out(&mut self, part: Part, why: Why) {
         if self.has(part) {

@@ -25,6 +25,10 @@ pub struct Paths {
 /// The user's list, relative to the home directory.
 pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
 
+/// The shipped catalogue of secret locations, one list per group, for
+/// `include` lines (packaging/catalog/ in the source tree).
+pub const CATALOG_DIR: &str = "/usr/share/agent-sandbox-exec/catalog";
+
 impl Paths {
     /// The installed locations (packaging/agent-sandbox-execd.service and
     /// debian/ name the same).

@@ -44,7 +44,7 @@ use crate::lists::entries::{
 };
 use crate::lists::include::{Expanded, IncludeProblem, ListFile, expand};
 use crate::os::fd;
-use crate::os::paths::HOME_LIST;
+use crate::os::paths::{CATALOG_DIR, HOME_LIST};
 use crate::proto::resolver::{
     EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
@@ -509,6 +509,14 @@ impl ListAt<'_> {
             included: file.from.is_some(),
         }
     }
+
+    /// A file of the shipped catalogue ([`CATALOG_DIR`]): its lines name
+    /// where tools keep secrets, on machines that may not have the tool, so
+    /// a line whose directory does not exist is no mistake and is not
+    /// warned about at every launch (`--check` still shows it).
+    fn catalogue(&self) -> bool {
+        self.included && self.path.parent() == Some(Path::new(CATALOG_DIR))
+    }
 }
 
 /// What a list line asks for.
@@ -970,6 +978,7 @@ pub(crate) fn emit(
             }
             return Ok(());
         }
+        Err(KeyError::Missing) if list.catalogue() => return Ok(()),
         Err(KeyError::Missing) => "its directory does not exist, so a file created there \
              is denied only from the next launch on"
             .to_string(),
@@ -1340,6 +1349,39 @@ mod tests {
         assert!(
             r.admin_warnings[0].contains("/etc/list:2: include /gone: the file does not exist")
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_catalogue_line_whose_directory_is_missing_is_not_warned_about() {
+        let dir = std::env::temp_dir().join(format!("asx-rc-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("no-such-tool/credentials");
+        let warnings = |list: &Path, included: bool| {
+            let mut out = Vec::new();
+            let mut keys = None;
+            emit(
+                &mut Sink { out: &mut out },
+                Source::Home,
+                &ListAt {
+                    path: list,
+                    included,
+                },
+                3,
+                &missing,
+                Shape::File,
+                LastComponent::NoFollow,
+                context(&mut keys).unwrap(),
+            )
+            .unwrap();
+            parse_output(&[&out]).user_warnings
+        };
+        let cloud = Path::new(CATALOG_DIR).join("cloud");
+        assert!(warnings(&cloud, true).is_empty());
+        let own = dir.join("my.list");
+        let w = warnings(&own, true);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("its directory does not exist"), "{w:?}");
         fs::remove_dir_all(&dir).unwrap();
     }
 
