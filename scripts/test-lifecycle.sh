@@ -23,9 +23,11 @@
 #               the unit restarts by itself
 #   b stop      systemctl stop: launches exit 2 and never run PROGRAM; the pins and the
 #               lsm links (bpftool) stay; the loop keeps being denied; systemctl start
-#   c restart   three back-to-back restarts; exactly one link per program afterwards
+#   c restart   three back-to-back restarts, each adopting the attached programs (the same
+#               build: nothing verified again); exactly one link per program afterwards
 #   d reinstall apt-get install --reinstall N.deb
-#   e upgrade   apt-get install N+1.deb: new version, daemon serving, pins moved from the
+#   e upgrade   apt-get install N+1.deb: new version, its programs loaded (not adopted),
+#               daemon serving, pins moved from the
 #               old layout directory (v1) to the new one (v2), new launches denied
 #   f disable   --disable refuses while the daemon serves; with the service stopped it
 #               unpins everything: the loop now reads the secret (proving it can see a

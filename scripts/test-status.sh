@@ -24,7 +24,8 @@
 #   include          `include` (issue 25): the user's list includes the shipped catalogue's
 #                    `recommended` and a list of the user's own: the groups' files are
 #                    denied (~/.aws/credentials, a private key), their exceptions readable
-#                    (known_hosts, a .pub), the own included list's entry denied; the
+#                    (known_hosts, a .pub, ssh's config, read-only from inside), the own
+#                    included list's entry denied; an include of a directory refuses; the
 #                    included list cannot be changed, moved or planted (a missing one) from
 #                    inside; --check shows each included file; the base list's include of a
 #                    root-owned file applies its ~/ lines, one of a user-owned file and a
@@ -262,6 +263,8 @@ check_include() {
 	runuser -u "$USR" -- sh -c 'umask 022; mkdir -p ~/.aws ~/.ssh ~/more &&
 		echo AWS-SECRET >~/.aws/credentials && echo SSH-SECRET >~/.ssh/id_ed25519 &&
 		echo KNOWN-HOST >~/.ssh/known_hosts && echo PUBLIC-KEY >~/.ssh/id_ed25519.pub &&
+		echo "Host x" >~/.ssh/config && mkdir -p ~/.ssh/config.d ~/adir &&
+		echo "Host y" >~/.ssh/config.d/y.conf &&
 		echo EXTRA-SECRET >~/more/extra.secret && echo BASE-SECRET >~/base.secret &&
 		echo "~/more/extra.secret" >~/more/extra.list'
 	okl "include: the catalogue is installed" '$(ls "$cat" 2>&1 | tr "\n" " ")' \
@@ -286,6 +289,15 @@ include ~/more/later.list
 	okl "include: a private key below ~/.ssh/ is denied" '$(why); $(snip "$ERR")' denied_in "$UH/.ssh/id_ed25519"
 	okl "include: known_hosts is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/known_hosts" KNOWN-HOST
 	okl "include: a public key is excepted" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/id_ed25519.pub" PUBLIC-KEY
+	okl "include: ssh's config is excepted (readable)" '$(why); $(snip "$ERR")' readable_in "$UH/.ssh/config" "Host x"
+	run_in "$USR" sh -c 'echo "ProxyCommand x" >>~/.ssh/config'
+	okl "include: ssh's config is read-only from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && grep -q 'Operation not permitted' '$ERR' && ! grep -q ProxyCommand '$UH/.ssh/config'"
+	okl "include: a file of ssh's config.d is readable" '$(why); $(snip "$ERR")' \
+		readable_in "$UH/.ssh/config.d/y.conf" "Host y"
+	run_in "$USR" sh -c 'echo "Match exec x" >~/.ssh/config.d/z.conf'
+	okl "include: nothing is made in ssh's config.d from inside" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -ne 0 ] && [ ! -e '$UH/.ssh/config.d/z.conf' ]"
 	okl "include: the user's own included list applies" '$(why); $(snip "$ERR")' \
 		denied_in "$UH/more/extra.secret"
 	okl "include: the base list's root-owned include applies its ~/ line" '$(why); $(snip "$ERR")' \
@@ -313,6 +325,14 @@ include ~/more/later.list
 			grep -qF '$cat/cloud:' '$OUT'"
 	okl "include: --check names the missing include" '$(snip "$OUT")' \
 		has "include $UH/more/later.list: the file does not exist" "$OUT"
+	# An include of something that is not a regular file refuses the launch:
+	# nothing could be guarded there, and the agent could replace it.
+	set_list "include $cat/ssh
+include ~/adir
+"
+	run_in "$USR" true
+	okl "include: an include of a directory refuses the launch" '$(why); $(snip "$ERR")' \
+		sh -c "[ $RC -eq 2 ] && grep -q 'include $UH/adir: it is not a regular file' '$ERR'"
 	f=$T/journal
 	journalctl -u agent-sandbox-execd --since "$since" -o cat --no-pager >"$f" 2>&1
 	okl "include: a user-owned base include is refused in the daemon's log" '$(tailsnip "$f")' \

@@ -5,14 +5,17 @@
 //!
 //! After a load that pinned its links, [`write_stamp`] records in the state
 //! directory ([`STAMP_FILE`]) what was loaded: the kernel, a hash of the
-//! object, the variant's left-out parts, whether btrfs's types were there,
-//! and the links' generation. [`adopt`] takes the pinned programs over only
-//! if all of that is what a load now would be, every program a load would
-//! attach has a pinned link of that generation (and no other link is
-//! pinned), and every one of those programs uses the pinned maps of the
-//! layout (the kernel's map ids, from `bpf_prog_info.map_ids`): then they
-//! are the very programs a load would make, already attached. Anything else
-//! is a full load, which replaces them without a gap as before.
+//! object and one of the daemon's binary, whether the kernel symbols the
+//! walk needs were shown to it, the variant's left-out parts, whether
+//! btrfs's types were there, and the links' generation. [`adopt`] takes the
+//! pinned programs over only if all of that is what a load now would be
+//! (and the symbols were shown), every program a load would attach has a
+//! pinned link of that generation (and no other link is pinned), the cgroup
+//! programs' links are attached to the sandboxes' parent cgroup as it is
+//! now, and every one of those programs uses the pinned maps of the layout
+//! (the kernel's map ids, from `bpf_prog_info.map_ids`): then they are the
+//! very programs a load would make, already attached. Anything else is a
+//! full load, which replaces them without a gap as before.
 
 use std::collections::HashMap;
 use std::fs;
@@ -38,6 +41,13 @@ pub(super) struct Stamp {
     pub(super) kernel: String,
     /// [`object_id`] then.
     pub(super) object: u64,
+    /// [`build_id`] then: the daemon's own binary, which decides how the
+    /// object is configured.
+    pub(super) build: u64,
+    /// Whether /proc/kallsyms showed the walk's kernel symbols
+    /// ([`crate::kernel::preflight::ksyms_shown`]): programs loaded without
+    /// them are never adopted (a load may now resolve them).
+    pub(super) ksyms: bool,
     /// [`Variant::key`] of the variant loaded.
     pub(super) variant: String,
     /// Whether /sys/fs/btrfs existed (the btrfs types were relocated).
@@ -50,9 +60,11 @@ impl Stamp {
     fn line(&self) -> String {
         let clean = |s: &str| s.replace(['\t', '\n'], " ");
         format!(
-            "{}\t{:016x}\t{}\t{}\t{}\n",
+            "{}\t{:016x}\t{:016x}\t{}\t{}\t{}\t{}\n",
             clean(&self.kernel),
             self.object,
+            self.build,
+            u8::from(self.ksyms),
             clean(&self.variant),
             u8::from(self.btrfs),
             clean(&self.generation)
@@ -61,15 +73,18 @@ impl Stamp {
 
     fn parse(text: &str) -> Option<Stamp> {
         let mut f = text.strip_suffix('\n')?.split('\t');
+        let flag = |v: &str| match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
         let s = Stamp {
             kernel: f.next()?.to_string(),
             object: u64::from_str_radix(f.next()?, 16).ok()?,
+            build: u64::from_str_radix(f.next()?, 16).ok()?,
+            ksyms: flag(f.next()?)?,
             variant: f.next()?.to_string(),
-            btrfs: match f.next()? {
-                "0" => false,
-                "1" => true,
-                _ => return None,
-            },
+            btrfs: flag(f.next()?)?,
             generation: f.next()?.to_string(),
         };
         (f.next().is_none() && s.generation.starts_with("link-")).then_some(s)
@@ -82,6 +97,8 @@ pub(super) fn write_stamp(state_dir: &Path, bpf: &Bpf) {
     let stamp = Stamp {
         kernel: kernel_id(),
         object: object_id(),
+        build: build_id(),
+        ksyms: crate::kernel::preflight::ksyms_shown(),
         variant: bpf.variant.key(),
         btrfs: bpf.btrfs_loaded,
         generation: bpf.generation.clone(),
@@ -109,6 +126,7 @@ pub(super) fn write_stamp(state_dir: &Path, bpf: &Bpf) {
 pub(super) fn adopt(
     pin_root: &Path,
     state_dir: &Path,
+    cgroup: &Path,
     variant: &Variant,
 ) -> Result<Option<Bpf>, BpfError> {
     let Some(stamp) = fs::read_to_string(state_dir.join(STAMP_FILE))
@@ -120,11 +138,13 @@ pub(super) fn adopt(
     let now = Stamp {
         kernel: kernel_id(),
         object: object_id(),
+        build: build_id(),
+        ksyms: true,
         variant: variant.key(),
         btrfs: Path::new("/sys/fs/btrfs").exists(),
         generation: stamp.generation.clone(),
     };
-    if now != stamp {
+    if now != stamp || now.build == 0 {
         log::debug!("not adopting the attached programs: they were {stamp:?}, a load is {now:?}");
         return Ok(None);
     }
@@ -165,6 +185,18 @@ pub(super) fn adopt(
         );
         return Ok(None);
     }
+    // The cgroup programs must still be attached to the sandboxes' parent
+    // cgroup (its id is its directory's inode number): one made anew after
+    // the earlier start removed it has none.
+    let parent = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(cgroup)
+            .map_err(crate::kernel::error::io_e(format!(
+                "stat {}",
+                cgroup.display()
+            )))?
+            .ino()
+    };
     // Every program must use this layout's pinned maps; the maps the
     // daemon needs that are not pinned come from the programs.
     let mut handles: HashMap<String, MapHandle> = HashMap::new();
@@ -172,7 +204,18 @@ pub(super) fn adopt(
     for name in &names {
         let link = libbpf_rs::Link::open(pin_dir.join(format!("{}{name}", stamp.generation)))
             .map_err(lb(format!("open the pinned {name} link")))?;
-        for id in prog_map_ids(link.as_fd().as_raw_fd(), name)? {
+        let (ids, attached_to) = prog_map_ids(link.as_fd().as_raw_fd(), name)?;
+        if let Some(cgid) = attached_to
+            && cgid != parent
+        {
+            log::info!(
+                "not adopting the attached programs: {name} is attached to cgroup {cgid}, not \
+                 to {} ({parent})",
+                cgroup.display()
+            );
+            return Ok(None);
+        }
+        for id in ids {
             let map = MapHandle::from_map_id(id).map_err(lb(format!("open map id {id}")))?;
             let map_name = map.name().to_string_lossy().into_owned();
             if pinned_map(&map_name) {
@@ -226,9 +269,23 @@ fn map_id(map: &MapHandle) -> Result<u32, BpfError> {
     )))
 }
 
+/// A hash of the running binary (`/proc/self/exe`), 0 if it cannot be read.
+fn build_id() -> u64 {
+    use std::hash::Hasher;
+    match fs::read("/proc/self/exe") {
+        Ok(bytes) => {
+            let mut h = siphasher::sip::SipHasher13::new();
+            h.write(&bytes);
+            h.finish().max(1)
+        }
+        Err(_) => 0,
+    }
+}
+
 /// The ids of the maps the program behind link descriptor `link` uses
-/// (`bpf_link_info.prog_id`, then `bpf_prog_info.map_ids`).
-fn prog_map_ids(link: i32, name: &str) -> Result<Vec<u32>, BpfError> {
+/// (`bpf_link_info.prog_id`, then `bpf_prog_info.map_ids`), and for a
+/// cgroup link the id of the cgroup it is attached to (0 once detached).
+fn prog_map_ids(link: i32, name: &str) -> Result<(Vec<u32>, Option<u64>), BpfError> {
     use libbpf_rs::libbpf_sys as sys;
     let fail = |what: &str, rc: i32| BpfError::Kernel {
         what: format!("{what} of the pinned {name} link"),
@@ -241,6 +298,9 @@ fn prog_map_ids(link: i32, name: &str) -> Result<Vec<u32>, BpfError> {
     if rc != 0 {
         return Err(fail("read the info", rc));
     }
+    let attached_to = (link_info.type_ == sys::BPF_LINK_TYPE_CGROUP)
+        // SAFETY: the kernel filled the union's cgroup member for a cgroup link.
+        .then(|| unsafe { link_info.__bindgen_anon_1.cgroup.cgroup_id });
     // SAFETY: plain syscall wrapper; a non-negative result is a new descriptor.
     let fd = unsafe { sys::bpf_prog_get_fd_by_id(link_info.prog_id) };
     if fd < 0 {
@@ -269,7 +329,7 @@ fn prog_map_ids(link: i32, name: &str) -> Result<Vec<u32>, BpfError> {
         return Err(fail("read the program's maps", rc));
     }
     ids.truncate(again.nr_map_ids.min(info.nr_map_ids) as usize);
-    Ok(ids)
+    Ok((ids, attached_to))
 }
 
 #[cfg(test)]
@@ -281,6 +341,8 @@ mod tests {
         let s = Stamp {
             kernel: "6.12.48+deb13-amd64 #1 SMP\tx".into(),
             object: 0x0123_4567_89ab_cdef,
+            build: 42,
+            ksyms: true,
             variant: "compat-ioctl,memo-inode-storage".into(),
             btrfs: true,
             generation: "link-1764979200000000000-".into(),
@@ -292,7 +354,10 @@ mod tests {
             back.kernel, "6.12.48+deb13-amd64 #1 SMP x",
             "tabs become spaces"
         );
-        assert_eq!((back.object, back.btrfs), (s.object, true));
+        assert_eq!(
+            (back.object, back.build, back.ksyms, back.btrfs),
+            (s.object, 42, true, true)
+        );
         assert_eq!(back.variant, s.variant);
         assert_eq!(back.generation, s.generation);
         for bad in [

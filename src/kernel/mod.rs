@@ -1,6 +1,8 @@
 //! The BPF object from userspace, and the only user of its skeleton
 //! ([`skel`]): the kernel's prerequisites ([`preflight`]), loading,
-//! attaching and pinning the programs ([`programs`], [`pins`]), the
+//! attaching and pinning the programs ([`programs`], [`pins`]), taking them
+//! over at a restart of the same build ([`adopt`]), the map handles the
+//! daemon serves through ([`maps`]), the
 //! sandboxes in the maps ([`sandboxes`]: mirror, diff-apply), the arrays
 //! written through mmap ([`filter`]: slots and key filter), the keys'
 //! layouts ([`codec`]); which optional parts a load holds ([`variant`]),

@@ -173,15 +173,24 @@ pub fn hidden_ksyms<'a>(text: impl io::BufRead, names: &[&'a str]) -> Vec<&'a st
         .collect()
 }
 
+/// Whether /proc/kallsyms shows this process every one of the walk's kernel
+/// symbols ([`WALK_KSYMS`]), as libbpf needs them at a load.
+pub(super) fn ksyms_shown() -> bool {
+    fs::File::open("/proc/kallsyms")
+        .is_ok_and(|f| hidden_ksyms(io::BufReader::new(f), &WALK_KSYMS).is_empty())
+}
+
 /// Warns when libbpf could not resolve the walk's kernel symbols for this
-/// process ([`hidden_ksyms`] of /proc/kallsyms as this process reads it).
-pub(super) fn warn_hidden_ksyms() {
+/// process ([`hidden_ksyms`] of /proc/kallsyms as this process reads it);
+/// returns whether it could.
+pub(super) fn warn_hidden_ksyms() -> bool {
     let Ok(file) = fs::File::open("/proc/kallsyms") else {
         log::warn!("cannot read /proc/kallsyms: the walk's kernel symbols are not checked");
-        return;
+        return false;
     };
     let hidden = hidden_ksyms(io::BufReader::new(file), &WALK_KSYMS);
-    if !hidden.is_empty() {
+    let shown = hidden.is_empty();
+    if !shown {
         log::warn!(
             "/proc/kallsyms shows this process no address for {} (it lacks CAP_SYSLOG, or \
              kernel.kptr_restrict is 2): the directory-entry walk cannot see a rename that \
@@ -190,6 +199,7 @@ pub(super) fn warn_hidden_ksyms() {
             hidden.join(" and ")
         );
     }
+    shown
 }
 
 /// The feature probe of walk memos in inode storage (src/bpf/probe.bpf.c):

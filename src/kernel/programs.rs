@@ -369,9 +369,9 @@ impl Bpf {
         }
         // A restart of the same build on the same kernel takes over the
         // programs it left attached: nothing to verify again.
-        if let (Some(root), Some(dir), Some(_)) = (pin_root, state_dir, cgroup) {
+        if let (Some(root), Some(dir), Some(cg)) = (pin_root, state_dir, cgroup) {
             let started = std::time::Instant::now();
-            match crate::kernel::adopt::adopt(root, dir, &variant) {
+            match crate::kernel::adopt::adopt(root, dir, cg, &variant) {
                 Ok(Some(mut bpf)) => {
                     log::info!(
                         "adopted the BPF programs an earlier start of this build attached \

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::FileKey;
 use crate::lists::include;
-use crate::os::paths::{HOME_LIST, Paths};
+use crate::os::paths::{CATALOG_DIR, HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
 use crate::resolve::list_file::{Trust, read_include};
 use crate::resolve::witness::NoWitness;
@@ -49,6 +49,12 @@ pub enum State {
     Skipped(String),
     /// The path cannot be checked: a launch is refused until it is fixed.
     Refuses(String),
+    /// An exception (`!PATH`, `!DIR/`): it denies nothing, it re-allows.
+    Exception,
+    /// A line of the shipped catalogue whose directory does not exist: a
+    /// tool not used here, no mistake (protected from the first launch
+    /// after the directory exists).
+    Absent,
 }
 
 impl State {
@@ -59,7 +65,53 @@ impl State {
             State::Watched => "watched by name (missing now; denied as soon as it appears)".into(),
             State::Skipped(why) => format!("skipped: {why}"),
             State::Refuses(why) => format!("refuses every launch: {why}"),
+            State::Exception => "exception: re-allows what a directory entry of this list denies \
+                 (never a file a file entry names)"
+                .into(),
+            State::Absent => "not on this machine: its directory does not exist (protected \
+                 from the first launch after it exists)"
+                .into(),
         }
+    }
+}
+
+/// What a directory entry's line (`DIR/`, without the `/` in `dir`)
+/// amounts to now, as the daemon resolves it: a directory there is denied
+/// below; nothing there, in a directory that exists, is watched by name.
+/// `base`: a base-list line (an unreadable path is the daemon's to check as
+/// root). Returns the state and whether the directory above is missing.
+pub fn dir_state(dir: &Path, base: bool) -> (State, bool) {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => (State::Denied, false),
+        Ok(_) => (
+            State::Skipped("it ends in / but is not a directory".into()),
+            false,
+        ),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            match dir.parent().map(fs::metadata) {
+                Some(Ok(p)) if p.is_dir() => (State::Watched, false),
+                _ => (
+                    State::Skipped(
+                        "its directory does not exist (denied from the first launch after it \
+                         exists)"
+                            .into(),
+                    ),
+                    true,
+                ),
+            }
+        }
+        Err(e) if base && e.raw_os_error() == Some(libc::EACCES) => (
+            State::Skipped(format!(
+                "cannot check it as you ({e}); the daemon resolves it as root"
+            )),
+            false,
+        ),
+        Err(e) => (
+            State::Refuses(format!(
+                "cannot check the path: {e}; fix the path's permissions or the list"
+            )),
+            false,
+        ),
     }
 }
 
@@ -217,6 +269,8 @@ pub struct LineReport {
     pub audit: bool,
     /// A read-only entry: readable, never changed from inside.
     pub readonly: bool,
+    /// A directory entry (`DIR/`): every file below it.
+    pub dir: bool,
 }
 
 /// One list file and its lines.
@@ -411,6 +465,7 @@ fn check_bytes(
     in_sandbox: bool,
 ) -> ListReport {
     let mut report = ListReport::empty(path, base);
+    let catalogue = path.parent() == Some(Path::new(CATALOG_DIR));
     let symlink = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     let parsed = denylist::parse(bytes);
     for w in &parsed.warnings {
@@ -436,6 +491,13 @@ fn check_bytes(
             }
         };
         let full = Path::new(OsStr::from_bytes(full));
+        let mut text = text;
+        if e.dir {
+            text.push(b'/');
+        }
+        if e.exception {
+            text.insert(0, b'!');
+        }
         let mut found = Found::default();
         // A read-only line follows a symlink at its end, as the daemon does.
         let last = if e.readonly {
@@ -443,20 +505,35 @@ fn check_bytes(
         } else {
             last
         };
-        let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
-        let mut state = state_of(&result, !found.files.is_empty(), base);
+        let (mut state, missing_dir, result) = if e.exception {
+            (State::Exception, false, None)
+        } else if e.dir {
+            let (state, missing) = dir_state(full, base);
+            (state, missing, None)
+        } else {
+            let result = ctx.resolve(full, last, &mut found, &mut NoWitness);
+            let missing = matches!(result, Err(KeyError::Missing));
+            (
+                state_of(&result, !found.files.is_empty(), base),
+                missing,
+                Some(result),
+            )
+        };
         // A read-only line whose directories are missing is guarded at the
         // first missing part (resolver::guard_missing): watched, not skipped.
-        if e.readonly && matches!(result, Err(KeyError::Missing)) {
+        if e.readonly && missing_dir {
             state = State::Watched;
+        } else if catalogue && missing_dir {
+            state = State::Absent;
         }
         if state == State::Denied && !e.audit && !e.readonly {
             denied_keys.extend(found.files.iter().copied());
         }
         let mut mistakes = Vec::new();
-        if state != State::Denied {
+        // The catalogue's lines are the package's, not the user's to fix.
+        if !catalogue && !matches!(state, State::Denied | State::Exception) {
             mistakes = lint(&text);
-            if matches!(result, Err(KeyError::NotRegular(FileKind::Directory))) {
+            if matches!(result, Some(Err(KeyError::NotRegular(FileKind::Directory)))) {
                 mistakes.push("a line names a file, never a directory".into());
             }
             if let Some(near) = near_name(full) {
@@ -473,6 +550,7 @@ fn check_bytes(
             as_root: base && e.anchor == Anchor::Root,
             audit: e.audit,
             readonly: e.readonly,
+            dir: e.dir,
         });
     }
     // Is the list itself one of the files it denies (a link an agent made)?
@@ -487,7 +565,7 @@ fn check_bytes(
 /// What a line's state means for its kind: an audit line's file "would be
 /// denied (audit: reported, allowed)", a read-only line's is "read-only".
 fn line_label(l: &LineReport) -> String {
-    match (&l.state, l.audit, l.readonly) {
+    let label = match (&l.state, l.audit, l.readonly) {
         (State::Denied, true, _) => "would be denied (audit: opens reported, allowed)".into(),
         (State::Denied, _, true) => "read-only (readable, not changed from inside)".into(),
         (State::Watched, true, _) => {
@@ -499,13 +577,19 @@ fn line_label(l: &LineReport) -> String {
         (state, true, _) => format!("audit: {}", state.label()),
         (state, _, true) => format!("read-only: {}", state.label()),
         (state, false, false) => state.label(),
+    };
+    match (&l.state, l.dir) {
+        (State::Denied | State::Watched, true) => {
+            format!("{label}; a directory entry: every file below it, now and later")
+        }
+        _ => label,
     }
 }
 
 /// Renders reports as the lines `--check` prints (and `--status -v`).
 pub fn render(reports: &[ListReport]) -> String {
     let mut out = String::new();
-    let mut counts = [0usize; 4];
+    let mut counts = [0usize; 6];
     let (mut read_only, mut audit) = (0usize, 0usize);
     let mut mistakes = 0;
     for r in reports {
@@ -548,6 +632,8 @@ pub fn render(reports: &[ListReport]) -> String {
                 State::Watched => 1,
                 State::Skipped(_) => 2,
                 State::Refuses(_) => 3,
+                State::Exception => 4,
+                State::Absent => 5,
             }] += 1;
         }
         if r.lines.iter().any(|l| l.as_root) {
@@ -565,9 +651,9 @@ pub fn render(reports: &[ListReport]) -> String {
     };
     let _ = writeln!(
         out,
-        "summary: {} denied, {} watched by name{kinds}, {} skipped, {} refusing every launch; \
-         {mistakes} line(s) look like mistakes",
-        counts[0], counts[1], counts[2], counts[3]
+        "summary: {} denied, {} watched by name{kinds}, {} exception(s), {} not on this machine, \
+         {} skipped, {} refusing every launch; {mistakes} line(s) look like mistakes",
+        counts[0], counts[1], counts[4], counts[5], counts[2], counts[3]
     );
     out
 }
@@ -722,6 +808,7 @@ mod tests {
             as_root: false,
             audit,
             readonly,
+            dir: false,
         };
         assert_eq!(line_label(&l(State::Denied, false, false)), "denied");
         assert!(line_label(&l(State::Denied, true, false)).starts_with("would be denied (audit"));
@@ -827,6 +914,52 @@ mod tests {
     }
 
     #[test]
+    fn directory_entries_exceptions_and_the_catalogue_s_absent_lines() {
+        let t = Tree::new("dirs");
+        fs::create_dir_all(t.p(".ssh")).unwrap();
+        fs::write(t.p(".ssh/known_hosts"), "h").unwrap();
+        let list = "~/.ssh/\n!~/.ssh/known_hosts\n~/.gnupg/\n~/.nodir/sub/\n~/.ssh/known_hosts/\n";
+        let r = run(&t, list, false);
+        let by_line = |n: usize| r.lines.iter().find(|l| l.line == n).unwrap();
+        assert_eq!(by_line(1).state, State::Denied);
+        assert_eq!(by_line(1).text, "~/.ssh/");
+        assert!(line_label(by_line(1)).contains("every file below it"));
+        assert_eq!(by_line(2).state, State::Exception);
+        assert_eq!(by_line(2).text, "!~/.ssh/known_hosts");
+        assert_eq!(
+            by_line(3).state,
+            State::Watched,
+            "missing, in a directory that exists"
+        );
+        assert!(matches!(&by_line(4).state, State::Skipped(w) if w.contains("does not exist")));
+        assert!(matches!(&by_line(5).state, State::Skipped(w) if w.contains("not a directory")));
+        let text = render(std::slice::from_ref(&r));
+        assert!(
+            text.contains("1 denied, 1 watched by name, 1 exception(s)"),
+            "{text}"
+        );
+        // The same missing line in a catalogue file is no mistake.
+        let home = t.0.as_os_str().as_bytes().to_vec();
+        let mut ctx = KeyContext::new().unwrap();
+        let cat = Path::new(CATALOG_DIR).join("cloud");
+        let r = check_bytes(
+            &cat,
+            b"~/.nodir/sub/\n~/.nodir/credentials\n",
+            false,
+            &home,
+            &mut ctx,
+            false,
+        );
+        assert!(
+            r.lines
+                .iter()
+                .all(|l| l.state == State::Absent && l.mistakes.is_empty()),
+            "{r:?}"
+        );
+        assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_CLEAN);
+    }
+
+    #[test]
     fn fixture_tree() {
         let t = Tree::new("tree");
         fs::create_dir_all(t.p(".ssh")).unwrap();
@@ -886,7 +1019,10 @@ mod tests {
         let text = render(std::slice::from_ref(&r));
         assert!(text.contains(":2: denied: ~/.ssh/id_ed25519"), "{text}");
         assert!(
-            text.contains("summary: 1 denied, 4 watched by name, 2 skipped"),
+            text.contains(
+                "summary: 1 denied, 4 watched by name, 0 exception(s), 0 not on this machine, \
+                 2 skipped"
+            ),
             "{text}"
         );
     }

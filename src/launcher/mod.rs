@@ -536,7 +536,13 @@ fn allowed_sockets(
             None => Trust::Root,
             Some(_) => Trust::User(uid),
         };
-        let expanded = include::expand(list.as_os_str().as_bytes(), bytes, None, home, &mut |p| {
+        // The list's own identity, as the resolvers pass it: a list that
+        // includes itself under another name is read once.
+        let id = fs::metadata(&list).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        let expanded = include::expand(list.as_os_str().as_bytes(), bytes, id, home, &mut |p| {
             read_include(Path::new(OsStr::from_bytes(p)), trust)
         });
         for (file, line) in expanded.files.iter().flat_map(|f| {

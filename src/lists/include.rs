@@ -9,7 +9,8 @@
 //! - A file that includes one already on its chain (a cycle) has that line
 //!   skipped, with a warning naming the chain.
 //! - A file included twice (two lines, or two files that include it) is
-//!   read once: its lines already apply.
+//!   read once, where it is met first (breadth first: at its smallest
+//!   depth): its lines already apply.
 //! - A missing file includes nothing (a warning); one the caller refuses
 //!   ([`Read::Refused`], e.g. a base-list include a user could change)
 //!   includes nothing and says why.
@@ -121,7 +122,7 @@ pub struct IncludeWarning {
 }
 
 /// A list with its includes: the list itself first, then each included
-/// file in the order its `include` line is met (depth first).
+/// file in the order its `include` line is met (breadth first).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Expanded {
     /// The files whose lines make up the list.
@@ -169,8 +170,11 @@ impl Expanded {
 }
 
 /// Expands the list at `path` (its `bytes` and identity `id`, if known):
-/// follows its `include` lines through `read`, as the rules above say.
-/// `home` is the list's user's home directory; None for the base list.
+/// follows its `include` lines through `read`, as the rules above say,
+/// breadth first, so that a file is first met at its smallest depth (and
+/// its own includes are cut by the depth bound only if every way to it is
+/// that deep). `home` is the list's user's home directory; None for the
+/// base list.
 pub fn expand(
     path: &[u8],
     bytes: Vec<u8>,
@@ -180,21 +184,39 @@ pub fn expand(
 ) -> Expanded {
     let mut out = Expanded::single(path, bytes);
     let mut seen: Vec<FileId> = id.into_iter().collect();
-    let mut chain = vec![(path.to_vec(), id)];
-    follow(0, &mut chain, &mut seen, home, read, &mut out);
+    // Each file to follow, with its chain from the list itself (paths and
+    // identities), in the order met.
+    let mut queue: std::collections::VecDeque<(usize, Chain)> = std::collections::VecDeque::new();
+    queue.push_back((0, vec![(path.to_vec(), id)]));
+    while let Some((index, chain)) = queue.pop_front() {
+        follow(index, &chain, &mut seen, home, read, &mut out, &mut queue);
+    }
     out
 }
 
-/// Follows the include lines of `out.files[index]`, whose chain from the
-/// list itself is `chain` (paths and identities).
+/// The files from the list itself to one included file: paths and identities.
+type Chain = Vec<(Vec<u8>, Option<FileId>)>;
+
+/// Reads the files the include lines of `out.files[index]` name, whose
+/// chain from the list itself is `chain`, and queues each new one.
 fn follow(
     index: usize,
-    chain: &mut Vec<(Vec<u8>, Option<FileId>)>,
+    chain: &Chain,
     seen: &mut Vec<FileId>,
     home: Option<&[u8]>,
     read: &mut dyn FnMut(&[u8]) -> Read,
     out: &mut Expanded,
+    queue: &mut std::collections::VecDeque<(usize, Chain)>,
 ) {
+    // Most lists include nothing: no parse for them (every launch reads
+    // the lists; a 10,000-line list takes milliseconds to parse).
+    if !out.files[index]
+        .bytes
+        .windows(b"include".len())
+        .any(|w| w == b"include")
+    {
+        return;
+    }
     let bytes = out.files[index].bytes.clone();
     let parsed = denylist::parse(&bytes);
     for inc in &parsed.includes {
@@ -219,10 +241,14 @@ fn follow(
         if !out.named.contains(&path) {
             out.named.push(path.clone());
         }
-        if chain.iter().any(|(p, _)| *p == path) {
+        let cycle = |chain: &Chain, path: &Vec<u8>| {
             let mut names: Vec<Vec<u8>> = chain.iter().map(|(p, _)| p.clone()).collect();
             names.push(path.clone());
-            warn(out, path, IncludeProblem::Cycle(names));
+            IncludeProblem::Cycle(names)
+        };
+        if chain.iter().any(|(p, _)| *p == path) {
+            let problem = cycle(chain, &path);
+            warn(out, path, problem);
             continue;
         }
         if chain.len() > MAX_INCLUDE_DEPTH {
@@ -233,11 +259,10 @@ fn follow(
             Read::Missing => warn(out, path, IncludeProblem::Missing),
             Read::Refused(why) => warn(out, path, IncludeProblem::Refused(why)),
             Read::Bytes(bytes, id) => {
+                // A file on the chain under another name: still a cycle.
                 if chain.iter().any(|(_, i)| *i == Some(id)) {
-                    // A file on the chain under another name: still a cycle.
-                    let mut names: Vec<Vec<u8>> = chain.iter().map(|(p, _)| p.clone()).collect();
-                    names.push(path.clone());
-                    warn(out, path, IncludeProblem::Cycle(names));
+                    let problem = cycle(chain, &path);
+                    warn(out, path, problem);
                     continue;
                 }
                 if seen.contains(&id) {
@@ -253,10 +278,9 @@ fn follow(
                     bytes,
                     from: Some((index, inc.line)),
                 });
-                let child = out.files.len() - 1;
-                chain.push((path, Some(id)));
-                follow(child, chain, seen, home, read, out);
-                chain.pop();
+                let mut longer = chain.clone();
+                longer.push((path, Some(id)));
+                queue.push_back((out.files.len() - 1, longer));
             }
         }
     }
@@ -287,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn includes_are_followed_depth_first_with_home_paths_joined() {
+    fn includes_are_followed_breadth_first_with_home_paths_joined() {
         let mut read = reader(&[
             ("/etc/a", "include /etc/b\n/x\n", 2),
             ("/etc/b", "/y\n", 3),
@@ -302,13 +326,14 @@ mod tests {
         );
         assert_eq!(
             paths(&e),
-            ["/home/u/list", "/etc/a", "/etc/b", "/home/u/more"]
+            ["/home/u/list", "/etc/a", "/home/u/more", "/etc/b"],
+            "breadth first"
         );
-        assert_eq!(e.files[2].from, Some((1, 1)));
-        assert_eq!(e.files[3].from, Some((0, 2)));
+        assert_eq!(e.files[2].from, Some((0, 2)));
+        assert_eq!(e.files[3].from, Some((1, 1)));
         assert!(e.warnings.is_empty());
         assert_eq!(e.named.len(), 3);
-        assert_eq!(e.describe(2), "/etc/b (included from /etc/a:1)");
+        assert_eq!(e.describe(3), "/etc/b (included from /etc/a:1)");
     }
 
     #[test]
@@ -327,7 +352,7 @@ mod tests {
             None,
             &mut read,
         );
-        assert_eq!(paths(&e), ["/l/top", "/l/a", "/l/b", "/l/c"]);
+        assert_eq!(paths(&e), ["/l/top", "/l/a", "/l/c", "/l/b"]);
         let cycles: Vec<String> = e
             .warnings
             .iter()
@@ -335,8 +360,8 @@ mod tests {
             .map(|w| w.problem.to_string())
             .collect();
         assert_eq!(cycles.len(), 2, "{:?}", e.warnings);
-        assert!(cycles[0].contains("/l/top includes /l/a includes /l/b includes /l/a"));
-        assert!(cycles[1].contains("/l/top includes /l/alias"));
+        assert!(cycles[0].contains("/l/top includes /l/alias"));
+        assert!(cycles[1].contains("/l/top includes /l/a includes /l/b includes /l/a"));
     }
 
     #[test]
@@ -372,6 +397,43 @@ mod tests {
             "owned by uid 1000, not root".into()
         )));
         assert!(kinds.contains(&&IncludeProblem::HomeInBase));
+    }
+
+    #[test]
+    fn a_file_met_deep_and_shallow_keeps_its_includes() {
+        // /x is 8 levels down one way (its includes would be cut there) and
+        // 1 level down another: its include of /y applies.
+        let mut files: Vec<(String, String, u64)> = (0..7)
+            .map(|i| {
+                let next = if i == 6 {
+                    "/x".to_string()
+                } else {
+                    format!("/d/{}", i + 1)
+                };
+                (format!("/d/{i}"), format!("include {next}\n"), i + 10)
+            })
+            .collect();
+        files.push(("/x".into(), "include /y\n".into(), 50));
+        files.push(("/y".into(), "/secret\n".into(), 51));
+        let owned: Vec<(&str, &str, u64)> = files
+            .iter()
+            .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
+            .collect();
+        let mut read = reader(&owned);
+        let e = expand(
+            b"/top",
+            b"include /d/0\ninclude /x\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        assert!(
+            paths(&e).contains(&"/y".to_string()),
+            "{:?} {:?}",
+            paths(&e),
+            e.warnings
+        );
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     }
 
     #[test]
@@ -418,9 +480,26 @@ mod tests {
             assert!(
                 p.entries
                     .iter()
-                    .all(|e| e.anchor == Anchor::Home && !e.audit && !e.readonly),
-                "{g}: the groups name files in the home"
+                    .all(|e| e.anchor == Anchor::Home && !e.audit),
+                "{g}: the groups name files in the home, enforced"
             );
+            // An exception re-allows writing too: each excepted file a tool
+            // reads to run something (ssh's config) is read-only as well.
+            for e in p.entries.iter().filter(|e| e.exception) {
+                let name = String::from_utf8_lossy(e.path);
+                assert!(
+                    !name.contains("authorized_keys"),
+                    "{g}: {name}: sshd's, never a client's"
+                );
+                if name.contains("ssh/config") {
+                    assert!(
+                        p.entries
+                            .iter()
+                            .any(|r| r.readonly && r.path == e.path && r.dir == e.dir),
+                        "{g}: {name} is excepted but not read-only"
+                    );
+                }
+            }
             assert!(
                 text.contains(&format!("`include {DIR}/{g}`")),
                 "{g}: says how to include it"

@@ -442,6 +442,17 @@ pub enum ResolveError {
         /// The read's error.
         why: String,
     },
+    /// A file the user's list includes exists but may not be read (not a
+    /// regular file, another owner, writable by others, unreadable): the
+    /// launch is refused, as for the list itself, since a file there that
+    /// is not guarded could be replaced from inside before the next launch.
+    #[error("{at}: {why} (fix the file or remove the line)")]
+    OwnInclude {
+        /// The include line (list and line number) and the file.
+        at: String,
+        /// Why it may not be read.
+        why: String,
+    },
     /// The user's own list cannot be read: the launch is refused, not the
     /// list skipped.
     #[error("cannot read your list {path}: {why} (fix or remove it)")]

@@ -3,7 +3,6 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -84,47 +83,113 @@ pub enum Trust {
     User(u32),
 }
 
-/// Reads an included list file for [`crate::lists::include::expand`]:
-/// [`open_list`] and [`read_all`], then the owner and mode `trust` asks,
-/// from the open file (so a rename between the check and the read changes
-/// nothing). Every failure is [`Read::Refused`] with its cause, naming the
-/// owner or mode at fault.
+/// Reads an included list file for [`crate::lists::include::expand`].
+/// The path must name a regular file (its type is checked before any open,
+/// so no device or FIFO is opened); a part of its path that is not a
+/// directory is refused, not taken as missing (nothing could be guarded
+/// there). For [`Trust::Root`] the path is taken as written: every
+/// directory on it, from `/`, must be root's alone and none may be a
+/// symbolic link, and the file is opened with `O_NOFOLLOW` and must be the
+/// one checked (device and inode). The owner and mode `trust` asks are read
+/// from the open file. Every failure is [`Read::Refused`] with its cause.
 pub fn read_include(path: &Path, trust: Trust) -> Read {
     use std::os::unix::fs::MetadataExt;
-    let file = match open_list(path) {
-        Ok(Some(f)) => f,
-        Ok(None) => return Read::Missing,
-        Err(e) => return Read::Refused(format!("cannot read it: {e}")),
+    let cannot = |e: io::Error| Read::Refused(format!("cannot read it: {e}"));
+    let checked = match trust {
+        Trust::Root => match root_path(path) {
+            Ok(m) => m,
+            Err(r) => return r,
+        },
+        Trust::User(_) => match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => return not_there(e),
+        },
+    };
+    if !checked.file_type().is_file() {
+        return Read::Refused("it is not a regular file".into());
+    }
+    let nofollow = if trust == Trust::Root {
+        libc::O_NOFOLLOW
+    } else {
+        0
+    };
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) => return cannot(e),
     };
     let md = match file.metadata() {
         Ok(m) => m,
-        Err(e) => return Read::Refused(format!("cannot read it: {e}")),
+        Err(e) => return cannot(e),
     };
+    if !md.file_type().is_file() || (md.dev(), md.ino()) != (checked.dev(), checked.ino()) {
+        return Read::Refused("it changed while it was read; try again".into());
+    }
+    if md.len() > MAX_LIST_BYTES {
+        return Read::Refused(format!(
+            "{} bytes, more than the {MAX_LIST_BYTES} allowed",
+            md.len()
+        ));
+    }
     if let Some(why) = untrusted(md.uid(), md.mode(), trust) {
         return Read::Refused(format!("the file is {why}"));
     }
-    if trust == Trust::Root {
-        let real = match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-            Ok(p) => p,
-            Err(e) => return Read::Refused(format!("cannot find its directory: {e}")),
-        };
-        for dir in real.ancestors().skip(1) {
-            match fs::metadata(dir) {
-                Ok(m) => {
-                    if let Some(why) = untrusted(m.uid(), m.mode() & !0o1000, trust) {
-                        return Read::Refused(format!("its directory {} is {why}", dir.display()));
-                    }
-                }
-                Err(e) => {
-                    return Read::Refused(format!("cannot check {}: {e}", dir.display()));
-                }
-            }
-        }
-    }
     match read_all(&file) {
         Ok(bytes) => Read::Bytes(bytes, (md.dev(), md.ino())),
-        Err(e) => Read::Refused(format!("cannot read it: {e}")),
+        Err(e) => cannot(e),
     }
+}
+
+/// What a failed stat of an include's path means: missing, or refused.
+fn not_there(e: io::Error) -> Read {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Read::Missing,
+        Some(libc::ENOTDIR) => Read::Refused(
+            "a part of its path is not a directory (nothing could be guarded there)".into(),
+        ),
+        _ => Read::Refused(format!("cannot read it: {e}")),
+    }
+}
+
+/// A base-list include's path, checked as written: each directory from
+/// `/` is root's alone and no part is a symbolic link. Returns the last
+/// part's metadata (not followed).
+fn root_path(path: &Path) -> Result<fs::Metadata, Read> {
+    use std::os::unix::fs::MetadataExt;
+    let mut at = std::path::PathBuf::from("/");
+    let root = fs::symlink_metadata(&at).map_err(not_there)?;
+    if let Some(why) = untrusted(root.uid(), root.mode(), Trust::Root) {
+        return Err(Read::Refused(format!("the directory / is {why}")));
+    }
+    let parts: Vec<_> = path.components().skip(1).collect();
+    let mut last = root;
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let m = fs::symlink_metadata(&at).map_err(not_there)?;
+        if m.file_type().is_symlink() {
+            return Err(Read::Refused(format!(
+                "{} is a symbolic link: a base-list include names the file by its real path",
+                at.display()
+            )));
+        }
+        if i + 1 < parts.len() {
+            if !m.is_dir() {
+                return Err(not_there(io::Error::from_raw_os_error(libc::ENOTDIR)));
+            }
+            // The sticky bit does not make a directory anyone else's to write.
+            if let Some(why) = untrusted(m.uid(), m.mode() & !0o1000, Trust::Root) {
+                return Err(Read::Refused(format!(
+                    "its directory {} is {why}",
+                    at.display()
+                )));
+            }
+        }
+        last = m;
+    }
+    Ok(last)
 }
 
 /// Why an owner `uid` and `mode` (st_mode) do not meet `trust`, if they do not.
@@ -187,10 +252,6 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            read_include(&dir.join("absent"), Trust::Root),
-            Read::Missing
-        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

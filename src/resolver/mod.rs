@@ -399,6 +399,27 @@ impl Inputs {
                 &mut |p| read_include(Path::new(OsStr::from_bytes(p)), Trust::User(uid)),
             )
         });
+        // An include that names something other than a missing file or
+        // one that may be read refuses the launch: it could not be guarded.
+        if let Some(own) = &own
+            && let Some(w) = own
+                .warnings
+                .iter()
+                .find(|w| matches!(w.problem, IncludeProblem::Refused(_)))
+        {
+            let IncludeProblem::Refused(why) = &w.problem else {
+                unreachable!()
+            };
+            return Err(ResolveError::OwnInclude {
+                at: format!(
+                    "{}:{}: include {}",
+                    own.describe(w.file),
+                    w.line,
+                    String::from_utf8_lossy(&w.path)
+                ),
+                why: why.clone(),
+            });
+        }
         Ok(Inputs { base, home, own })
     }
 }
