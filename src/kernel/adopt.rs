@@ -298,9 +298,10 @@ fn prog_map_ids(link: i32, name: &str) -> Result<(Vec<u32>, Option<u64>), BpfErr
     if rc != 0 {
         return Err(fail("read the info", rc));
     }
-    let attached_to = (link_info.type_ == sys::BPF_LINK_TYPE_CGROUP)
-        // SAFETY: the kernel filled the union's cgroup member for a cgroup link.
-        .then(|| unsafe { link_info.__bindgen_anon_1.cgroup.cgroup_id });
+    // SAFETY: the union is plain integers, zeroed by default() and filled by
+    // the kernel; its cgroup member means something for a cgroup link only.
+    let cgroup_id = unsafe { link_info.__bindgen_anon_1.cgroup.cgroup_id };
+    let attached_to = (link_info.type_ == sys::BPF_LINK_TYPE_CGROUP).then_some(cgroup_id);
     // SAFETY: plain syscall wrapper; a non-negative result is a new descriptor.
     let fd = unsafe { sys::bpf_prog_get_fd_by_id(link_info.prog_id) };
     if fd < 0 {
