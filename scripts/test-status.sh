@@ -336,7 +336,7 @@ include ~/adir
 	f=$T/journal
 	journalctl -u agent-sandbox-execd --since "$since" -o cat --no-pager >"$f" 2>&1
 	okl "include: a user-owned base include is refused in the daemon's log" '$(tailsnip "$f")' \
-		has "include $UH/more/extra.list: the file is owned by uid $USR_UID, not root; nothing included" "$f"
+		has "include $UH/more/extra.list: its directory $UH is owned by uid $USR_UID, not root; nothing included" "$f"
 	okl "include: a base include cycle is refused in the daemon's log" '$(tailsnip "$f")' \
 		has "an include cycle ($base includes $base)" "$f"
 	if [ -n "$saved" ]; then cp -p "$saved" "$base"; else rm -f "$base"; fi

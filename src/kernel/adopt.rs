@@ -22,13 +22,14 @@ use std::fs;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::OpenSkel;
 use libbpf_rs::{MapCore, MapHandle};
 
 use crate::kernel::error::{BpfError, lb};
 use crate::kernel::maps::{Maps, NAMES};
-use crate::kernel::programs::{Bpf, ObjectStorage, configure, kernel_id, object_id, pinned_map};
-use crate::kernel::skel::AgentSandboxSkelBuilder;
+use crate::kernel::programs::{
+    Bpf, ObjectStorage, kernel_id, object_id, open_configured, pinned_map,
+};
 use crate::kernel::variant::Variant;
 
 /// The stamp of the last pinned load, in the daemon's state directory.
@@ -151,13 +152,8 @@ pub(super) fn adopt(
     // The names a load would attach, and the layout, from the object
     // opened and configured as a load would (nothing is loaded).
     let storage = ObjectStorage::new();
-    // SAFETY: borrowed once; `open` is dropped before `storage` (declared
-    // after it).
-    let object = unsafe { storage.borrow() };
-    let mut open = AgentSandboxSkelBuilder::default()
-        .open(object)
-        .map_err(lb("open the BPF object"))?;
-    let layout = configure(&mut open, variant)?;
+    // `open` is dropped before `storage` (declared after it).
+    let (open, layout) = open_configured(&storage, variant)?;
     let names: Vec<String> = open
         .open_object()
         .progs()

@@ -189,7 +189,7 @@ impl ObjectStorage {
     /// # Safety
     /// Call once; everything that borrows the result must be dropped
     /// before `self` is.
-    pub(super) unsafe fn borrow(&self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
+    unsafe fn borrow(&self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
         // SAFETY: the pointer came from Box::into_raw and stays valid until
         // Drop; the caller holds the only reference and drops it first.
         unsafe { &mut *self.0.as_ptr() }
@@ -202,6 +202,26 @@ impl Drop for ObjectStorage {
         // it is gone (see the type's docs) and has dropped the object in it.
         drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
+}
+
+/// Opens the object in `storage` and sets it up for `variant`
+/// ([`configure`]); returns it and the map layout version. The result
+/// borrows `storage`, and must be dropped before it.
+///
+/// # Errors
+/// [`BpfError`] when the object cannot be opened or configured.
+pub(super) fn open_configured(
+    storage: &ObjectStorage,
+    variant: &Variant,
+) -> Result<(crate::kernel::skel::OpenAgentSandboxSkel<'static>, u32), BpfError> {
+    // SAFETY: each ObjectStorage is borrowed once, here; the caller drops
+    // the skeleton before the storage (see the type's docs).
+    let object = unsafe { storage.borrow() };
+    let mut open = AgentSandboxSkelBuilder::default()
+        .open(object)
+        .map_err(lb("open the BPF object"))?;
+    let layout = configure(&mut open, variant)?;
+    Ok((open, layout))
 }
 
 /// Sets up an opened object for `variant`: the memo store in `.rodata`,
@@ -437,14 +457,9 @@ impl Bpf {
         // (module or vmlinux) is then there for the CO-RE relocations.
         let btrfs_loaded = Path::new("/sys/fs/btrfs").exists();
         let storage = ObjectStorage::new();
-        // SAFETY: borrowed once; `open` and the skeleton it becomes are
-        // dropped before `storage` (declared after it, or moved into the Bpf
-        // before it, below).
-        let object = unsafe { storage.borrow() };
-        let mut open = AgentSandboxSkelBuilder::default()
-            .open(object)
-            .map_err(lb("open the BPF object"))?;
-        let layout = configure(&mut open, variant)?;
+        // `open` and the skeleton it becomes are dropped before `storage`
+        // (declared after it; dropped explicitly below).
+        let (mut open, layout) = open_configured(&storage, variant)?;
         // Unpinned: no directory (an empty path, used for nothing).
         let pin_dir = pin_root
             .map(|r| r.join(format!("v{layout}")))

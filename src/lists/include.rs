@@ -149,6 +149,24 @@ impl Expanded {
         }
     }
 
+    /// The first include line whose file was refused for a reason `why`
+    /// accepts: where it is (`LIST:LINE: include PATH`, as [`Expanded::describe`]
+    /// names the list) and the reason.
+    pub fn first_refused(&self, why: impl Fn(&str) -> bool) -> Option<(String, String)> {
+        self.warnings.iter().find_map(|w| match &w.problem {
+            IncludeProblem::Refused(r) if why(r) => Some((
+                format!(
+                    "{}:{}: include {}",
+                    self.describe(w.file),
+                    w.line,
+                    String::from_utf8_lossy(&w.path)
+                ),
+                r.clone(),
+            )),
+            _ => None,
+        })
+    }
+
     /// Where file `i` sits, for messages: its path, and for an included
     /// file " (included from LIST:LINE)".
     pub fn describe(&self, i: usize) -> String {

@@ -42,7 +42,7 @@ use crate::lists::entries::{
     KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN, KIND_RO,
     KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
-use crate::lists::include::{Expanded, IncludeProblem, ListFile, expand};
+use crate::lists::include::{Expanded, ListFile, expand};
 use crate::os::fd;
 use crate::os::paths::{CATALOG_DIR, HOME_LIST};
 use crate::proto::resolver::{
@@ -356,23 +356,11 @@ impl Inputs {
                 own: None,
             });
         };
-        if let Some(b) = &base
-            && let Some(w) = b.warnings.iter().find(|w| {
-                matches!(&w.problem, IncludeProblem::Refused(why) if why.starts_with("cannot read"))
-            })
+        if let Some((at, why)) = base
+            .as_ref()
+            .and_then(|b| b.first_refused(|why| why.starts_with("cannot read")))
         {
-            let IncludeProblem::Refused(why) = &w.problem else {
-                unreachable!()
-            };
-            return Err(ResolveError::BaseInclude {
-                at: format!(
-                    "{}:{}: include {}",
-                    b.describe(w.file),
-                    w.line,
-                    String::from_utf8_lossy(&w.path)
-                ),
-                why: why.clone(),
-            });
+            return Err(ResolveError::BaseInclude { at, why });
         }
         let home = user.dir.as_os_str().as_bytes().to_vec();
         let list_path = home_list(&home);
@@ -401,24 +389,8 @@ impl Inputs {
         });
         // An include that names something other than a missing file or
         // one that may be read refuses the launch: it could not be guarded.
-        if let Some(own) = &own
-            && let Some(w) = own
-                .warnings
-                .iter()
-                .find(|w| matches!(w.problem, IncludeProblem::Refused(_)))
-        {
-            let IncludeProblem::Refused(why) = &w.problem else {
-                unreachable!()
-            };
-            return Err(ResolveError::OwnInclude {
-                at: format!(
-                    "{}:{}: include {}",
-                    own.describe(w.file),
-                    w.line,
-                    String::from_utf8_lossy(&w.path)
-                ),
-                why: why.clone(),
-            });
+        if let Some((at, why)) = own.as_ref().and_then(|o| o.first_refused(|_| true)) {
+            return Err(ResolveError::OwnInclude { at, why });
         }
         Ok(Inputs { base, home, own })
     }
