@@ -230,7 +230,10 @@ fn run(paths: &Paths) -> Result<(), DaemonError> {
         bpf.pin_dir().display()
     );
     // Proof that the attached programs deny, before anything is served.
-    let seen = crate::daemon::canary::run(&mut bpf, tree.parent(), &paths.run_dir, "daemon")?;
+    // A canary that fails makes the next start load the programs in full
+    // rather than adopt the same ones again.
+    let seen = crate::daemon::canary::run(&mut bpf, tree.parent(), &paths.run_dir, "daemon")
+        .inspect_err(|_| crate::kernel::adopt::forget(&paths.state_dir))?;
     log::info!("canary: {seen}");
 
     let (wake_r, wake_w) =

@@ -45,9 +45,9 @@ pub(super) struct Stamp {
     /// [`build_id`] then: the daemon's own binary, which decides how the
     /// object is configured.
     pub(super) build: u64,
-    /// Whether /proc/kallsyms showed the walk's kernel symbols
-    /// ([`crate::kernel::preflight::ksyms_shown`]): programs loaded without
-    /// them are never adopted (a load may now resolve them).
+    /// Whether /proc/kallsyms showed the walk's kernel symbols at the load
+    /// (`crate::kernel::preflight::warn_hidden_ksyms`): programs loaded
+    /// without them are never adopted (a load may now resolve them).
     pub(super) ksyms: bool,
     /// [`Variant::key`] of the variant loaded.
     pub(super) variant: String,
@@ -99,7 +99,7 @@ pub(super) fn write_stamp(state_dir: &Path, bpf: &Bpf) {
         kernel: kernel_id(),
         object: object_id(),
         build: build_id(),
-        ksyms: crate::kernel::preflight::ksyms_shown(),
+        ksyms: bpf.ksyms_shown,
         variant: bpf.variant.key(),
         btrfs: bpf.btrfs_loaded,
         generation: bpf.generation.clone(),
@@ -114,6 +114,17 @@ pub(super) fn write_stamp(state_dir: &Path, bpf: &Bpf) {
             "cannot record the loaded programs in {}: {e}; the next start verifies them again",
             file.display()
         );
+    }
+}
+
+/// Removes [`STAMP_FILE`] from `state_dir`: the next start loads the
+/// programs in full (after a canary that failed with adopted programs).
+pub fn forget(state_dir: &Path) {
+    let file = state_dir.join(STAMP_FILE);
+    if let Err(e) = fs::remove_file(&file)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        log::warn!("cannot remove {}: {e}", file.display());
     }
 }
 

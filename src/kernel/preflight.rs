@@ -173,13 +173,6 @@ pub fn hidden_ksyms<'a>(text: impl io::BufRead, names: &[&'a str]) -> Vec<&'a st
         .collect()
 }
 
-/// Whether /proc/kallsyms shows this process every one of the walk's kernel
-/// symbols ([`WALK_KSYMS`]), as libbpf needs them at a load.
-pub(super) fn ksyms_shown() -> bool {
-    fs::File::open("/proc/kallsyms")
-        .is_ok_and(|f| hidden_ksyms(io::BufReader::new(f), &WALK_KSYMS).is_empty())
-}
-
 /// Warns when libbpf could not resolve the walk's kernel symbols for this
 /// process ([`hidden_ksyms`] of /proc/kallsyms as this process reads it);
 /// returns whether it could.

@@ -301,6 +301,9 @@ pub struct Bpf {
     pub(super) versions: HashMap<u64, u64>,
     /// The optional parts this load left out ([`Bpf::variant`]).
     pub(super) variant: Variant,
+    /// Whether /proc/kallsyms showed the walk's kernel symbols at the load
+    /// (libbpf resolved them), as [`crate::kernel::adopt`] records it.
+    pub(super) ksyms_shown: bool,
 }
 
 impl Bpf {
@@ -505,7 +508,7 @@ impl Bpf {
                 });
             }
         };
-        warn_hidden_ksyms();
+        let ksyms_shown = warn_hidden_ksyms();
         let maps = Maps::of_skeleton(&skel)?;
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -554,7 +557,9 @@ impl Bpf {
         // the skeleton, which is dropped here, before its storage.
         drop(skel);
         drop(storage);
-        Bpf::serve_with(maps, pin_dir, generation, attached, links, btrfs_loaded)
+        let mut bpf = Bpf::serve_with(maps, pin_dir, generation, attached, links, btrfs_loaded)?;
+        bpf.ksyms_shown = ksyms_shown;
+        Ok(bpf)
     }
 
     /// The daemon's side of attached programs whose maps are `maps`: the
@@ -592,6 +597,7 @@ impl Bpf {
             drops_seen: HashMap::new(),
             _links: links,
             variant: Variant::default(),
+            ksyms_shown: true,
         };
         bpf.load_mirror();
         Ok(bpf)

@@ -443,12 +443,17 @@ pub fn check_list_and_includes(
         })
         .collect();
     for w in &expanded.warnings {
+        // A file that may not be read refuses every launch, as the
+        // resolvers do (resolver::Inputs::read); the rest are warnings.
+        let problem = match &w.problem {
+            include::IncludeProblem::Refused(why) => format!("refuses every launch: {why}"),
+            p => p.to_string(),
+        };
         let text = format!(
-            "{}:{}: include {}: {}",
+            "{}:{}: include {}: {problem}",
             reports[w.file].path.display(),
             w.line,
             String::from_utf8_lossy(&w.path),
-            w.problem
         );
         reports[w.file].parse_warnings.push(text);
     }

@@ -120,7 +120,7 @@ pub enum LineProblem {
     /// `audit`, nothing).
     BadReadonly,
     /// `include` before something that is not one absolute or `~/` path
-    /// (or one ending in `/`).
+    /// of a file (one ending in `/`, or with a `.` or `..` component).
     BadInclude,
 }
 
@@ -159,8 +159,9 @@ impl fmt::Display for LineProblem {
                  socket line or an audit entry cannot be read-only; line skipped",
             ),
             LineProblem::BadInclude => f.write_str(
-                "`include` takes one list file, as an absolute or `~/` path (e.g. \
-                 `include /usr/share/agent-sandbox-exec/catalog/cloud`); line skipped",
+                "`include` takes one list file, as an absolute or `~/` path without `.` or `..` \
+                 components (e.g. `include /usr/share/agent-sandbox-exec/catalog/cloud`); line \
+                 skipped",
             ),
         }
     }
@@ -304,7 +305,10 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 parse_line(arg)
             };
             match parsed_arg {
-                Ok((anchor, path)) if arg.last() != Some(&b'/') => {
+                Ok((anchor, path))
+                    if arg.last() != Some(&b'/')
+                        && !path.split(|&b| b == b'/').any(|c| c == b"." || c == b"..") =>
+                {
                     parsed.includes.push(IncludeLine { line, anchor, path })
                 }
                 Ok(_) | Err(LineProblem::NotAbsolute) | Err(LineProblem::EmptyHomePath) => {
@@ -890,7 +894,7 @@ mod tests {
         let p = parse(
             b"include /usr/share/agent-sandbox-exec/catalog/cloud\ninclude\t~/more.list \n\
               include\ninclude relative\ninclude /etc/dir/\ninclude ~/\naudit include /x\n\
-              readonly include /x\n/includes/are/paths\n",
+              readonly include /x\n/includes/are/paths\ninclude /etc/x/.\ninclude ~/a/../b\n",
         );
         let got: Vec<_> = p
             .includes
@@ -917,6 +921,8 @@ mod tests {
                 (6, LineProblem::BadInclude),
                 (7, LineProblem::BadAudit),
                 (8, LineProblem::BadReadonly),
+                (10, LineProblem::BadInclude),
+                (11, LineProblem::BadInclude),
             ]
         );
         assert_eq!(

@@ -501,22 +501,21 @@ mod tests {
                     .all(|e| e.anchor == Anchor::Home && !e.audit),
                 "{g}: the groups name files in the home, enforced"
             );
-            // An exception re-allows writing too: each excepted file a tool
-            // reads to run something (ssh's config) is read-only as well.
+            // An exception re-allows writing too: every excepted file is
+            // read-only as well (what the agent wrote there would be run,
+            // copied to a server or trusted later, outside).
             for e in p.entries.iter().filter(|e| e.exception) {
                 let name = String::from_utf8_lossy(e.path);
                 assert!(
                     !name.contains("authorized_keys"),
                     "{g}: {name}: sshd's, never a client's"
                 );
-                if name.contains("ssh/config") {
-                    assert!(
-                        p.entries
-                            .iter()
-                            .any(|r| r.readonly && r.path == e.path && r.dir == e.dir),
-                        "{g}: {name} is excepted but not read-only"
-                    );
-                }
+                assert!(
+                    p.entries
+                        .iter()
+                        .any(|r| r.readonly && r.path == e.path && r.dir == e.dir),
+                    "{g}: {name} is excepted but not read-only"
+                );
             }
             assert!(
                 text.contains(&format!("`include {DIR}/{g}`")),

@@ -430,11 +430,14 @@ pub enum ResolveError {
     /// The base list's descriptor cannot be read.
     #[error("cannot read the base list: {0}")]
     BaseListRead(String),
-    /// A file the base list includes cannot be read by the user's
-    /// resolver: its `~/` lines would be lost, so the launch is refused.
+    /// A file the base list includes may not be read (not root's alone, a
+    /// symbolic link on its way, unreadable by the user's resolver, whose
+    /// `~/` lines it is to resolve): its lines would be lost, so every launch
+    /// is refused until an administrator fixes it.
     #[error(
-        "{at}: the included file cannot be read as you ({why}); its ~/ lines would not apply: \
-         an administrator must make it readable by all (chmod 644)"
+        "{at}: {why}; the administrator's list cannot apply, so launches are refused until \
+         the file or the line is fixed (an included file must be root's alone, by its real \
+         path, and readable by all)"
     )]
     BaseInclude {
         /// The include line (list and line number) and the file.

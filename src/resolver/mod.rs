@@ -336,19 +336,28 @@ pub(crate) struct Inputs {
 impl Inputs {
     /// Reads the base list from the daemon's descriptor and, for `user`, the
     /// home list, each with the files it includes. Errors are fatal to the
-    /// launch: a list that cannot be read is not skipped, nor is a base-list
-    /// include the user process cannot read (its `~/` lines are this
-    /// process's to resolve).
+    /// launch: a list that cannot be read is not skipped, nor is a file the
+    /// base list includes that may not be read (not root's alone, a
+    /// symbolic link on its way, unreadable by the user process, whose `~/`
+    /// lines are its to resolve): the administrator's lines are never
+    /// dropped quietly.
     pub(crate) fn read(
         user: Option<&User>,
         base: Option<&fs::File>,
     ) -> Result<Inputs, ResolveError> {
+        let id = base.and_then(|f| f.metadata().ok()).map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
         let base = read_base(base)?.map(|bytes| {
             let path = base_list_name();
-            expand(path.as_os_str().as_bytes(), bytes, None, None, &mut |p| {
+            expand(path.as_os_str().as_bytes(), bytes, id, None, &mut |p| {
                 read_include(Path::new(OsStr::from_bytes(p)), Trust::Root)
             })
         });
+        if let Some((at, why)) = base.as_ref().and_then(|b| b.first_refused(|_| true)) {
+            return Err(ResolveError::BaseInclude { at, why });
+        }
         let Some(user) = user else {
             return Ok(Inputs {
                 base,
@@ -356,12 +365,6 @@ impl Inputs {
                 own: None,
             });
         };
-        if let Some((at, why)) = base
-            .as_ref()
-            .and_then(|b| b.first_refused(|why| why.starts_with("cannot read")))
-        {
-            return Err(ResolveError::BaseInclude { at, why });
-        }
         let home = user.dir.as_os_str().as_bytes().to_vec();
         let list_path = home_list(&home);
         let opened = open_list(&list_path)
@@ -684,6 +687,11 @@ pub(crate) fn resolve_user(
 /// plant a file whose lines the user's next launch from outside would apply.
 /// A missing one is guarded at its first missing part
 /// ([`emit`]'s rule for a read-only line).
+///
+/// # Errors
+/// [`ResolveError::OwnInclude`] when a path cannot be protected so (a
+/// filesystem whose names are not watched, a guard that cannot be placed):
+/// the launch is refused rather than leave it open to the agent.
 pub(crate) fn protect_included(
     named: &[Vec<u8>],
     keys: &mut Option<Keys>,
@@ -695,7 +703,26 @@ pub(crate) fn protect_included(
         included: false,
     };
     for path in named {
+        let mark = sink.out.len();
         emit_base(sink, &at, 0, path, Shape::ReadonlyFile, keys)?;
+        let found = crate::proto::resolver::parse_output(&[&sink.out[mark..]]);
+        // A guard at a missing directory warns and protects; a line that
+        // was skipped protects nothing.
+        let skipped = found
+            .admin_warnings
+            .iter()
+            .find(|w| w.ends_with("; skipped"));
+        if found.deny.is_empty() || skipped.is_some() {
+            sink.out.truncate(mark);
+            return Err(ResolveError::OwnInclude {
+                at: format!("include {}", String::from_utf8_lossy(path)),
+                why: format!(
+                    "it cannot be made read-only for your sandboxes ({}), so an agent could \
+                     change what your next launch applies",
+                    skipped.map_or("nothing there could be guarded", String::as_str)
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -1409,6 +1436,20 @@ mod tests {
             r.entries
                 .iter()
                 .all(|e| e.readonly && e.line == 0 && e.origin == ListOrigin::Base)
+        );
+        // A name that cannot be protected (here a directory) refuses the
+        // launch instead of being left to the agent.
+        let err = protect_included(
+            &[dir.as_os_str().as_bytes().to_vec()],
+            &mut None,
+            &mut Sink {
+                out: &mut Vec::new(),
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, ResolveError::OwnInclude { why, .. } if why.contains("cannot be made read-only")),
+            "{err}"
         );
         fs::remove_dir_all(&dir).unwrap();
     }
