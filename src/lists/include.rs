@@ -269,6 +269,11 @@ fn follow(
             warn(out, path, problem);
             continue;
         }
+        // Already read (met first at a smaller depth, breadth first): its
+        // lines apply, so a deeper line naming it again is no problem.
+        if out.files.iter().any(|f| f.path == path) {
+            continue;
+        }
         if chain.len() > MAX_INCLUDE_DEPTH {
             warn(out, path, IncludeProblem::TooDeep);
             continue;
@@ -451,6 +456,37 @@ mod tests {
             paths(&e),
             e.warnings
         );
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    }
+
+    #[test]
+    fn a_file_already_read_named_again_too_deep_is_no_problem() {
+        // /d/7 is at the depth bound; its include of /x would be too deep,
+        // but /x was read already (from the list itself): its lines apply.
+        let mut files: Vec<(String, String, u64)> = (0..8)
+            .map(|i| {
+                let next = if i == 7 {
+                    "/x".to_string()
+                } else {
+                    format!("/d/{}", i + 1)
+                };
+                (format!("/d/{i}"), format!("include {next}\n"), i + 10)
+            })
+            .collect();
+        files.push(("/x".into(), "/secret\n".into(), 50));
+        let owned: Vec<(&str, &str, u64)> = files
+            .iter()
+            .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
+            .collect();
+        let mut read = reader(&owned);
+        let e = expand(
+            b"/top",
+            b"include /d/0\ninclude /x\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        assert_eq!(e.files.len(), 10, "{:?}", paths(&e));
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     }
 
