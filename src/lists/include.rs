@@ -422,13 +422,13 @@ mod tests {
         assert!(kinds.contains(&&IncludeProblem::HomeInBase));
     }
 
-    #[test]
-    fn a_file_met_deep_and_shallow_keeps_its_includes() {
-        // /x is 8 levels down one way (its includes would be cut there) and
-        // 1 level down another: its include of /y applies.
-        let mut files: Vec<(String, String, u64)> = (0..7)
+    /// `/top` including `/d/0` and `/x`, where `/d/0` .. `/d/{n-1}` include
+    /// each the next and the last includes `/x`; `x` is `/x`'s text and
+    /// `extra` more files.
+    fn chain_to_x(n: u64, x: &str, extra: &[(&str, &str, u64)]) -> Expanded {
+        let mut files: Vec<(String, String, u64)> = (0..n)
             .map(|i| {
-                let next = if i == 6 {
+                let next = if i + 1 == n {
                     "/x".to_string()
                 } else {
                     format!("/d/{}", i + 1)
@@ -436,20 +436,27 @@ mod tests {
                 (format!("/d/{i}"), format!("include {next}\n"), i + 10)
             })
             .collect();
-        files.push(("/x".into(), "include /y\n".into(), 50));
-        files.push(("/y".into(), "/secret\n".into(), 51));
-        let owned: Vec<(&str, &str, u64)> = files
+        files.push(("/x".into(), x.into(), 50));
+        let mut owned: Vec<(&str, &str, u64)> = files
             .iter()
             .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
             .collect();
+        owned.extend_from_slice(extra);
         let mut read = reader(&owned);
-        let e = expand(
+        expand(
             b"/top",
             b"include /d/0\ninclude /x\n".to_vec(),
             None,
             None,
             &mut read,
-        );
+        )
+    }
+
+    #[test]
+    fn a_file_met_deep_and_shallow_keeps_its_includes() {
+        // /x is 8 levels down one way (its includes would be cut there) and
+        // 1 level down another: its include of /y applies.
+        let e = chain_to_x(7, "include /y\n", &[("/y", "/secret\n", 51)]);
         assert!(
             paths(&e).contains(&"/y".to_string()),
             "{:?} {:?}",
@@ -463,29 +470,7 @@ mod tests {
     fn a_file_already_read_named_again_too_deep_is_no_problem() {
         // /d/7 is at the depth bound; its include of /x would be too deep,
         // but /x was read already (from the list itself): its lines apply.
-        let mut files: Vec<(String, String, u64)> = (0..8)
-            .map(|i| {
-                let next = if i == 7 {
-                    "/x".to_string()
-                } else {
-                    format!("/d/{}", i + 1)
-                };
-                (format!("/d/{i}"), format!("include {next}\n"), i + 10)
-            })
-            .collect();
-        files.push(("/x".into(), "/secret\n".into(), 50));
-        let owned: Vec<(&str, &str, u64)> = files
-            .iter()
-            .map(|(p, b, i)| (p.as_str(), b.as_str(), *i))
-            .collect();
-        let mut read = reader(&owned);
-        let e = expand(
-            b"/top",
-            b"include /d/0\ninclude /x\n".to_vec(),
-            None,
-            None,
-            &mut read,
-        );
+        let e = chain_to_x(8, "/secret\n", &[]);
         assert_eq!(e.files.len(), 10, "{:?}", paths(&e));
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     }
