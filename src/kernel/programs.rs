@@ -172,9 +172,8 @@ pub(super) fn pinned_map(name: &str) -> bool {
 /// The storage of one opened BPF object (`OpenObject`, which the skeleton
 /// borrows for as long as it lives), on the heap at a fixed address and
 /// freed when this is dropped. Whatever borrows it must be dropped first:
-/// [`Bpf`] declares its `skel` before its `storage`, and a load's locals
-/// declare the storage before the skeleton (Rust drops fields in order and
-/// locals in reverse).
+/// a load and an adoption declare the storage before the skeleton (Rust
+/// drops locals in reverse) and a load drops both before it returns.
 pub(super) struct ObjectStorage(NonNull<MaybeUninit<libbpf_rs::OpenObject>>);
 
 impl ObjectStorage {

@@ -90,28 +90,11 @@ pub fn dir_state(dir: &Path, base: bool) -> (State, bool) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
             match dir.parent().map(fs::metadata) {
                 Some(Ok(p)) if p.is_dir() => (State::Watched, false),
-                _ => (
-                    State::Skipped(
-                        "its directory does not exist (denied from the first launch after it \
-                         exists)"
-                            .into(),
-                    ),
-                    true,
-                ),
+                _ => (state_of(&Err(KeyError::Missing), false, base), true),
             }
         }
-        Err(e) if base && e.raw_os_error() == Some(libc::EACCES) => (
-            State::Skipped(format!(
-                "cannot check it as you ({e}); the daemon resolves it as root"
-            )),
-            false,
-        ),
-        Err(e) => (
-            State::Refuses(format!(
-                "cannot check the path: {e}; fix the path's permissions or the list"
-            )),
-            false,
-        ),
+        // As for a file's line: the daemon's to check as root, or refusing.
+        Err(e) => (state_of(&Err(KeyError::Stat(e)), false, base), false),
     }
 }
 
