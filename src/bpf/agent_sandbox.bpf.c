@@ -84,6 +84,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "events.bpf.h"     /* denial events: report_file(), report_dentry(), report_other() */
 #include "keys.bpf.h"       /* file keys, key_filter, listed and marked inodes and names */
 #include "walk.bpf.h"       /* directory entries: the walk and its memos; fexit/vfs_rename */
+#include "patterns.bpf.h"   /* name patterns: pattern_states() */
 #include "proc.bpf.h"       /* write-opens of an outside task's /proc/<pid>/ files */
 #include "open.bpf.h"       /* lsm/file_open */
 #include "names.bpf.h"      /* lsm/inode_link, inode_rename, ..., inode_setattr, inode_setxattr, inode_set_acl */

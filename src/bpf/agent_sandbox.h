@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 9
+#define AGENT_SANDBOX_LAYOUT_VERSION 10
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -66,6 +66,11 @@ enum agent_sandbox_slots { AGENT_SANDBOX_SLOTS = 4096 };
  * KIND_RO_DIR_OWN alone). A shared slot: the KIND_HAS_RO_DIRS key.
  */
 #define AGENT_SANDBOX_SLOT_RO_DIRS 0x1000000000000000ULL
+/*
+ * Or-ed into such a slot when that sandbox has name patterns
+ * (KIND_PAT_*). A shared slot: the KIND_HAS_PATTERNS key.
+ */
+#define AGENT_SANDBOX_SLOT_PATTERNS 0x0800000000000000ULL
 
 /*
  * key_filter: a bitmap of 2^23 bits (1 MiB) in 64-bit words. Bit
@@ -179,7 +184,88 @@ enum agent_sandbox_kind {
  */
 	AGENT_SANDBOX_KIND_RO_DIR_OWN = 17,
 	AGENT_SANDBOX_KIND_HAS_RO_DIRS = 18,
+/*
+ * Name patterns (list lines `DIR/NAME`, and `**` then `/NAME` for every
+ * directory, whose NAME holds `*` or `?`; src/lists/pattern.rs): name_map keys whose directory key has one of
+ * these kinds and whose name is the pattern's hash as
+ * AGENT_SANDBOX_PATTERN_KEY_CHARS characters (patterns.bpf.h:
+ * pattern_key_name()). The directory key is all zero for `**` (every
+ * directory) and the directory's key for `DIR/NAME` (that directory only).
+ * KIND_PAT_BASE/_USER deny, KIND_PAT_EXC_BASE/_USER re-allow for the same
+ * list (its patterns and, at the file's own level, its directory entries).
+ * KIND_PAT_SHAPE keys (all-zero directory, name the shape's text: `x`, `?`,
+ * `*`) say which shapes the sandbox uses; the daemon keeps the union of
+ * them in pattern_shapes and never looks these up in the hooks.
+ * KIND_HAS_PATTERNS, on the all-zero file key, says the sandbox has
+ * patterns where its slot is shared (else AGENT_SANDBOX_SLOT_PATTERNS).
+ * A pattern key's key_filter bit is filter_bit(hash, FILTER_TAG_FILE).
+ */
+	AGENT_SANDBOX_KIND_PAT_BASE = 19,
+	AGENT_SANDBOX_KIND_PAT_USER = 20,
+	AGENT_SANDBOX_KIND_PAT_EXC_BASE = 21,
+	AGENT_SANDBOX_KIND_PAT_EXC_USER = 22,
+	AGENT_SANDBOX_KIND_PAT_SHAPE = 23,
+	AGENT_SANDBOX_KIND_HAS_PATTERNS = 24,
 };
+
+/*
+ * Name patterns' shapes: pattern_shapes, an array of
+ * AGENT_SANDBOX_MAX_SHAPES struct pattern_shape, the union of the shapes
+ * every sandbox's patterns use. A pattern looks at most
+ * AGENT_SANDBOX_PATTERN_WINDOW bytes of a name's start and as many of its
+ * end.
+ */
+enum agent_sandbox_max_shapes { AGENT_SANDBOX_MAX_SHAPES = 16 };
+enum agent_sandbox_pattern_window { AGENT_SANDBOX_PATTERN_WINDOW = 64 };
+enum agent_sandbox_pattern_key_chars { AGENT_SANDBOX_PATTERN_KEY_CHARS = 11 };
+/* pattern_shape.state */
+enum agent_sandbox_shape_state {
+	AGENT_SANDBOX_SHAPE_END = 0,    /* no shape here or in any later slot */
+	AGENT_SANDBOX_SHAPE_FREE = 1,   /* no shape here; a later slot may hold one */
+	AGENT_SANDBOX_SHAPE_IN_USE = 2,
+};
+
+/*
+ * One shape: a name of a length it applies to (at least min_len; exactly
+ * exact_len unless 0) hashes to seed, mixed (agent_sandbox_mix()) with its
+ * first head_words little-endian words, ASCII-folded
+ * (agent_sandbox_fold()) and masked by mask[0..], then its last tail_words
+ * words from the end (word j: bytes [len - 8j - 8, len - 8j)), masked by
+ * mask[8..]. src/lists/pattern.rs (Shape) computes the same. 144 bytes.
+ */
+struct pattern_shape {
+	__u64 seed;
+	__u64 mask[16];
+	__u8 state;      /* enum agent_sandbox_shape_state */
+	__u8 head_words; /* 0 to 8 */
+	__u8 tail_words; /* 0 to 8 */
+	__u8 min_len;
+	__u8 exact_len;  /* 0: any length from min_len */
+	__u8 pad[3];
+};
+
+/* One word into a pattern hash. src/lists/pattern.rs: mix(). */
+static inline __u64 agent_sandbox_mix(__u64 h, __u64 w)
+{
+	h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+	return h ^ (h >> 29);
+}
+
+/*
+ * Each byte of `w` in 'A'..'Z' lowercased, without a branch: the high bit
+ * of (b & 0x7f) + 0x3f is set for b >= 'A', of (b & 0x7f) + 0x25 for
+ * b > 'Z'; bytes with the high bit set (non-ASCII) are left alone.
+ * src/lists/pattern.rs: fold_word().
+ */
+static inline __u64 agent_sandbox_fold(__u64 w)
+{
+	__u64 low = w & 0x7f7f7f7f7f7f7f7fULL;
+	__u64 ge_a = low + 0x3f3f3f3f3f3f3f3fULL;
+	__u64 gt_z = low + 0x2525252525252525ULL;
+	__u64 upper = (ge_a ^ gt_z) & ~w & 0x8080808080808080ULL;
+
+	return w | (upper >> 2);
+}
 
 /*
  * How many levels the directory-entry walk climbs from an opened file
@@ -359,6 +445,11 @@ struct agent_sandbox_shared {
 	enum agent_sandbox_walk_depth walk_depth;
 	enum agent_sandbox_denial_op denial_op;
 	enum agent_sandbox_denial_path denial_path;
+	enum agent_sandbox_max_shapes max_shapes;
+	enum agent_sandbox_pattern_window pattern_window;
+	enum agent_sandbox_pattern_key_chars pattern_key_chars;
+	enum agent_sandbox_shape_state shape_state;
+	struct pattern_shape pattern_shape;
 	struct denial denial;
 };
 

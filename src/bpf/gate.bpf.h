@@ -29,7 +29,7 @@ static __always_inline bool in_sandbox(__u64 cgid)
 	if (*slot == AGENT_SANDBOX_SLOT_SHARED)
 		return bpf_map_lookup_elem(&agent_cgid_set, &cgid) != NULL;
 	return (*slot & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT | AGENT_SANDBOX_SLOT_RO |
-		   AGENT_SANDBOX_SLOT_RO_DIRS)) == cgid;
+		   AGENT_SANDBOX_SLOT_RO_DIRS | AGENT_SANDBOX_SLOT_PATTERNS)) == cgid;
 }
 
 /* sandbox_of(): the task is in a sandbox; that sandbox has directory entries; audit entries; read-only entries. */
@@ -38,6 +38,7 @@ static __always_inline bool in_sandbox(__u64 cgid)
 #define SBX_AUDIT 4U
 #define SBX_RO 8U
 #define SBX_RO_DIRS 16U
+#define SBX_PATTERNS 32U
 
 /*
  * 0 for a cgroup outside every sandbox; else SBX_IN, with SBX_DIRS when the
@@ -46,7 +47,8 @@ static __always_inline bool in_sandbox(__u64 cgid)
  * entries (AGENT_SANDBOX_SLOT_AUDIT, or the KIND_HAS_AUDIT key) and SBX_RO
  * when it has read-only entries (AGENT_SANDBOX_SLOT_RO, or KIND_HAS_RO),
  * SBX_RO_DIRS when some need the whole walk (AGENT_SANDBOX_SLOT_RO_DIRS, or
- * KIND_HAS_RO_DIRS):
+ * KIND_HAS_RO_DIRS), SBX_PATTERNS when it has name patterns
+ * (AGENT_SANDBOX_SLOT_PATTERNS, or KIND_HAS_PATTERNS):
  * sandboxes without them learn it from the slot's one load.
  */
 static __always_inline __u32 sandbox_of(__u64 cgid)
@@ -78,10 +80,13 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 		dk.file.kind = AGENT_SANDBOX_KIND_HAS_RO_DIRS;
 		if (bpf_map_lookup_elem(&deny_map, &dk))
 			sbx |= SBX_RO_DIRS;
+		dk.file.kind = AGENT_SANDBOX_KIND_HAS_PATTERNS;
+		if (bpf_map_lookup_elem(&deny_map, &dk))
+			sbx |= SBX_PATTERNS;
 		return sbx;
 	}
 	if ((v & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT | AGENT_SANDBOX_SLOT_RO |
-		   AGENT_SANDBOX_SLOT_RO_DIRS)) != cgid)
+		   AGENT_SANDBOX_SLOT_RO_DIRS | AGENT_SANDBOX_SLOT_PATTERNS)) != cgid)
 		return 0;
 	if (v & AGENT_SANDBOX_SLOT_DIRS)
 		sbx |= SBX_DIRS;
@@ -91,6 +96,8 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 		sbx |= SBX_RO;
 	if (v & AGENT_SANDBOX_SLOT_RO_DIRS)
 		sbx |= SBX_RO_DIRS;
+	if (v & AGENT_SANDBOX_SLOT_PATTERNS)
+		sbx |= SBX_PATTERNS;
 	return sbx;
 }
 

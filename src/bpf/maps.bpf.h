@@ -200,6 +200,39 @@ struct {
 	__type(value, struct sock_owner);
 } udp_owner SEC(".maps");
 
+/* ---- Name patterns (patterns.bpf.h) ---- */
+
+/*
+ * The shapes of every sandbox's name patterns (struct pattern_shape,
+ * agent_sandbox.h), their union; written only by agent-sandbox-execd
+ * (src/kernel/patterns.rs), a shape before any key that needs it and after
+ * the last key that needed it is gone.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_MAX_SHAPES);
+	__type(key, __u32);
+	__type(value, struct pattern_shape);
+} pattern_shapes SEC(".maps");
+
+/*
+ * Per-CPU room for one name's words (too big for the stack): its first
+ * AGENT_SANDBOX_PATTERN_WINDOW bytes, ASCII-folded, and its last as many,
+ * read so that the name ends at tail[AGENT_SANDBOX_PATTERN_WINDOW].
+ */
+struct pattern_room {
+	__u64 head[AGENT_SANDBOX_PATTERN_WINDOW / 8];
+	__u8 tail[2 * AGENT_SANDBOX_PATTERN_WINDOW];
+	__u64 tail_words[AGENT_SANDBOX_PATTERN_WINDOW / 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pattern_room);
+} pattern_scratch SEC(".maps");
+
 /* ---- Denial events (events.bpf.h) ---- */
 
 /*

@@ -4,7 +4,7 @@
  * change of a directory or file below a directory entry; and every change
  * of a read-only file or of anything below a read-only directory entry
  * (ro_walk_denied()), or of a listed file's attributes (write_protected()).
- * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: lsm/inode_link,
+ * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, patterns.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
  * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
  * lsm/inode_setxattr, lsm/inode_removexattr, lsm/inode_set_acl.
@@ -69,7 +69,8 @@ static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct den
 
 /*
  * Names: a sandboxed task may not give a protected file a new name (link,
- * rename away), nor put an inode of its own at a listed name (create, mknod,
+ * rename away; a file a name pattern covers: pattern_covers()), nor put an
+ * inode of its own at a listed name or one a pattern covers (create, mknod,
  * symlink, mkdir, link or rename onto it, or unlink the listed file first),
  * where a later write by the user would land in an inode the agent can read,
  * nor remove, move or replace a directory or symlink on the way to a listed
@@ -85,7 +86,8 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||
-	    name_refused(cgid, dir, new_dentry, true) ||
+	    name_refused(cgid, dir, new_dentry, true) || pattern_covers(cgid, sbx, old_dentry) ||
+	    pattern_covers(cgid, sbx, new_dentry) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
 	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
@@ -109,7 +111,8 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_refused(cgid, old_dir, old_dentry, true) ||
-	    name_refused(cgid, new_dir, new_dentry, true) || on_path(cgid, old_dentry->d_inode) ||
+	    name_refused(cgid, new_dir, new_dentry, true) || pattern_covers(cgid, sbx, old_dentry) ||
+	    pattern_covers(cgid, sbx, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
 	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
@@ -126,7 +129,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (name_refused(cgid, dir, dentry, true) ||
+	if (name_refused(cgid, dir, dentry, true) || pattern_covers(cgid, sbx, dentry) ||
 	    ro_dentry_denied(cgid, sbx, dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;

@@ -4,14 +4,16 @@
  * walk; agent_sandbox.bpf.c describes the steps) and the hook that makes it.
  * lsm/file_receive (sockets.bpf.h) judges a passed descriptor the same way.
  * audit_matches() is the same decision for audit entries (shadow mode).
- * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, proc.bpf.h. Hooks: lsm/file_open.
+ * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, patterns.bpf.h, proc.bpf.h.
+ * Hooks: lsm/file_open.
  */
 #ifndef AGENT_SANDBOX_OPEN_BPF_H
 #define AGENT_SANDBOX_OPEN_BPF_H
 
 /*
  * The whole decision on an open file for sandbox `cgid`: by its inode and
- * name (open_denied()), then, for a sandbox with directory entries, by the
+ * name (open_denied()), by the name patterns on its name (pattern_states():
+ * a non-directory), then, for a sandbox with directory entries, by the
  * directories above it (open_walk_denied(); directories stay listable below
  * a directory entry), with walk memos where `memos` (a constant). Shared by
  * file_open and file_receive, so a descriptor passed in is judged as an open
@@ -20,12 +22,35 @@
 static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file,
 					 const bool memos)
 {
+	__u64 d = 0, mnt = 0;
 	__u32 bits;
+	int pat = 0, r;
 
 	if (open_denied(cgid, file, &bits))
 		return true;
-	return (sbx & SBX_DIRS) && (file->f_inode->i_mode & S_IFMT) != S_IFDIR &&
-	       open_walk_denied(cgid, file, bits, memos);
+	if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR)
+		return false;
+	if (sbx & SBX_PATTERNS) {
+		if (!file_walk_start(file, &d, &mnt))
+			return false;
+		pat = pattern_states(cgid, d);
+		if (PAT_DENIES(pat))
+			return true;
+	}
+	if (!(sbx & SBX_DIRS))
+		return false;
+	if (!PAT_ALLOWS(pat))
+		return open_walk_denied(cgid, file, bits, memos);
+	/*
+	 * A pattern exception at the file's own level, the nearest: it decides
+	 * for its list; the walk from the file (memo_walk(), every level, its
+	 * own too) decides for the other.
+	 */
+	r = memo_walk(cgid, d, mnt);
+	if (r & MEMO_WALK_FAILED)
+		return true;
+	return (PAT_BASE(pat) != WALK_ALLOW && MEMO_WALK_STATE(r, 0) == WALK_DENY) ||
+	       (PAT_USER(pat) != WALK_ALLOW && MEMO_WALK_STATE(r, 2) == WALK_DENY);
 }
 
 /*

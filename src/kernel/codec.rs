@@ -242,6 +242,30 @@ mod tests {
                 e::KIND_HAS_RO_DIRS,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_RO_DIRS,
             ),
+            (
+                e::KIND_PAT_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_BASE,
+            ),
+            (
+                e::KIND_PAT_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_USER,
+            ),
+            (
+                e::KIND_PAT_EXC_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_EXC_BASE,
+            ),
+            (
+                e::KIND_PAT_EXC_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_EXC_USER,
+            ),
+            (
+                e::KIND_PAT_SHAPE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_SHAPE,
+            ),
+            (
+                e::KIND_HAS_PATTERNS,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_PATTERNS,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);
@@ -250,6 +274,43 @@ mod tests {
             e::NAME_MAX + 1,
             agent_sandbox_name_len::AGENT_SANDBOX_NAME_LEN.0 as usize
         );
+        // The name patterns' shapes (src/lists/pattern.rs).
+        use crate::kernel::skel::types::{
+            agent_sandbox_max_shapes, agent_sandbox_pattern_key_chars,
+            agent_sandbox_pattern_window, agent_sandbox_shape_state, pattern_shape,
+        };
+        use crate::lists::pattern as p;
+        assert_eq!(
+            p::MAX_SHAPES,
+            agent_sandbox_max_shapes::AGENT_SANDBOX_MAX_SHAPES.0 as usize
+        );
+        assert_eq!(
+            p::WINDOW,
+            agent_sandbox_pattern_window::AGENT_SANDBOX_PATTERN_WINDOW.0 as usize
+        );
+        assert_eq!(
+            p::KEY_CHARS,
+            agent_sandbox_pattern_key_chars::AGENT_SANDBOX_PATTERN_KEY_CHARS.0 as usize
+        );
+        for (ours, c) in [
+            (
+                p::SHAPE_END,
+                agent_sandbox_shape_state::AGENT_SANDBOX_SHAPE_END,
+            ),
+            (
+                p::SHAPE_FREE,
+                agent_sandbox_shape_state::AGENT_SANDBOX_SHAPE_FREE,
+            ),
+            (
+                p::SHAPE_IN_USE,
+                agent_sandbox_shape_state::AGENT_SANDBOX_SHAPE_IN_USE,
+            ),
+        ] {
+            assert_eq!(u32::from(ours), c.0);
+        }
+        assert_eq!(p::SHAPE_LEN, size_of::<pattern_shape>());
+        assert_eq!(offset_of!(pattern_shape, state), 136);
+        assert_eq!(offset_of!(pattern_shape, exact_len), 140);
         // Eight users at the per-uid cap fill deny_map (proto/resolver.rs).
         assert_eq!(
             8 * crate::proto::resolver::MAX_KEYS_PER_UID,

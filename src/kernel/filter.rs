@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernel::error::{BpfError, io_e};
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE, KIND_EXC_USER,
-    KIND_HAS_DIRS, KIND_OPEN, is_audit, is_ro,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE,
+    KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN, NameKey, is_audit, is_pattern, is_ro,
 };
+use crate::lists::pattern::hash_of_key_name;
 
 /// AGENT_SANDBOX_SLOTS, AGENT_SANDBOX_SLOT_SHARED, AGENT_SANDBOX_SLOT_DIRS
 /// AGENT_SANDBOX_SLOT_AUDIT, AGENT_SANDBOX_SLOT_RO and
@@ -30,6 +31,8 @@ pub(super) const SLOT_AUDIT: u64 = 1 << 62;
 pub(super) const SLOT_RO: u64 = 1 << 61;
 
 pub(super) const SLOT_RO_DIRS: u64 = 1 << 60;
+
+pub(super) const SLOT_PATTERNS: u64 = 1 << 59;
 
 /// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
 /// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
@@ -70,6 +73,25 @@ pub(super) fn has_ro(set: &DenySet) -> bool {
 /// walk (the [`HAS_RO_DIRS_KEY`]).
 pub(super) fn has_ro_dirs(set: &DenySet) -> bool {
     set.files().binary_search(&HAS_RO_DIRS_KEY).is_ok()
+}
+
+/// Whether `set` holds name patterns (the [`HAS_PATTERNS_KEY`]).
+pub(super) fn has_patterns(set: &DenySet) -> bool {
+    set.files().binary_search(&HAS_PATTERNS_KEY).is_ok()
+}
+
+/// The key_filter bit of name_map key `n`: its directory's inode number
+/// under [`TAG_DIR`] (the hooks look a name up after that bit), or, for a
+/// name pattern ([`is_pattern`]), its hash under [`TAG_FILE`]
+/// (patterns.bpf.h looks the hash up after that bit).
+pub fn name_filter_bit(n: &NameKey) -> u32 {
+    match is_pattern(n.dir.kind)
+        .then(|| hash_of_key_name(&n.name))
+        .flatten()
+    {
+        Some(h) => filter_bit(h, TAG_FILE),
+        None => filter_bit(n.dir.ino, TAG_DIR),
+    }
 }
 
 /// Whether `set` holds audit entries (the [`HAS_AUDIT_KEY`]).

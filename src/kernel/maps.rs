@@ -28,11 +28,12 @@ pub struct Maps {
     pub(super) sandbox_slots: MapHandle,
     pub(super) walk_gens: MapHandle,
     pub(super) key_filter: MapHandle,
+    pub(super) pattern_shapes: MapHandle,
 }
 
 /// The names of [`Maps`]' fields, as the object names the maps (at most
 /// 15 bytes each, so the kernel's copy of a name is whole).
-pub(super) const NAMES: [&str; 13] = [
+pub(super) const NAMES: [&str; 14] = [
     "deny_map",
     "name_map",
     "agent_cgid_set",
@@ -46,6 +47,7 @@ pub(super) const NAMES: [&str; 13] = [
     "sandbox_slots",
     "walk_gens",
     "key_filter",
+    "pattern_shapes",
 ];
 
 impl Maps {
@@ -90,6 +92,7 @@ impl Maps {
             sandbox_slots: take("sandbox_slots")?,
             walk_gens: take("walk_gens")?,
             key_filter: take("key_filter")?,
+            pattern_shapes: take("pattern_shapes")?,
         })
     }
 }

@@ -23,6 +23,7 @@ pub mod error;
 pub mod filter;
 pub mod maps;
 pub mod net;
+pub mod patterns;
 pub mod pins;
 pub mod preflight;
 pub mod programs;

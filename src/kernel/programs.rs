@@ -155,9 +155,10 @@ pub(super) fn remember_rejections(
 /// load) and the hash walk memos (`walk_memo_hash`, keyed by inode
 /// addresses that mean nothing to the next load). Every other map is pinned,
 /// so a map added to src/bpf/ outlives the daemon unless it is named here.
-const UNPINNED_MAPS: [&str; 4] = [
+const UNPINNED_MAPS: [&str; 5] = [
     "dropped_keys",
     "name_scratch",
+    "pattern_scratch",
     "denial_scratch",
     "walk_memo_hash",
 ];
@@ -303,6 +304,8 @@ pub struct Bpf {
     /// Whether /proc/kallsyms showed the walk's kernel symbols at the load
     /// (libbpf resolved them), as [`crate::kernel::adopt`] records it.
     pub(super) ksyms_shown: bool,
+    /// What pattern_shapes' slots hold ([`crate::kernel::patterns`]).
+    pub(super) shapes: crate::kernel::patterns::ShapeSlots,
 }
 
 impl Bpf {
@@ -597,6 +600,7 @@ impl Bpf {
             _links: links,
             variant: Variant::default(),
             ksyms_shown: true,
+            shapes: Default::default(),
         };
         bpf.load_mirror();
         Ok(bpf)
@@ -655,6 +659,7 @@ mod tests {
                 "host_addrs",
                 "key_filter",
                 "name_map",
+                "pattern_shapes",
                 "port_allow",
                 "sandbox_slots",
                 "sock_allow",

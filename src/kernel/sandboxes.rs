@@ -13,12 +13,14 @@ use crate::kernel::codec::{
 };
 use crate::kernel::error::{BpfError, lb};
 use crate::kernel::filter::{
-    SLOT_AUDIT, SLOT_DIRS, SLOT_RO, SLOT_RO_DIRS, SLOT_SHARED, SLOTS, TAG_DIR, TAG_FILE,
-    WALK_GEN_MARKS, filter_bit, has_audit, has_dirs, has_ro, has_ro_dirs, uses_filter,
+    SLOT_AUDIT, SLOT_DIRS, SLOT_PATTERNS, SLOT_RO, SLOT_RO_DIRS, SLOT_SHARED, SLOTS, TAG_FILE,
+    WALK_GEN_MARKS, filter_bit, has_audit, has_dirs, has_patterns, has_ro, has_ro_dirs,
+    name_filter_bit, uses_filter,
 };
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{
-    DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_AUDIT, NameKey, is_audit,
+    DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_AUDIT, KIND_PAT_EXC_BASE,
+    KIND_PAT_EXC_USER, NameKey, is_audit,
 };
 
 /// Length of `struct port_key` (agent_sandbox.h).
@@ -73,6 +75,8 @@ pub struct ApplyStats {
 /// Whether deny_map entry `f` is an exception (`KIND_EXC_*`).
 pub(super) fn is_exception(f: &FileKey) -> bool {
     (KIND_EXC_BASE..=KIND_EXC_USER).contains(&f.kind)
+        || f.kind == KIND_PAT_EXC_BASE
+        || f.kind == KIND_PAT_EXC_USER
 }
 
 /// Whether a new key of `f`'s kind waits for a launch from outside: an
@@ -186,11 +190,7 @@ impl Bpf {
                     .or_insert(0) += 1;
             }
             for n in set.names() {
-                *self
-                    .filter
-                    .counts
-                    .entry(filter_bit(n.dir.ino, TAG_DIR))
-                    .or_insert(0) += 1;
+                *self.filter.counts.entry(name_filter_bit(n)).or_insert(0) += 1;
             }
         }
         // With nothing listed, leave the bitmap's pages untouched (they would
@@ -201,6 +201,7 @@ impl Bpf {
         for slot in 0..SLOTS {
             self.write_slot(slot);
         }
+        self.load_shapes();
     }
 
     /// Recomputes slot `slot` of sandbox_slots from the sandbox set: 0, the
@@ -222,7 +223,8 @@ impl Bpf {
                     let audit = if has_audit(set) { SLOT_AUDIT } else { 0 };
                     let ro = if has_ro(set) { SLOT_RO } else { 0 };
                     let ro_dirs = if has_ro_dirs(set) { SLOT_RO_DIRS } else { 0 };
-                    c | dirs | audit | ro | ro_dirs
+                    let patterns = if has_patterns(set) { SLOT_PATTERNS } else { 0 };
+                    c | dirs | audit | ro | ro_dirs | patterns
                 }
                 None => c,
             },
@@ -353,6 +355,11 @@ impl Bpf {
         } else {
             new.files()
         };
+        // The shapes before the pattern keys that need them.
+        if let Err(e) = self.add_shapes(&new) {
+            self.mirror.insert(cgid, current);
+            return Err(e);
+        }
         let file_keys = deny_key_bytes(cgid, files);
         let inserted = insert(
             &self.maps.deny_map,
@@ -384,7 +391,7 @@ impl Bpf {
             return Err(e);
         }
         for n in new.names() {
-            self.filter.add(filter_bit(n.dir.ino, TAG_DIR));
+            self.filter.add(name_filter_bit(n));
         }
         // After the keys and their key_filter bits: a walk that read the
         // old count may have missed either, and its memo must not be used
@@ -465,12 +472,13 @@ impl Bpf {
         let mut gone_names = Vec::new();
         for (n, ok) in names.iter().zip(gone) {
             if ok {
-                self.filter.remove(filter_bit(n.dir.ino, TAG_DIR));
+                self.filter.remove(name_filter_bit(n));
                 gone_names.push(n.clone());
             }
         }
         let held = self.mirror.entry(cgid).or_default();
         *held = held.minus(&DenySet::new(gone_files, gone_names));
+        self.drop_unused_shapes();
         self.stale_walk_memos();
         self.write_slot((cgid as usize) & (SLOTS - 1));
     }

@@ -55,6 +55,9 @@ pub enum State {
     /// tool not used here, no mistake (protected from the first launch
     /// after the directory exists).
     Absent,
+    /// A name pattern (`**/NAME`, `DIR/NAME` with `*` or `?`): live, by
+    /// name; holds what it matches now.
+    Pattern(String),
 }
 
 impl State {
@@ -71,6 +74,10 @@ impl State {
             State::Absent => "not on this machine: its directory does not exist (protected \
                  from the first launch after it exists)"
                 .into(),
+            State::Pattern(now) => format!(
+                "name pattern, live (every file given a matching name later is covered too; \
+                 nothing is created, linked or renamed to or from such a name inside): {now}"
+            ),
         }
     }
 }
@@ -137,14 +144,77 @@ pub fn lint(path: &[u8]) -> Vec<String> {
                 .to_string(),
         );
     }
-    if path.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+    if path.contains(&b'[') {
         out.push(
-            "it holds glob characters (`*`, `?`, `[`), which are not expanded: the path is \
-             taken literally; list each file"
+            "it holds a `[`, which is taken literally (a name pattern has `*` and `?` only); \
+             list each file"
                 .to_string(),
         );
     }
     out
+}
+
+/// Names below `dir` the walk of [`pattern_now`] reads at most.
+const PATTERN_SCAN_NAMES: usize = 20_000;
+/// Levels below the home the walk of [`pattern_now`] goes down at most.
+const PATTERN_SCAN_DEPTH: usize = 6;
+
+/// What name pattern `p` matches now, as a phrase: the files of a
+/// matching name in `dir` (or, with `deep`, in `dir` and the directories
+/// below it, up to [`PATTERN_SCAN_DEPTH`] levels and
+/// [`PATTERN_SCAN_NAMES`] names); None when `dir` cannot be read.
+pub fn pattern_now(
+    p: &crate::lists::pattern::NamePattern,
+    dir: &Path,
+    deep: bool,
+) -> Option<String> {
+    let mut todo = vec![(dir.to_path_buf(), 0usize)];
+    let (mut found, mut seen, mut first): (usize, usize, Option<PathBuf>) = (0, 0, None);
+    let mut top = true;
+    while let Some((d, depth)) = todo.pop() {
+        let rd = match fs::read_dir(&d) {
+            Ok(rd) => rd,
+            Err(_) if !top => continue,
+            Err(_) => return None,
+        };
+        top = false;
+        for ent in rd.flatten() {
+            seen += 1;
+            if seen > PATTERN_SCAN_NAMES {
+                break;
+            }
+            let Ok(ft) = ent.file_type() else { continue };
+            if ft.is_dir() {
+                if deep && depth < PATTERN_SCAN_DEPTH {
+                    todo.push((ent.path(), depth + 1));
+                }
+            } else if p.matches(ent.file_name().as_bytes()) {
+                found += 1;
+                first.get_or_insert_with(|| ent.path());
+            }
+        }
+        if seen > PATTERN_SCAN_NAMES {
+            break;
+        }
+    }
+    let scope = if deep {
+        format!(
+            "{} and below (up to {PATTERN_SCAN_DEPTH} levels{})",
+            dir.display(),
+            if seen > PATTERN_SCAN_NAMES {
+                format!(", the first {PATTERN_SCAN_NAMES} names")
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        dir.display().to_string()
+    };
+    Some(match (found, first) {
+        (0, _) => format!("no file matches now in {scope}"),
+        (n, Some(f)) => format!("{n} file(s) match now in {scope}, e.g. {}", f.display()),
+        (n, None) => format!("{n} file(s) match now in {scope}"),
+    })
 }
 
 /// Edit distance (insertions, deletions, substitutions and transpositions
@@ -469,7 +539,49 @@ fn check_bytes(
     let mut denied_keys = Vec::new();
     let mut joined = Vec::new();
     for e in &parsed.entries {
+        if let Some(p) = &e.pattern {
+            let mut text = match e.anchor {
+                Anchor::Anywhere => [&b"**/"[..], e.path].concat(),
+                Anchor::Home => [&b"~/"[..], e.path].concat(),
+                Anchor::Root => e.path.to_vec(),
+            };
+            let (dir, deep) = match e.anchor {
+                Anchor::Anywhere => (home.to_vec(), true),
+                Anchor::Home => {
+                    denylist::join_home_into(&mut joined, home, e.path);
+                    (parent_of(&joined), false)
+                }
+                Anchor::Root => (parent_of(e.path), false),
+            };
+            let state = if e.exception {
+                State::Exception
+            } else {
+                match pattern_now(p, Path::new(OsStr::from_bytes(&dir)), deep) {
+                    Some(now) => State::Pattern(now),
+                    None if catalogue => State::Absent,
+                    None => State::Skipped(format!(
+                        "its directory {} cannot be read or does not exist",
+                        String::from_utf8_lossy(&dir)
+                    )),
+                }
+            };
+            if e.exception {
+                text.insert(0, b'!');
+            }
+            report.lines.push(LineReport {
+                line: e.line,
+                text: crate::proto::request::one_line(&String::from_utf8_lossy(&text)),
+                state,
+                mistakes: Vec::new(),
+                as_root: false,
+                audit: false,
+                readonly: false,
+                dir: false,
+            });
+            continue;
+        }
         let (full, text) = match e.anchor {
+            Anchor::Anywhere => continue,
             Anchor::Root => (e.path, e.path.to_vec()),
             Anchor::Home => {
                 denylist::join_home_into(&mut joined, home, e.path);
@@ -577,7 +689,7 @@ fn line_label(l: &LineReport) -> String {
 /// Renders reports as the lines `--check` prints (and `--status -v`).
 pub fn render(reports: &[ListReport]) -> String {
     let mut out = String::new();
-    let mut counts = [0usize; 6];
+    let mut counts = [0usize; 7];
     let (mut read_only, mut audit) = (0usize, 0usize);
     let mut mistakes = 0;
     for r in reports {
@@ -622,6 +734,7 @@ pub fn render(reports: &[ListReport]) -> String {
                 State::Refuses(_) => 3,
                 State::Exception => 4,
                 State::Absent => 5,
+                State::Pattern(_) => 6,
             }] += 1;
         }
         if r.lines.iter().any(|l| l.as_root) {
@@ -639,11 +752,20 @@ pub fn render(reports: &[ListReport]) -> String {
     };
     let _ = writeln!(
         out,
-        "summary: {} denied, {} watched by name{kinds}, {} exception(s), {} not on this machine, \
-         {} skipped, {} refusing every launch; {mistakes} line(s) look like mistakes",
-        counts[0], counts[1], counts[4], counts[5], counts[2], counts[3]
+        "summary: {} denied, {} watched by name{kinds}, {} name pattern(s), {} exception(s), {} \
+         not on this machine, {} skipped, {} refusing every launch; {mistakes} line(s) look like \
+         mistakes",
+        counts[0], counts[1], counts[6], counts[4], counts[5], counts[2], counts[3]
     );
     out
+}
+
+/// The directory part of absolute path `path` (`/` for a name at the root).
+fn parent_of(path: &[u8]) -> Vec<u8> {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(0) | None => b"/".to_vec(),
+        Some(i) => path[..i].to_vec(),
+    }
 }
 
 /// The caller's home directory from the passwd entry.
@@ -761,10 +883,10 @@ mod tests {
         let l = lint(b"/etc/shadow # the passwords");
         assert_eq!(l.len(), 1);
         assert!(l[0].contains("no trailing comments"));
-        let l = lint(b"~/.ssh/id_*");
+        let l = lint(b"~/.ssh/[x]");
         assert_eq!(l.len(), 1);
-        assert!(l[0].contains("not expanded"));
-        assert_eq!(lint(b"/a/[x]#?").len(), 2);
+        assert!(l[0].contains("taken literally"));
+        assert_eq!(lint(b"/a/[x]#").len(), 2);
     }
 
     #[test]
@@ -923,7 +1045,7 @@ mod tests {
         assert!(matches!(&by_line(5).state, State::Skipped(w) if w.contains("not a directory")));
         let text = render(std::slice::from_ref(&r));
         assert!(
-            text.contains("1 denied, 1 watched by name, 1 exception(s)"),
+            text.contains("1 denied, 1 watched by name, 0 name pattern(s), 1 exception(s)"),
             "{text}"
         );
         // The same missing line in a catalogue file is no mistake.
@@ -997,8 +1119,11 @@ mod tests {
             "{hash:?}"
         );
         let glob = by_line(6);
-        assert_eq!(glob.state, State::Watched);
-        assert!(glob.mistakes.iter().any(|m| m.contains("not expanded")));
+        assert!(
+            matches!(&glob.state, State::Pattern(now) if now.contains("1 file(s) match now")),
+            "{glob:?}"
+        );
+        assert!(line_label(glob).contains("name pattern, live"));
         let dir = by_line(7);
         assert!(matches!(dir.state, State::Skipped(_)));
         assert!(dir.mistakes.iter().any(|m| m.contains("never a directory")));
@@ -1008,8 +1133,8 @@ mod tests {
         assert!(text.contains(":2: denied: ~/.ssh/id_ed25519"), "{text}");
         assert!(
             text.contains(
-                "summary: 1 denied, 4 watched by name, 0 exception(s), 0 not on this machine, \
-                 2 skipped"
+                "summary: 1 denied, 3 watched by name, 1 name pattern(s), 0 exception(s), 0 not on \
+                 this machine, 2 skipped"
             ),
             "{text}"
         );

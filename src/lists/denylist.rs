@@ -49,6 +49,8 @@
 
 use std::fmt;
 
+use crate::lists::pattern::{self, NamePattern, PatternProblem};
+
 /// Longest accepted path in bytes, NUL excluded (`PATH_MAX` is 4096 with the NUL,
 /// include/uapi/linux/limits.h).
 pub const PATH_MAX: usize = 4095;
@@ -60,6 +62,8 @@ pub enum Anchor {
     Root,
     /// `~/rest`: relative to the requesting user's home directory; holds `rest`.
     Home,
+    /// `**/NAME`: a name pattern in every directory; holds `NAME`.
+    Anywhere,
 }
 
 /// One accepted line of a list, borrowing its path from the list's bytes.
@@ -85,6 +89,12 @@ pub struct Entry<'a> {
     pub audit: bool,
     /// A read-only entry: the line started with `readonly`.
     pub readonly: bool,
+    /// A name pattern ([`crate::lists::pattern`]): the last component holds
+    /// `*`, `?` or `\`; `path` is then the line's path as written (for
+    /// [`Anchor::Anywhere`], the name pattern alone), and the entry covers
+    /// every file of a matching name in the directory before it (or in
+    /// every directory), now or later.
+    pub pattern: Option<NamePattern>,
 }
 
 /// A line that was skipped, and why.
@@ -122,6 +132,8 @@ pub enum LineProblem {
     /// `include` before something that is not one absolute or `~/` path
     /// of a file (one ending in `/`, or with a `.` or `..` component).
     BadInclude,
+    /// A name pattern the hook cannot match; holds why.
+    Pattern(PatternProblem),
 }
 
 impl fmt::Display for LineProblem {
@@ -163,6 +175,7 @@ impl fmt::Display for LineProblem {
                  components (e.g. `include /usr/share/agent-sandbox-exec/catalog/cloud`); line \
                  skipped",
             ),
+            LineProblem::Pattern(why) => write!(f, "{why}"),
         }
     }
 }
@@ -352,6 +365,26 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
             None => (false, text),
         };
         let dir = text.len() > 1 && text.last() == Some(&b'/');
+        match pattern_entry(text, dir, audit || readonly) {
+            Some(Ok((anchor, path, pattern))) => {
+                parsed.entries.push(Entry {
+                    line,
+                    anchor,
+                    path,
+                    dir: false,
+                    exception,
+                    audit: false,
+                    readonly: false,
+                    pattern: Some(pattern),
+                });
+                continue;
+            }
+            Some(Err(kind)) => {
+                parsed.warnings.push(LineWarning { line, kind });
+                continue;
+            }
+            None => {}
+        }
         let result = if text.is_empty() {
             Err(LineProblem::NotAbsolute)
         } else if dir || text == b"/" || text == b"~/" {
@@ -368,6 +401,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 exception,
                 audit,
                 readonly,
+                pattern: None,
             }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
@@ -376,12 +410,79 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
         for e in parsed
             .entries
             .iter_mut()
-            .filter(|e| !e.exception && !e.readonly)
+            .filter(|e| !e.exception && !e.readonly && e.pattern.is_none())
         {
             e.audit = true;
         }
     }
     parsed
+}
+
+/// A name-pattern line (`**/NAME`, or a path whose last component
+/// [`pattern::is_pattern`]): its anchor, path and pattern, or why it cannot
+/// be one; None for a line that is not a pattern. `dir`: the line ends in
+/// `/`; `not_read`: it started with `audit` or `readonly`.
+fn pattern_entry(
+    text: &[u8],
+    dir: bool,
+    not_read: bool,
+) -> Option<Result<(Anchor, &[u8], NamePattern), LineProblem>> {
+    let bad = |why| Some(Err(LineProblem::Pattern(why)));
+    let anywhere = text.strip_prefix(b"**/");
+    let body = anywhere.unwrap_or(text);
+    let body = if dir { &body[..body.len() - 1] } else { body };
+    let (dir_part, last) = match body.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&body[..i], &body[i + 1..]),
+        None => (&body[..0], body),
+    };
+    let globbed = |part: &[u8]| pattern::has_glob(part) || part.contains(&b'\\');
+    if anywhere.is_none() && !pattern::is_pattern(last) && !globbed(dir_part) {
+        return None;
+    }
+    if text.contains(&0) {
+        return Some(Err(LineProblem::Nul));
+    }
+    if text.len() > PATH_MAX {
+        return Some(Err(LineProblem::TooLong(text.len())));
+    }
+    if dir {
+        return bad(PatternProblem::DirectoryPattern);
+    }
+    if not_read {
+        return bad(PatternProblem::NotReadEntry);
+    }
+    if let Some(name) = anywhere {
+        if name.contains(&b'/') {
+            return bad(if name.split(|&b| b == b'/').any(|c| c == b"**") {
+                PatternProblem::DeepScope
+            } else {
+                PatternProblem::GlobInDirectory
+            });
+        }
+        return Some(
+            NamePattern::parse(name)
+                .map(|p| (Anchor::Anywhere, name, p))
+                .map_err(LineProblem::Pattern),
+        );
+    }
+    if dir_part.split(|&b| b == b'/').any(|c| c == b"**") {
+        return bad(PatternProblem::DeepScope);
+    }
+    if globbed(dir_part) {
+        return bad(PatternProblem::GlobInDirectory);
+    }
+    let (anchor, path) = match parse_line(text) {
+        Ok(x) => x,
+        Err(e) => return Some(Err(e)),
+    };
+    if path.split(|&b| b == b'/').any(|c| c == b"." || c == b"..") {
+        return Some(Err(LineProblem::DotComponent));
+    }
+    Some(
+        NamePattern::parse(last)
+            .map(|p| (anchor, path, p))
+            .map_err(LineProblem::Pattern),
+    )
 }
 
 fn parse_line(text: &[u8]) -> Result<(Anchor, &[u8]), LineProblem> {

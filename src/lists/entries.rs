@@ -81,6 +81,41 @@ pub const KIND_RO_DIR_OWN: u32 = 17;
 /// `KIND_RO_DIR_BASE`/`_USER` marks (the write hooks walk to the root).
 pub const KIND_HAS_RO_DIRS: u32 = 18;
 
+/// `AGENT_SANDBOX_KIND_PAT_BASE`: a name pattern of the base list
+/// (`**/NAME`, `DIR/NAME` with `*` or `?`), as the kind of a name key whose
+/// directory is the pattern's scope (all zero for every directory) and
+/// whose name is [`crate::lists::pattern::key_name`] of its hash.
+pub const KIND_PAT_BASE: u32 = 19;
+/// `AGENT_SANDBOX_KIND_PAT_USER`: the same for the user's list.
+pub const KIND_PAT_USER: u32 = 20;
+/// `AGENT_SANDBOX_KIND_PAT_EXC_BASE`: a pattern exception (`!**/NAME`) of
+/// the base list: re-allows what the base list's patterns deny, and, at the
+/// file's own level, its directory entries.
+pub const KIND_PAT_EXC_BASE: u32 = 21;
+/// `AGENT_SANDBOX_KIND_PAT_EXC_USER`: the same for the user's list.
+pub const KIND_PAT_EXC_USER: u32 = 22;
+/// `AGENT_SANDBOX_KIND_PAT_SHAPE`: a shape the sandbox's patterns use, as
+/// the kind of a name key with the all-zero directory and the shape's text
+/// ([`crate::lists::pattern::Shape`]) as its name.
+pub const KIND_PAT_SHAPE: u32 = 23;
+/// `AGENT_SANDBOX_KIND_HAS_PATTERNS`: on the all-zero key, the sandbox has
+/// name patterns (the hooks match names only then).
+pub const KIND_HAS_PATTERNS: u32 = 24;
+
+/// Whether `kind` is a pattern kind that matches names ([`KIND_PAT_BASE`]
+/// to [`KIND_PAT_EXC_USER`]), not a shape.
+pub fn is_pattern(kind: u32) -> bool {
+    (KIND_PAT_BASE..=KIND_PAT_EXC_USER).contains(&kind)
+}
+
+/// The key that says a sandbox has name patterns ([`KIND_HAS_PATTERNS`]).
+pub const HAS_PATTERNS_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_PATTERNS,
+};
+
 /// Whether `kind` is a read-only kind ([`KIND_RO`], `KIND_RO_DIR_*`).
 pub fn is_ro(kind: u32) -> bool {
     (KIND_RO..=KIND_RO_DIR_USER).contains(&kind) || kind == KIND_RO_DIR_OWN
@@ -92,15 +127,16 @@ pub fn is_entry_file(f: &FileKey) -> bool {
     f.kind == KIND_OPEN || is_ro(f.kind)
 }
 
-/// Whether name key `n` is a listed entry ([`DenySet::entries`]): any but an audit one.
+/// Whether name key `n` is a listed entry ([`DenySet::entries`]): any but
+/// an audit one or a pattern's shape.
 pub fn is_entry_name(n: &NameKey) -> bool {
-    !is_audit(n.dir.kind)
+    !is_audit(n.dir.kind) && n.dir.kind != KIND_PAT_SHAPE
 }
 
 /// Whether a name key of `kind` denies a read (a listed name, a directory
 /// entry or exception by name): not an audit or read-only one.
 pub fn denies_read(kind: u32) -> bool {
-    !is_audit(kind) && !is_ro(kind)
+    !is_audit(kind) && !is_ro(kind) && kind != KIND_PAT_SHAPE
 }
 
 /// The read-only directory-entry kind of a list whose directory-entry kind
@@ -208,6 +244,9 @@ pub struct ListEntry {
     /// A read-only entry (`readonly PATH`, `readonly DIR/`, or line 0 of
     /// the base list: the user's own lists, always): readable, not changed.
     pub readonly: bool,
+    /// A name pattern (`**/NAME`, `DIR/NAME` with `*` or `?`): `path` is
+    /// the line's pattern as written, `~/` joined.
+    pub pattern: bool,
     /// The absolute path, without a trailing `/`.
     pub path: Vec<u8>,
     /// The file the line is in when the list includes it (`include PATH`);

@@ -247,7 +247,7 @@ fn follow(
             })
         };
         let path = match (&inc.anchor, home) {
-            (Anchor::Root, _) => inc.path.to_vec(),
+            (Anchor::Root | Anchor::Anywhere, _) => inc.path.to_vec(),
             (Anchor::Home, Some(h)) => denylist::join_home(h, inc.path),
             (Anchor::Home, None) => {
                 let mut p = b"~/".to_vec();

@@ -5,3 +5,4 @@
 pub mod denylist;
 pub mod entries;
 pub mod include;
+pub mod pattern;

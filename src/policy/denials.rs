@@ -8,6 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::lists::entries::{ListEntry, ListOrigin};
+use crate::lists::pattern::NamePattern;
 use crate::os::procfs::{MountInfo, unescape};
 
 /// What a hook refused (`enum agent_sandbox_denial_op`, agent_sandbox.h).
@@ -232,6 +233,23 @@ fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path.get(dir.len()) == Some(&b'/'))
 }
 
+/// Whether name-pattern line `line` (`**/NAME`, or `DIR/NAME` with `~/`
+/// joined) covers `path`: its last component matches, in any directory or
+/// in DIR itself.
+fn pattern_covers(line: &[u8], path: &[u8]) -> bool {
+    let split = |p: &'_ [u8]| -> Option<(Vec<u8>, Vec<u8>)> {
+        let i = p.iter().rposition(|&b| b == b'/')?;
+        Some((p[..i].to_vec(), p[i + 1..].to_vec()))
+    };
+    let (Some((scope, pat)), Some((dir, name))) = (split(line), split(path)) else {
+        return false;
+    };
+    let Ok(pattern) = NamePattern::parse(&pat) else {
+        return false;
+    };
+    (scope == b"**" || scope == dir) && pattern.matches(&name)
+}
+
 /// The line of `entries` that denies `path` by name, as the hook decides:
 /// per list, the nearest line that names the path or a directory above it
 /// decides (an exception nearer than a directory entry re-allows for that
@@ -247,14 +265,20 @@ pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], class: Class) -> Opt
             .iter()
             .filter(|e| e.origin == origin && (e.exception || class.takes(e)))
             .filter(|e| {
-                if e.dir {
+                if e.pattern {
+                    pattern_covers(&e.path, path)
+                } else if e.dir {
                     at_or_below(path, &e.path)
                 } else {
                     e.path == path
                 }
             })
-            // Longest path first; a file line before a directory line of the same path.
-            .max_by_key(|e| (e.path.len(), !e.dir, e.exception))
+            // Longest path first (a pattern is at the file's own level); a
+            // file line before a directory line of the same path.
+            .max_by_key(|e| {
+                let len = if e.pattern { path.len() } else { e.path.len() };
+                (len, !e.dir, e.exception)
+            })
             .filter(|e| !e.exception)
     };
     nearest(ListOrigin::Base).or_else(|| nearest(ListOrigin::User))
@@ -620,6 +644,7 @@ mod tests {
 
     fn entry(origin: ListOrigin, line: u32, path: &str, dir: bool, exception: bool) -> ListEntry {
         ListEntry {
+            pattern: false,
             origin,
             line,
             dir,

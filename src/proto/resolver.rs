@@ -19,7 +19,8 @@
 //! - `U`/`A`/`F` length (u32), UTF-8 text: a warning for the user, a warning
 //!   for the administrator's log, a fatal problem (refuse the launch);
 //! - `E` origin (u8: 0 base, 1 user), shape (u8: bit 0 a directory entry,
-//!   bit 1 an exception, bit 2 an audit entry, bit 3 a read-only entry), line
+//!   bit 1 an exception, bit 2 an audit entry, bit 3 a read-only entry, bit 4
+//!   a name pattern), line
 //!   (u32; 0 for the fixed protection of the user's own lists), length (u16),
 //!   path, length (u16), the included file the line is in (empty for the
 //!   list itself): one accepted list
@@ -34,9 +35,10 @@
 //! no-change relaunch, before).
 
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE,
-    KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN, KIND_PATH,
-    KIND_RO_DIR_BASE, KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_ro,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY,
+    KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN,
+    KIND_PAT_SHAPE, KIND_PATH, KIND_RO_DIR_BASE, KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX,
+    NameKey, is_audit, is_pattern, is_ro,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -70,6 +72,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut files = Vec::new();
     let mut names = Vec::new();
     let mut has_dirs = false;
+    let mut has_patterns = false;
     let mut has_audit = false;
     let mut has_ro = false;
     let mut has_ro_dirs = false;
@@ -117,6 +120,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         has_audit |= is_audit(kind);
                         has_ro |= is_ro(kind);
                         has_ro_dirs |= whole_ro_dir(kind);
+                        has_patterns |= is_pattern(kind);
                         n.dir.kind = kind;
                         names.push(n);
                         after
@@ -163,6 +167,9 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     if has_ro_dirs {
         files.push(HAS_RO_DIRS_KEY);
     }
+    if has_patterns {
+        files.push(HAS_PATTERNS_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
 }
@@ -178,7 +185,11 @@ fn whole_ro_dir(kind: u32) -> bool {
 pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
     let (&kind, rest) = b.split_first()?;
     let kind = u32::from(kind);
-    ((KIND_DIR_BASE..=KIND_EXC_USER).contains(&kind) || is_audit(kind) || is_ro(kind))
+    ((KIND_DIR_BASE..=KIND_EXC_USER).contains(&kind)
+        || is_audit(kind)
+        || is_ro(kind)
+        || is_pattern(kind)
+        || kind == KIND_PAT_SHAPE)
         .then_some((kind, rest))
 }
 
@@ -225,6 +236,7 @@ pub(crate) fn take_entry(b: &[u8]) -> Option<(ListEntry, &[u8])> {
         exception: shape & 2 != 0,
         audit: shape & 4 != 0,
         readonly: shape & 8 != 0,
+        pattern: shape & 16 != 0,
         path: path.to_vec(),
         file: file.to_vec(),
     };
@@ -264,7 +276,8 @@ impl Sink<'_> {
             u8::from(e.dir)
                 | u8::from(e.exception) << 1
                 | u8::from(e.audit) << 2
-                | u8::from(e.readonly) << 3,
+                | u8::from(e.readonly) << 3
+                | u8::from(e.pattern) << 4,
         );
         self.out.extend_from_slice(&e.line.to_ne_bytes());
         self.out.extend_from_slice(&(len as u16).to_ne_bytes());
@@ -509,6 +522,7 @@ mod tests {
     fn list_lines_travel_with_the_keys() {
         let lines = [
             ListEntry {
+                pattern: false,
                 origin: ListOrigin::User,
                 line: 3,
                 dir: true,
@@ -519,6 +533,7 @@ mod tests {
                 file: Vec::new(),
             },
             ListEntry {
+                pattern: false,
                 origin: ListOrigin::Base,
                 line: 70_000,
                 dir: false,
@@ -529,6 +544,7 @@ mod tests {
                 file: b"/usr/share/agent-sandbox-exec/catalog/cloud".to_vec(),
             },
             ListEntry {
+                pattern: false,
                 origin: ListOrigin::User,
                 line: 9,
                 dir: true,

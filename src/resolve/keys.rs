@@ -484,6 +484,27 @@ impl KeyContext {
         }
     }
 
+    /// The key of directory `path`, the scope of a `DIR/NAME` name pattern,
+    /// with the way to it marked ([`KIND_PATH`], as for a listed file's
+    /// directory) so a sandbox cannot move or replace it.
+    ///
+    /// # Errors
+    /// [`KeyError::Missing`] if there is no directory there, a system
+    /// call's, [`KeyError::Unsupported`] on a filesystem without stable
+    /// inode numbers.
+    pub fn pattern_scope(
+        &mut self,
+        path: &[u8],
+        witness: &mut impl Witness,
+    ) -> Result<FileKey, KeyError> {
+        let at = self.dir(path, witness)?;
+        let dir = &self.dirs[at].1;
+        if let Err(why) = &dir.watchable {
+            return Err(KeyError::Stat(io::Error::other(why.clone())));
+        }
+        Ok(dir.key)
+    }
+
     /// Resolves a directory entry or directory exception at `path`: sends
     /// the directory's key with `kind` ([`ListingSink::file`], kind set), its
     /// name in its parent with the parent's key of `kind`

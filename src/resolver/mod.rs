@@ -39,7 +39,8 @@ pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{
-    KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN, KIND_RO,
+    FileKey, KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN,
+    KIND_PAT_BASE, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER, KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO,
     KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
 use crate::lists::include::{Expanded, ListFile, expand};
@@ -48,7 +49,9 @@ use crate::os::paths::{CATALOG_DIR, HOME_LIST};
 use crate::proto::resolver::{
     EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
-use crate::resolve::keys::{KeyContext, KeyError, LastComponent, MAX_SCAN_KEYS, MAX_SYMLINKS};
+use crate::resolve::keys::{
+    KeyContext, KeyError, LastComponent, ListingSink, MAX_SCAN_KEYS, MAX_SYMLINKS,
+};
 use crate::resolve::list_file::{Trust, open_list, read_all, read_include};
 use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
@@ -460,7 +463,11 @@ pub(crate) fn resolve_base(
             );
         }
         let at = ListAt::of(file);
-        for e in parsed.entries.iter().filter(|e| e.anchor == Anchor::Root) {
+        for e in parsed.entries.iter().filter(|e| e.anchor != Anchor::Home) {
+            if e.pattern.is_some() {
+                emit_pattern(sink, Source::Base, &at, e, e.path, keys)?;
+                continue;
+            }
             emit_base(sink, &at, e.line, e.path, Shape::of(e), keys)?;
         }
     }
@@ -488,6 +495,97 @@ pub(crate) fn emit_base(
         LastComponent::Follow,
         context(keys)?,
     )
+}
+
+/// Resolves a name-pattern line `e` (its pattern parsed; `path` the
+/// line's path with `~/` joined, or for `**/NAME` the name): its entry, its
+/// shape key ([`KIND_PAT_SHAPE`]) and its pattern key, in every directory
+/// (the all-zero scope) or in the directory `DIR/NAME` names (whose way is
+/// marked like a listed file's directory's). A missing or unusable
+/// directory skips the line with a warning (none for the catalogue's).
+pub(crate) fn emit_pattern(
+    sink: &mut Sink<'_>,
+    source: Source,
+    list: &ListAt<'_>,
+    e: &denylist::Entry<'_>,
+    path: &[u8],
+    keys: &mut Option<Keys>,
+) -> Result<(), ResolveError> {
+    let Some(pattern) = &e.pattern else {
+        return Ok(());
+    };
+    let (tag, origin, kind) = match (source, e.exception) {
+        (Source::Base, false) => (b'A', ListOrigin::Base, KIND_PAT_BASE),
+        (Source::Base, true) => (b'A', ListOrigin::Base, KIND_PAT_EXC_BASE),
+        (Source::Home, false) => (b'U', ListOrigin::User, KIND_PAT_USER),
+        (Source::Home, true) => (b'U', ListOrigin::User, KIND_PAT_EXC_USER),
+    };
+    let shown = if e.anchor == Anchor::Anywhere {
+        [&b"**/"[..], path].concat()
+    } else {
+        path.to_vec()
+    };
+    let scope = if e.anchor == Anchor::Anywhere {
+        FileKey {
+            dev: 0,
+            ino: 0,
+            subvol: 0,
+            kind: KIND_OPEN,
+        }
+    } else {
+        let dir = match path.iter().rposition(|&b| b == b'/') {
+            Some(0) | None => &b"/"[..],
+            Some(i) => &path[..i],
+        };
+        let Keys { ctx, reuse } = context(keys)?;
+        match ctx.pattern_scope(dir, reuse.witness()) {
+            Ok(k) => k,
+            Err(KeyError::Missing) if list.catalogue() => return Ok(()),
+            Err(err) => {
+                let at = match source {
+                    Source::Home => format!("{}:{}", list.path.display(), e.line),
+                    Source::Base => format!(
+                        "{}:{}: {}",
+                        list.path.display(),
+                        e.line,
+                        String::from_utf8_lossy(&shown)
+                    ),
+                };
+                let why = match err {
+                    KeyError::Missing => "its directory does not exist, so a file made there \
+                         is covered only from the next launch on"
+                        .to_string(),
+                    other => format!("its directory {other}"),
+                };
+                sink.record(tag, &format!("{at}: {why}; skipped"));
+                return Ok(());
+            }
+        }
+    };
+    sink.entry(&ListEntry {
+        origin,
+        line: u32::try_from(e.line).unwrap_or(u32::MAX),
+        dir: false,
+        exception: e.exception,
+        audit: false,
+        readonly: false,
+        pattern: true,
+        path: shown,
+        file: if list.included {
+            list.path.as_os_str().as_bytes().to_vec()
+        } else {
+            Vec::new()
+        },
+    });
+    let zero = FileKey {
+        dev: 0,
+        ino: 0,
+        subvol: 0,
+        kind: KIND_PAT_SHAPE,
+    };
+    ListingSink::name(sink, zero, &pattern.shape_text());
+    ListingSink::name(sink, scope.with_kind(kind), &pattern.key_name());
+    Ok(())
 }
 
 /// The list file a line is in: the list itself or a file it includes.
@@ -619,6 +717,10 @@ pub(crate) fn resolve_user(
                 .filter(|e| e.anchor == Anchor::Home)
             {
                 denylist::join_home_into(&mut joined, home, e.path);
+                if e.pattern.is_some() {
+                    emit_pattern(sink, Source::Base, &at, e, &joined, keys)?;
+                    continue;
+                }
                 emit_base(sink, &at, e.line, &joined, Shape::of(e), keys)?;
             }
         }
@@ -647,12 +749,16 @@ pub(crate) fn resolve_user(
         }
         for e in &parsed.entries {
             let path = match e.anchor {
-                Anchor::Root => e.path,
+                Anchor::Root | Anchor::Anywhere => e.path,
                 Anchor::Home => {
                     denylist::join_home_into(&mut joined, home, e.path);
                     &joined
                 }
             };
+            if e.pattern.is_some() {
+                emit_pattern(sink, Source::Home, &at, e, path, keys)?;
+                continue;
+            }
             if e.dir && !e.exception && denylist::covers_home(path, home) {
                 sink.record(
                     b'U',
@@ -747,6 +853,7 @@ pub(crate) fn protect_own_lists(
     };
     let mark = sink.out.len();
     sink.entry(&ListEntry {
+        pattern: false,
         origin: ListOrigin::Base,
         line: 0,
         dir: true,
@@ -821,6 +928,7 @@ pub(crate) fn emit(
     };
     let mark = sink.out.len();
     let entry = ListEntry {
+        pattern: false,
         origin: match source {
             Source::Base => ListOrigin::Base,
             Source::Home => ListOrigin::User,
