@@ -418,6 +418,9 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
     parsed
 }
 
+/// A pattern line's anchor, path as written and pattern.
+type PatternLine<'a> = (Anchor, &'a [u8], NamePattern);
+
 /// A name-pattern line (`**/NAME`, or a path whose last component
 /// [`pattern::is_pattern`]): its anchor, path and pattern, or why it cannot
 /// be one; None for a line that is not a pattern. `dir`: the line ends in
@@ -426,7 +429,7 @@ fn pattern_entry(
     text: &[u8],
     dir: bool,
     not_read: bool,
-) -> Option<Result<(Anchor, &[u8], NamePattern), LineProblem>> {
+) -> Option<Result<PatternLine<'_>, LineProblem>> {
     let bad = |why| Some(Err(LineProblem::Pattern(why)));
     let anywhere = text.strip_prefix(b"**/");
     let body = anywhere.unwrap_or(text);
