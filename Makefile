@@ -67,7 +67,7 @@ help:
 	@echo "make vm-test   the guest suites (scripts/guest-suite.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other),"
 	@echo "               each followed by a short boot without the bpf LSM (test-status.sh no_bpf);"
 	@echo "               the suites: test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh"
-	@echo "               test-procs.sh test-services.sh test-status.sh test-events.sh test-writes.sh test-lifecycle.sh (every scripts/test*.sh is put on the guest's share)"
+	@echo "               test-procs.sh test-services.sh test-status.sh test-events.sh test-writes.sh test-patterns.sh test-lifecycle.sh (every scripts/test*.sh is put on the guest's share)"
 	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 

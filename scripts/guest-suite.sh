@@ -16,7 +16,7 @@
 # record first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh test-procs.sh test-services.sh test-status.sh test-events.sh test-writes.sh test-lifecycle.sh)
+SUITES=(test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh test-procs.sh test-services.sh test-status.sh test-events.sh test-writes.sh test-patterns.sh test-lifecycle.sh)
 
 echo "== systemd-analyze security agent-sandbox-execd.service"
 systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 60 || true

@@ -1,0 +1,259 @@
+#!/bin/bash
+# shellcheck disable=SC2016,SC2088,SC2317,SC2034
+# (SC2016: okl's details and the sandboxed shells' texts are expanded later; SC2088: list
+#  lines are literal `~/...`; SC2317: check_* are called through run_check; SC2034: the
+#  counters and SUITE are read by test-lib.sh)
+# test-patterns.sh: guest suite of name patterns (issue 25): `**/NAME` and `DIR/NAME` lines
+# with `*` and `?`, matched live by the hooks against the name a file has, whenever it got it.
+# Runs as root in a QEMU guest with the package installed and the daemon started by systemd
+# (scripts/vm-test.sh).
+#
+# Checks (names for ASX_PATTERNS_ONLY / ASX_PATTERNS_SKIP):
+#   live        `**/.env`, `**/.env.*`, `!**/.env.example`, `**/*.pem`, `~/.ssh/id_*`: files
+#               that exist at launch, and files given a covered name after the launch by the
+#               user outside (a `git clone`, a `git checkout`, a rename, a new file, `.ENV`),
+#               are denied inside a sandbox that was already running; `.env.example`, a
+#               `.pub` next to the keys and unrelated files stay readable
+#   moves       inside: `mv .env env.txt`, `ln .env /tmp/x`, a new `.env.local`, `x.pem`, a
+#               rename or link onto `.env`: refused (EPERM) and nothing changed; writing
+#               `.env.example` works; the same acts succeed outside
+#   lists       a base-list pattern is not excepted by the user's list; a user's exception of
+#               the user's own pattern is; a pattern exception re-allows a file below a
+#               directory entry of the same list; a new exception reaches a running sandbox
+#               from an outside launch only (one from inside is held back)
+#   filesystems a covered name on tmpfs, overlayfs, xfs and btrfs (when their tools are
+#               there), made after the launch
+#   check       `--check` shows each pattern as live, with what it matches now, and no
+#               "glob characters" mistake; bad pattern lines are warned about
+#   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
+#               inside a repository that has an `.env.example` work
+#
+#   ASX_PATTERNS_ONLY="name ..."  run only these checks;  ASX_PATTERNS_SKIP="name ..."  skip
+# Prints PASS:/FAIL:/SKIP: lines; ends with ALL PASS or N FAILED (exit 1).
+
+set -u -o pipefail
+umask 022
+export LC_ALL=C
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+cd / || exit 1
+
+readonly SUITE=test-patterns.sh
+readonly LAUNCHER=agent-sandbox-exec
+readonly USR=asx-pat
+readonly GECOS="agent-sandbox-exec patterns test user"
+readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
+readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
+
+CHECKS=(live moves lists filesystems check workflow)
+
+PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
+
+# shellcheck source=scripts/test-lib.sh
+. "$HERE/test-lib.sh" || exit 1
+FILTER=ASX_PATTERNS
+CMD_TIMEOUT=120
+T="" OUT="" ERR="" RC=0 UH="" CLEANED=0 BASE_SAVED=""
+
+# The usual lines of this suite's lists.
+LINES=("**/.env" "**/.env.*" "!**/.env.example" "**/*.pem" "~/.ssh/id_*" "!~/.ssh/id_*.pub")
+
+# as_user CMD...: run a shell command line as the test user, outside, in its home
+as_user() { runuser -u "$USR" -- sh -c "cd && $1"; }
+
+# reads FILE...: inside the sandbox, "<file>: ok" or "<file>: <error>" for a read of each
+READS='for f in "$@"; do if out=$(cat "$f" 2>&1); then echo "$f: ok"; else echo "$f: ${out##*: }"; fi; done'
+
+# denied NAME...: each "<NAME>: Operation not permitted" line is in $OUT (else in $BAD)
+BAD=""
+denied() {
+	local n
+	BAD=""
+	for n in "$@"; do
+		grep -qx -- "$n: Operation not permitted" "$OUT" || BAD+="$(grep -m1 -- "^$n: " "$OUT" || echo "$n: (none)"); "
+	done
+	[ -z "$BAD" ]
+}
+# readable NAME...: each "<NAME>: ok" line is in $OUT (else in $BAD)
+readable() {
+	local n
+	BAD=""
+	for n in "$@"; do
+		grep -qx -- "$n: ok" "$OUT" || BAD+="$(grep -m1 -- "^$n: " "$OUT" || echo "$n: (none)"); "
+	done
+	[ -z "$BAD" ]
+}
+
+check_live() {
+	local r=$UH/repo
+	as_user 'rm -rf repo src.git src && mkdir -p repo src .ssh && cd repo && echo A=1 >.env &&
+		echo A= >.env.example && echo x >main.rs && cd && echo k >.ssh/id_old && echo p >.ssh/id_old.pub &&
+		git init -q src && cd src && echo SECRET=1 >.env && git add .env &&
+		git -c user.email=t@t -c user.name=t commit -qm env && git checkout -q -b other &&
+		echo B=2 >.env.production && git add .env.production &&
+		git -c user.email=t@t -c user.name=t commit -qm prod && git checkout -q -' >/dev/null 2>&1
+	set_list "${LINES[@]}"
+	# A sandbox that was running before any of these names was made or given.
+	run_in_after "$USR" 'as_user "git clone -q src clone && cd src && git checkout -q other &&
+		cd ../repo && echo c >config.txt && mv config.txt .env.staging && echo E >.ENV &&
+		echo k >tls.pem && cd && echo k2 >.ssh/id_new" >/dev/null 2>&1' \
+		sh -c "cd && $READS" sh repo/.env repo/.env.example repo/main.rs clone/.env \
+		src/.env.production repo/.env.staging repo/.ENV repo/tls.pem .ssh/id_old .ssh/id_new \
+		.ssh/id_old.pub
+	okl "live: files of covered names made before the launch are denied" 'not denied: $BAD' \
+		denied repo/.env .ssh/id_old
+	okl "live: a clone, a checkout, a rename, a new file and an upper-case name made after the launch, outside, are denied inside" \
+		'not denied: $BAD' denied clone/.env src/.env.production repo/.env.staging repo/.ENV \
+		repo/tls.pem .ssh/id_new
+	okl "live: an excepted .env.example, a .pub and an unrelated file stay readable" \
+		'unreadable: $BAD' readable repo/.env.example repo/main.rs .ssh/id_old.pub
+	run_as "$USR" "$LAUNCHER" --denials --json
+	okl "live: a pattern's denial names its line" '$(snip "$OUT")' \
+		eval 'grep -q "\"op\":\"open\"" "$OUT" && grep -q "denylist:2\"" "$OUT"'
+}
+
+check_moves() {
+	as_user 'rm -rf mv && mkdir mv && cd mv && echo S=1 >.env && echo x >plain.txt &&
+		ln -s .env env-link' >/dev/null 2>&1
+	set_list "${LINES[@]}"
+	run_in "$USR" sh -c 'cd mv
+		mv .env env.txt 2>/dev/null && echo "mv: done" || echo "mv: refused"
+		ln .env ../asx-pat-x 2>/dev/null && echo "ln: done" || echo "ln: refused"
+		echo x >.env.local 2>/dev/null && echo "create: done" || echo "create: refused"
+		echo x >key.pem 2>/dev/null && echo "pem: done" || echo "pem: refused"
+		cp plain.txt copy.txt && mv copy.txt .env.prod 2>/dev/null && echo "mv-onto: done" || echo "mv-onto: refused"
+		ln plain.txt .env.ln 2>/dev/null && echo "ln-onto: done" || echo "ln-onto: refused"
+		cat env-link >/dev/null 2>&1 && echo "link-read: done" || echo "link-read: refused"
+		echo E= >.env.example && echo "example: done"'
+	okl "moves: a rename or link away from .env, a new .env.local or key.pem, a rename or link onto a covered name, a read through a symlink: refused inside" \
+		'$(snip "$OUT")' eval 'for w in mv ln create pem mv-onto ln-onto link-read; do grep -qx "$w: refused" "$OUT" || exit 1; done'
+	okl "moves: nothing was moved, made or linked" '$(ls -A "$UH/mv" | tr "\n" " ")' \
+		eval '[ -e "$UH/mv/.env" ] && [ ! -e "$UH/mv/env.txt" ] && [ ! -e "$UH/asx-pat-x" ] && [ ! -e "$UH/mv/.env.local" ] && [ ! -e "$UH/mv/key.pem" ] && [ ! -e "$UH/mv/.env.prod" ] && [ ! -e "$UH/mv/.env.ln" ]'
+	okl "moves: an excepted .env.example is written inside" '$(snip "$OUT")' has "example: done" "$OUT"
+	as_user 'cd mv && mv .env env.txt && mv env.txt .env && echo x >key.pem && rm key.pem' >"$OUT" 2>&1
+	okl "moves: control: outside, the user renames .env and makes a .pem" '$(snip "$OUT")' test "$?" -eq 0
+	rm -f "$UH/asx-pat-x"
+}
+
+check_lists() {
+	as_user 'rm -rf lst && mkdir -p lst/sec && echo k >lst/a.key && echo s >lst/b.secret &&
+		echo s >lst/keep.secret && echo d >lst/sec/data && echo p >lst/sec/x.pub' >/dev/null 2>&1
+	cp -p "$BASE_LIST" "$T/base.saved" && BASE_SAVED=1
+	printf '%s\n' "**/*.key" >>"$BASE_LIST"
+	set_list "!**/a.key" "**/*.secret" "!**/keep.secret" "~/lst/sec/" "!**/*.pub"
+	run_in "$USR" sh -c "cd && $READS" sh lst/a.key lst/b.secret lst/keep.secret lst/sec/data \
+		lst/sec/x.pub
+	okl "lists: a base-list pattern is not excepted by the user's list; the user's own pattern is" \
+		'$(snip "$OUT")' eval 'denied lst/a.key lst/b.secret && readable lst/keep.secret'
+	okl "lists: a pattern exception re-allows a file below a directory entry of the same list" \
+		'$(snip "$OUT")' eval 'denied lst/sec/data && readable lst/sec/x.pub'
+	cp -p "$T/base.saved" "$BASE_LIST"
+	BASE_SAVED=""
+	# A new exception, added outside while a sandbox runs: a launch from inside holds it back.
+	set_list "**/*.secret"
+	run_in "$USR" true
+	run_in_after "$USR" 'set_list "**/*.secret" "!**/b.secret"' \
+		"$LAUNCHER" sh -c "cd && $READS" sh lst/b.secret
+	okl "lists: a new pattern exception does not take effect from a launch inside" '$(snip "$OUT") $(snip "$ERR")' \
+		denied lst/b.secret
+	run_in "$USR" sh -c "cd && $READS" sh lst/b.secret
+	okl "lists: it does from the next launch outside" '$(snip "$OUT") $(snip "$ERR")' readable lst/b.secret
+}
+
+# fs_case NAME MOUNTPOINT: a covered name made on the filesystem at MOUNTPOINT after the
+# launch is denied inside; an uncovered one there is read
+fs_case() {
+	local name=$1 m=$2
+	install -d -o "$USR" -g "$USR" -m 0755 "$m/d"
+	set_list "${LINES[@]}"
+	run_in_after "$USR" "runuser -u $USR -- sh -c 'echo s >$m/d/.env; echo s >$m/d/ok.txt'" \
+		sh -c "$READS" sh "$m/d/.env" "$m/d/ok.txt"
+	okl "filesystems: $name: a .env made after the launch is denied, another file read" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'denied "$m/d/.env" && readable "$m/d/ok.txt"'
+}
+
+# loopfs NAME MKFS...: a loop-mounted filesystem at $T/NAME made with MKFS (or a SKIP)
+loopfs() {
+	local name=$1 dev
+	shift
+	if ! command -v "$1" >/dev/null; then
+		skip "filesystems: $name: $1 not installed (the other guest kernels' runs have it or say so too)"
+		return 1
+	fi
+	truncate -s 320M "$T/$name.img" && dev=$(losetup -f --show "$T/$name.img") || {
+		fail "filesystems: $name: a loop device" "losetup"
+		return 1
+	}
+	LOOPS+=("$dev")
+	"$@" "$dev" >/dev/null 2>&1 && mnt "$T/$name" "$dev" || {
+		fail "filesystems: $name: mkfs and mount" "$(snip "$T/mount.err")"
+		return 1
+	}
+}
+
+check_filesystems() {
+	mnt "$T/tmpfs" -t tmpfs tmpfs && chmod 0755 "$T/tmpfs" && fs_case tmpfs "$T/tmpfs"
+	install -d -m 0755 "$T/lower" "$T/upper" "$T/work"
+	mnt "$T/ovl" -t overlay overlay -o "lowerdir=$T/lower,upperdir=$T/upper,workdir=$T/work" &&
+		chmod 0755 "$T/ovl" && fs_case overlayfs "$T/ovl"
+	loopfs xfs mkfs.xfs -q -f && chmod 0755 "$T/xfs" && fs_case xfs "$T/xfs"
+	loopfs btrfs mkfs.btrfs -q -f && chmod 0755 "$T/btrfs" && fs_case btrfs "$T/btrfs"
+}
+
+check_check() {
+	as_user 'mkdir -p repo && echo A=1 >repo/.env' >/dev/null 2>&1
+	set_list "${LINES[@]}" "**/a*b*" "~/x/**/y*" "**/[ab]"
+	run_as "$USR" "$LAUNCHER" --check
+	okl "check: a pattern line is shown live, with what it matches now" '$(snip "$OUT")' \
+		eval 'grep -q "denylist:2: name pattern, live .*file(s) match now in $UH and below" "$OUT"'
+	okl "check: no pattern is called a glob mistake" '$(snip "$OUT")' eval '! grep -q "not expanded" "$OUT"'
+	okl "check: two stars, DIR/**/NAME and a class are warned about, by line" '$(snip "$OUT") $(snip "$ERR")' \
+		eval 'grep -q "denylist:8: a name pattern may hold one" "$OUT" && grep -q "denylist:9: .DIR/\*\*/NAME. .*not supported yet" "$OUT" && grep -q "denylist:10: .\[. character classes" "$OUT"'
+}
+
+check_workflow() {
+	as_user 'rm -rf wf && mkdir wf' >/dev/null 2>&1
+	set_list "${LINES[@]}"
+	run_in "$USR" sh -c 'cd wf && git init -q . && echo A= >.env.example && echo x >a.txt &&
+		git add . && git -c user.email=t@t -c user.name=t commit -qm one &&
+		git checkout -q -b feature && echo y >>a.txt && git stash -q && git stash pop -q &&
+		git -c user.email=t@t -c user.name=t commit -qam two && git checkout -q - && echo fine'
+	okl "workflow: git init, add, commit, checkout -b, stash inside with the patterns on" \
+		'$(snip "$OUT") $(snip "$ERR")' eval '[ "$RC" -eq 0 ] && has fine "$OUT"'
+}
+
+preflight() {
+	if [ "$(id -u)" -ne 0 ]; then
+		fail "running as root" "uid $(id -u)"
+		return 1
+	fi
+	require_commands "$LAUNCHER" git || return 1
+}
+
+setup() {
+	T=$(mktemp -d /tmp/asx-pat.XXXXXX) || return 1
+	chmod 0755 "$T"
+	OUT=$T/out ERR=$T/err
+	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
+	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
+	UH=$(home_of "$USR")
+	wait_for 300 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
+}
+
+cleanup() {
+	local m d
+	[ "$CLEANED" -eq 1 ] && return 0
+	CLEANED=1
+	[ -n "$BASE_SAVED" ] && cp -p "$T/base.saved" "$BASE_LIST"
+	remove_test_user "$USR"
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+		m=${MOUNTS[i]}
+		umount -l "$m" 2>/dev/null
+	done
+	for d in "${LOOPS[@]}"; do
+		losetup -d "$d" 2>/dev/null
+	done
+	[ -n "$T" ] && rm -rf "$T"
+	return 0
+}
+
+run_suite "setup (test user, daemon)"
