@@ -179,15 +179,15 @@ loopfs() {
 		skip "filesystems: $name: $1 not installed (the other guest kernels' runs have it or say so too)"
 		return 1
 	fi
-	truncate -s 320M "$T/$name.img" && dev=$(losetup -f --show "$T/$name.img") || {
+	if ! { truncate -s 320M "$T/$name.img" && dev=$(losetup -f --show "$T/$name.img"); }; then
 		fail "filesystems: $name: a loop device" "losetup"
 		return 1
-	}
+	fi
 	LOOPS+=("$dev")
-	"$@" "$dev" >/dev/null 2>&1 && mnt "$T/$name" "$dev" || {
+	if ! { "$@" "$dev" >/dev/null 2>&1 && mnt "$T/$name" "$dev"; }; then
 		fail "filesystems: $name: mkfs and mount" "$(snip "$T/mount.err")"
 		return 1
-	}
+	fi
 }
 
 check_filesystems() {
