@@ -994,6 +994,92 @@ mod tests {
     }
 
     #[test]
+    fn name_pattern_lines() {
+        let p = parse(
+            b"**/.env\n!**/.env.example\n~/.ssh/id_*\n/srv/keys/*.pem\n~/literal\\*star\n\
+              **/a*b*\n~/x/**/y*\n**/[ab]\n~/a*/b\n**/.git/hooks/\nreadonly **/.env\n\
+              audit ~/x/*.key\n**/sub/name\n/plain/[x]\n**/*\n~/.ssh/../id_*\n",
+        );
+        let got: Vec<_> = p
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.line,
+                    e.anchor.clone(),
+                    e.path.to_vec(),
+                    e.exception,
+                    e.pattern.as_ref().map(|x| x.shape_text()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    Anchor::Anywhere,
+                    b".env".to_vec(),
+                    false,
+                    Some(b"xxxx".to_vec())
+                ),
+                (
+                    2,
+                    Anchor::Anywhere,
+                    b".env.example".to_vec(),
+                    true,
+                    Some(b"xxxxxxxxxxxx".to_vec())
+                ),
+                (
+                    3,
+                    Anchor::Home,
+                    b".ssh/id_*".to_vec(),
+                    false,
+                    Some(b"xxx*".to_vec())
+                ),
+                (
+                    4,
+                    Anchor::Root,
+                    b"/srv/keys/*.pem".to_vec(),
+                    false,
+                    Some(b"*xxxx".to_vec())
+                ),
+                (
+                    5,
+                    Anchor::Home,
+                    b"literal\\*star".to_vec(),
+                    false,
+                    Some(b"xxxxxxxxxxxx".to_vec())
+                ),
+                (14, Anchor::Root, b"/plain/[x]".to_vec(), false, None),
+            ]
+        );
+        let pat = |why| LineProblem::Pattern(why);
+        assert_eq!(
+            warning_kinds(&p),
+            vec![
+                (6, pat(PatternProblem::TwoStars)),
+                (7, pat(PatternProblem::DeepScope)),
+                (8, pat(PatternProblem::Class)),
+                (9, pat(PatternProblem::GlobInDirectory)),
+                (10, pat(PatternProblem::DirectoryPattern)),
+                (11, pat(PatternProblem::NotReadEntry)),
+                (12, pat(PatternProblem::NotReadEntry)),
+                (13, pat(PatternProblem::GlobInDirectory)),
+                (15, pat(PatternProblem::Everything)),
+                (16, LineProblem::DotComponent),
+            ]
+        );
+        assert!(
+            p.entries[4]
+                .pattern
+                .as_ref()
+                .unwrap()
+                .matches(b"literal*star")
+        );
+    }
+
+    #[test]
     fn include_lines() {
         let p = parse(
             b"include /usr/share/agent-sandbox-exec/catalog/cloud\ninclude\t~/more.list \n\

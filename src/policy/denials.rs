@@ -693,6 +693,40 @@ mod tests {
     }
 
     #[test]
+    fn a_pattern_line_is_at_the_file_s_own_level() {
+        use ListOrigin::User;
+        let pat = |line, path: &str, exception| ListEntry {
+            pattern: true,
+            ..entry(User, line, path, false, exception)
+        };
+        let e = vec![
+            pat(1, "**/.env", false),
+            pat(2, "**/*.pem", false),
+            pat(3, "**/ok.pem", true),
+            entry(User, 4, "/home/u/.ssh", true, false),
+            pat(5, "/home/u/.ssh/*.pub", true),
+            pat(6, "/home/u/keys/id_*", false),
+        ];
+        let line = |p: &str| attribute(&e, p.as_bytes(), Class::Read).map(|e| e.line);
+        assert_eq!(line("/srv/app/.env"), Some(1));
+        assert_eq!(
+            line("/srv/app/.ENV"),
+            Some(1),
+            "ASCII case folded, as the hook"
+        );
+        assert_eq!(line("/a/b.pem"), Some(2));
+        assert_eq!(line("/a/ok.pem"), None, "excepted");
+        assert_eq!(line("/home/u/.ssh/id"), Some(4));
+        assert_eq!(
+            line("/home/u/.ssh/id.pub"),
+            None,
+            "a pattern exception, nearer"
+        );
+        assert_eq!(line("/home/u/keys/id_rsa"), Some(6));
+        assert_eq!(line("/home/u/keys/sub/id_rsa"), None, "that directory only");
+    }
+
+    #[test]
     fn nearest_line_decides_per_list() {
         use ListOrigin::{Base, User};
         let e = vec![

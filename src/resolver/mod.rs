@@ -1308,6 +1308,69 @@ mod tests {
     }
 
     #[test]
+    fn name_patterns_become_a_shape_key_and_a_pattern_key_in_their_scope() {
+        let dir = std::env::temp_dir().join(format!("asx-rpat-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "**/.env\n!**/.env.example\n{d}/id_*\n{d}/missing/*.pem\n",
+            d = dir.display()
+        );
+        let mut out = Vec::new();
+        let mut keys = None;
+        resolve_base(
+            Some(&Expanded::single(b"/etc/list", text.into_bytes())),
+            &mut keys,
+            &mut Sink { out: &mut out },
+        )
+        .unwrap();
+        let mut sink = Sink { out: &mut out };
+        for m in keys.expect("resolved").ctx.take_marks() {
+            sink.mark(m);
+        }
+        let r = parse_output(&[&out]);
+        let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dir).unwrap());
+        let names = r.deny.names();
+        let env = crate::lists::pattern::NamePattern::parse(b".env").unwrap();
+        let has = |kind, dir_ino, name: &[u8]| {
+            names
+                .iter()
+                .any(|n| n.dir.kind == kind && n.dir.ino == dir_ino && n.name == name)
+        };
+        assert!(has(KIND_PAT_BASE, 0, &env.key_name()), "{r:?}");
+        assert!(has(KIND_PAT_SHAPE, 0, b"xxxx"));
+        let example = crate::lists::pattern::NamePattern::parse(b".env.example").unwrap();
+        assert!(has(KIND_PAT_EXC_BASE, 0, &example.key_name()));
+        let id = crate::lists::pattern::NamePattern::parse(b"id_*").unwrap();
+        assert!(
+            has(KIND_PAT_BASE, ino, &id.key_name()),
+            "scoped to its directory"
+        );
+        assert!(has(KIND_PAT_SHAPE, 0, b"xxx*"));
+        // The scope cannot be moved from inside: it is on the way (KIND_PATH).
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == ino && f.kind == crate::lists::entries::KIND_PATH)
+        );
+        assert!(
+            r.deny
+                .files()
+                .contains(&crate::lists::entries::HAS_PATTERNS_KEY)
+        );
+        assert!(
+            r.admin_warnings
+                .iter()
+                .any(|w| w.contains(":4: ") && w.contains("directory does not exist")),
+            "{:?}",
+            r.admin_warnings
+        );
+        assert_eq!(r.entries.iter().filter(|e| e.pattern).count(), 3);
+        assert!(r.entries.iter().any(|e| e.path == b"**/.env" && e.pattern));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn base_process_resolves_absolute_entries() {
         let dir = std::env::temp_dir().join(format!("asx-rb-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
