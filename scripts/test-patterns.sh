@@ -128,7 +128,10 @@ check_moves() {
 		'$(snip "$OUT")' eval 'for w in mv ln create pem mv-onto ln-onto link-read; do grep -qx "$w: refused" "$OUT" || exit 1; done'
 	okl "moves: nothing was moved, made or linked" '$(ls -A "$UH/mv" | tr "\n" " ")' \
 		eval '[ -e "$UH/mv/.env" ] && [ ! -e "$UH/mv/env.txt" ] && [ ! -e "$UH/asx-pat-x" ] && [ ! -e "$UH/mv/.env.local" ] && [ ! -e "$UH/mv/key.pem" ] && [ ! -e "$UH/mv/.env.prod" ] && [ ! -e "$UH/mv/.env.ln" ]'
-	okl "moves: an excepted .env.example is written inside" '$(snip "$OUT")' has "example: done" "$OUT"
+	cp "$OUT" "$T/moves.out"
+	run_as "$USR" "$LAUNCHER" --denials --json
+	okl "moves: an excepted .env.example is written inside" '$(snip "$T/moves.out") $(snip "$ERR") denials: $(tailsnip "$OUT")' \
+		has "example: done" "$T/moves.out"
 	as_user 'cd mv && mv .env env.txt && mv env.txt .env && echo x >key.pem && rm key.pem' >"$OUT" 2>&1
 	okl "moves: control: outside, the user renames .env and makes a .pem" '$(snip "$OUT")' test "$?" -eq 0
 	rm -f "$UH/asx-pat-x"

@@ -158,7 +158,7 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 	struct pattern_room *r;
 	struct inode *dir;
 	const unsigned char *name;
-	__u64 size, acc = 0, w;
+	__u64 size, off, acc = 0, w;
 	__u32 len, words, zero = 0, base = WALK_OPEN, user = WALK_OPEN;
 	bool folds;
 	int k;
@@ -180,9 +180,11 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 	size = (len < AGENT_SANDBOX_PATTERN_WINDOW ? len : AGENT_SANDBOX_PATTERN_WINDOW) - 1;
 	asm volatile("%[size] &= 63" : [size] "+r"(size));
 	size += 1;
+	/* The tail's start, a bounded scalar added to the pointer (6.1 refuses a pointer minus a scalar). */
+	off = AGENT_SANDBOX_PATTERN_WINDOW - size;
+	asm volatile("%[off] &= 63" : [off] "+r"(off));
 	if (bpf_probe_read_kernel(r->head, size, name) ||
-	    bpf_probe_read_kernel(&r->tail[AGENT_SANDBOX_PATTERN_WINDOW - size], size,
-				  name + len - size))
+	    bpf_probe_read_kernel(&r->tail[off], size, name + len - size))
 		return WALK_DENY | WALK_DENY << 2; /* unreadable name: fail closed */
 	words = (size + 7) / 8;
 	for (k = 0; k < AGENT_SANDBOX_PATTERN_WINDOW / 8; k++) {
