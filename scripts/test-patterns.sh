@@ -115,7 +115,7 @@ check_moves() {
 	as_user 'rm -rf mv && mkdir mv && cd mv && echo S=1 >.env && echo x >plain.txt &&
 		ln -s .env env-link' >/dev/null 2>&1
 	set_list "${LINES[@]}"
-	run_in "$USR" sh -c 'cd mv
+	run_in "$USR" sh -c 'cd && cd mv || exit 9
 		mv .env env.txt 2>/dev/null && echo "mv: done" || echo "mv: refused"
 		ln .env ../asx-pat-x 2>/dev/null && echo "ln: done" || echo "ln: refused"
 		echo x >.env.local 2>/dev/null && echo "create: done" || echo "create: refused"
@@ -216,7 +216,7 @@ check_check() {
 check_workflow() {
 	as_user 'rm -rf wf && mkdir wf' >/dev/null 2>&1
 	set_list "${LINES[@]}"
-	run_in "$USR" sh -c 'cd wf && git init -q . && echo A= >.env.example && echo x >a.txt &&
+	run_in "$USR" sh -c 'cd && cd wf && git init -q . && echo A= >.env.example && echo x >a.txt &&
 		git add . && git -c user.email=t@t -c user.name=t commit -qm one &&
 		git checkout -q -b feature && echo y >>a.txt && git stash -q && git stash pop -q &&
 		git -c user.email=t@t -c user.name=t commit -qam two && git checkout -q - && echo fine'
