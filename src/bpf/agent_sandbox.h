@@ -215,7 +215,7 @@ enum agent_sandbox_kind {
  * AGENT_SANDBOX_PATTERN_WINDOW bytes of a name's start and as many of its
  * end.
  */
-enum agent_sandbox_max_shapes { AGENT_SANDBOX_MAX_SHAPES = 16 };
+enum agent_sandbox_max_shapes { AGENT_SANDBOX_MAX_SHAPES = 32 };
 enum agent_sandbox_pattern_window { AGENT_SANDBOX_PATTERN_WINDOW = 64 };
 enum agent_sandbox_pattern_key_chars { AGENT_SANDBOX_PATTERN_KEY_CHARS = 11 };
 /* pattern_shape.state */

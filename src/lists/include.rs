@@ -511,21 +511,31 @@ mod tests {
         groups.sort();
         assert!(groups.len() >= 10, "{groups:?}");
         let mut files: Vec<(String, String, u64)> = Vec::new();
+        let mut shapes = std::collections::BTreeSet::new();
         for (i, g) in groups.iter().enumerate() {
             let text = std::fs::read_to_string(src.join(g)).unwrap();
             let p = denylist::parse(text.as_bytes());
             assert!(p.warnings.is_empty(), "{g}: {:?}", p.warnings);
             assert!(p.sockets.is_empty() && p.audit_all.is_none(), "{g}");
             assert!(
-                p.entries
-                    .iter()
-                    .all(|e| e.anchor == Anchor::Home && !e.audit),
-                "{g}: the groups name files in the home, enforced"
+                p.entries.iter().all(|e| !e.audit
+                    && (e.anchor == Anchor::Home
+                        || (e.anchor == Anchor::Anywhere && e.pattern.is_some()))),
+                "{g}: the groups name files in the home, or names anywhere, enforced"
             );
+            for e in p.entries.iter().filter_map(|e| e.pattern.as_ref()) {
+                shapes.insert(e.shape_text());
+            }
             // An exception re-allows writing too: every excepted file is
             // read-only as well (what the agent wrote there would be run,
-            // copied to a server or trusted later, outside).
-            for e in p.entries.iter().filter(|e| e.exception) {
+            // copied to a server or trusted later, outside). A pattern's
+            // exceptions name templates that hold no secret, which an
+            // agent scaffolding a project writes.
+            for e in p
+                .entries
+                .iter()
+                .filter(|e| e.exception && e.pattern.is_none())
+            {
                 let name = String::from_utf8_lossy(e.path);
                 assert!(
                     !name.contains("authorized_keys"),
@@ -544,6 +554,12 @@ mod tests {
             );
             files.push((format!("{DIR}/{g}"), text, i as u64 + 10));
         }
+        // Room for the users' own patterns on the machine's shapes.
+        assert!(
+            shapes.len() <= crate::lists::pattern::MAX_SHAPES / 2,
+            "{} shapes: {shapes:?}",
+            shapes.len()
+        );
         let owned: Vec<(&str, &str, u64)> = files
             .iter()
             .map(|(p, t, i)| (p.as_str(), t.as_str(), *i))

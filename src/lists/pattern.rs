@@ -26,7 +26,7 @@ pub const WINDOW: usize = 64;
 
 /// How many shapes the machine's patterns may use together
 /// (`AGENT_SANDBOX_MAX_SHAPES`, agent_sandbox.h).
-pub const MAX_SHAPES: usize = 16;
+pub const MAX_SHAPES: usize = 32;
 
 /// Characters of a pattern key's name: the 64-bit hash, 6 bits a character.
 pub const KEY_CHARS: usize = 11;
