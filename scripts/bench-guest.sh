@@ -270,6 +270,20 @@ hook_suite() {
 	} >"/home/$U/.config/agent-sandbox-exec/denylist"
 	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 	measure hook.audit100 as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	# Name patterns (issue 25): the unlisted file 8 levels deep with 1 and 256 patterns of one
+	# shape (no growth: one hash per shape, whatever the number of patterns), and with the whole
+	# shipped catalogue (its directory entries and the repo-secrets group's 9 shapes).
+	printf '**/secret-%03d.x\n' 0 >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.pat1 as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	for ((i = 0; i < 256; i++)); do
+		printf '**/secret-%03d.x\n' "$i"
+	done >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.pat256 as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	echo "include /usr/share/agent-sandbox-exec/catalog/recommended" >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.catalog as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	# Write protection (issue 26): a write-open of the unlisted file 8 levels deep outside, in a
 	# sandbox whose only read-only entry is the fixed one of the user's own lists (a two-level
 	# walk), and with 100 `readonly DIR/` entries (a walk to the root, no memos).
@@ -551,7 +565,7 @@ report_hooks() {
 	dempty=$(med hook.deepempty) dll=$(med hook.deeplandlock)
 	echo "directory entries, open+close of an unlisted file 8 levels deep in the home, ns/op (x floor:"
 	echo "the empty program opening the same file, $dempty; Landlock there $dll, $(calc '%.4f' "$dll / $dempty")x):"
-	for n in deepfiles dirs1 dirs100 dirs1000 audit100; do
+	for n in deepfiles dirs1 dirs100 dirs1000 audit100 pat1 pat256 catalog; do
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
 			"$(calc '%.4f' "$(med "hook.$n") / $dempty")"
 	done
@@ -562,6 +576,11 @@ report_hooks() {
 	echo "  below Landlock: $(verdict "$(med hook.dirs100) < $dll")"
 	echo "  no growth 1 -> 1,000 directory entries: $(calc '%+.2f%%' "($(med hook.dirs1000) / $(med hook.dirs1) - 1) * 100") ->" \
 		"$(verdict "$(med hook.dirs1000) <= $(med hook.dirs1) * 1.002")"
+	echo "  name patterns: 1 -> 256 of one shape, no growth: $(calc '%+.2f%%' "($(med hook.pat256) / $(med hook.pat1) - 1) * 100") ->" \
+		"$(verdict "$(med hook.pat256) <= $(med hook.pat1) * 1.002")"
+	echo "  the shipped catalogue (recommended: directory entries, 9 pattern shapes) <= 1.04x floor:" \
+		"$(calc '%.4f' "$(med hook.catalog) / $dempty") -> $(verdict "$(med hook.catalog) <= $dempty * 1.04")," \
+		"below Landlock: $(verdict "$(med hook.catalog) < $dll")"
 	echo "write-open+close of the unlisted file 8 levels deep (O_WRONLY), ns/op (x ours outside):"
 	for n in wdeepout wdeepown wdeepro100; do
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \

@@ -23,6 +23,8 @@
 #               from an outside launch only (one from inside is held back)
 #   filesystems a covered name on tmpfs, overlayfs, xfs and btrfs (when their tools are
 #               there), made after the launch
+#   casefold    in an ext4 casefold directory: a covered name asked in another case or with a
+#               Unicode spelling that folds to it (KELVIN SIGN for k) is denied; other names read
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -44,7 +46,7 @@ readonly GECOS="agent-sandbox-exec patterns test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
-CHECKS=(live moves lists filesystems check workflow)
+CHECKS=(live moves lists filesystems casefold check workflow)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 
@@ -200,6 +202,31 @@ check_filesystems() {
 		chmod 0755 "$T/ovl" && fs_case overlayfs "$T/ovl"
 	loopfs xfs mkfs.xfs -q -f && chmod 0755 "$T/xfs" && fs_case xfs "$T/xfs"
 	loopfs btrfs mkfs.btrfs -q -f && chmod 0755 "$T/btrfs" && fs_case btrfs "$T/btrfs"
+}
+
+check_casefold() {
+	local m=$T/cf d
+	d=$m/ci
+	if ! loopfs cf mkfs.ext4 -q -F -O casefold; then
+		return
+	fi
+	install -d -o "$USR" -g "$USR" -m 0755 "$d" "$m/plain"
+	if ! chattr +F "$d"; then
+		fail "casefold: chattr +F of an empty directory" "chattr"
+		return
+	fi
+	runuser -u "$USR" -- sh -c 'echo k >"$1/x.key"; echo t >"$1/note.txt"; echo u >"$2/caf\303\251.txt"' \
+		sh "$d" "$m/plain"
+	set_list "**/*.key"
+	# The dentry cache dropped: each lookup below spells the name as it is asked.
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	run_in "$USR" sh -c "$READS" sh "$d/x.key" "$d/X.KEY" "$(printf '%s/x.\342\204\252ey' "$d")" \
+		"$d/note.txt" "$(printf '%s/caf\303\251.txt' "$m/plain")"
+	okl "casefold: a covered name, in another case or a Unicode spelling (KELVIN SIGN for k), is denied in a case-insensitive directory" \
+		'$(snip "$OUT")' denied "$d/x.key" "$d/X.KEY" "$(printf '%s/x.\342\204\252ey' "$d")"
+	okl "casefold: an uncovered ASCII name there, and a non-ASCII name in a case-sensitive directory, are read" \
+		'$(snip "$OUT")' readable "$d/note.txt" "$(printf '%s/caf\303\251.txt' "$m/plain")"
 }
 
 check_check() {

@@ -3,7 +3,8 @@
 //! attaching and pinning the programs ([`programs`], [`pins`]), taking them
 //! over at a restart of the same build ([`adopt`]), the map handles the
 //! daemon serves through ([`maps`]), the
-//! sandboxes in the maps ([`sandboxes`]: mirror, diff-apply), the arrays
+//! sandboxes in the maps ([`sandboxes`]: mirror, diff-apply), the name
+//! patterns' shapes ([`patterns`]), the arrays
 //! written through mmap ([`filter`]: slots and key filter), the keys'
 //! layouts ([`codec`]); which optional parts a load holds ([`variant`]),
 //! what a verifier said when it refused one ([`verifier`]), and errnos
@@ -13,7 +14,8 @@
 //! `name_map` (directory key + name), `agent_cgid_set` (sandbox cgroup
 //! ids), `sock_allow`, `port_allow` and `host_addrs` (the loopback
 //! programs' allowed ports and the host's addresses, [`net`]), and the arrays `sandbox_slots`, `key_filter` and
-//! `walk_gens` the daemon writes through mmap.
+//! `walk_gens` the daemon writes through mmap, and `pattern_shapes` (the
+//! union of the sandboxes' name-pattern shapes).
 
 pub mod adopt;
 pub mod codec;

@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use crate::lists::entries::{DenySet, FileKey, ListEntry};
+use crate::lists::entries::{DenySet, FileKey, KIND_PAT_SHAPE, ListEntry};
 use crate::os::cgroup::sandbox_path_for;
 use crate::policy::rules::{self, AfterBreak, ApplyMode, LastApply, MoveRefusal, Requester};
 use crate::proto::request::{AllowedPort, AllowedSocket, Reply};
@@ -964,7 +964,14 @@ impl Machine {
             log(out, Level::Warn, w.clone());
         }
         let (files, names) = (deny.files().len(), deny.names().len());
-        if let Err(r) = rules::check_keys(files, names, MAX_KEYS_PER_UID) {
+        let shapes = deny
+            .names()
+            .iter()
+            .filter(|n| n.dir.kind == KIND_PAT_SHAPE)
+            .count();
+        if let Err(r) = rules::check_keys(files, names, MAX_KEYS_PER_UID)
+            .and_then(|()| rules::check_shapes(shapes, rules::MAX_SHAPES_PER_UID))
+        {
             log(out, Level::Warn, format!("uid {uid}: {r}"));
             refuse_all(out, batch, &r.to_string());
             return freed(out, parsed);

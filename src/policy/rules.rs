@@ -56,6 +56,18 @@ pub enum Refusal {
         /// The per-user cap.
         cap: usize,
     },
+    /// The lists' name patterns use more shapes than one user may.
+    #[error(
+        "the lists' name patterns use {need} shapes (where a pattern's fixed bytes, `?` and `*` \
+         are: `*.pem` and `*.key` share one), more than the {cap} allowed per user; give \
+         patterns the same shape or list fewer"
+    )]
+    TooManyShapes {
+        /// Distinct shapes of the lists' patterns.
+        need: usize,
+        /// The per-user cap.
+        cap: usize,
+    },
     /// An add-only apply would hold more keys than one user may have.
     #[error(
         "with what the running sandbox already denies, the lists would name {after} files, \
@@ -173,6 +185,23 @@ pub fn check_keys(files: usize, names: usize, cap: usize) -> Result<(), Refusal>
     let need = files.max(names);
     if need > cap {
         return Err(Refusal::TooManyKeys { need, cap });
+    }
+    Ok(())
+}
+
+/// The shapes one user's name patterns may use: half the machine's
+/// ([`crate::lists::pattern::MAX_SHAPES`]), so that no one user takes every
+/// slot (the shipped catalogue uses 9).
+pub const MAX_SHAPES_PER_UID: usize = crate::lists::pattern::MAX_SHAPES / 2;
+
+/// Checks the per-user cap on name-pattern shapes: `shapes` distinct
+/// shapes against `cap`.
+///
+/// # Errors
+/// [`Refusal::TooManyShapes`] past the cap.
+pub fn check_shapes(shapes: usize, cap: usize) -> Result<(), Refusal> {
+    if shapes > cap {
+        return Err(Refusal::TooManyShapes { need: shapes, cap });
     }
     Ok(())
 }
@@ -607,6 +636,10 @@ mod tests {
             check_keys(3, 11, 10),
             Err(Refusal::TooManyKeys { need: 11, cap: 10 })
         );
+        assert_eq!(check_shapes(MAX_SHAPES_PER_UID, MAX_SHAPES_PER_UID), Ok(()));
+        let e = check_shapes(17, 16).unwrap_err();
+        assert_eq!(e, Refusal::TooManyShapes { need: 17, cap: 16 });
+        assert!(e.to_string().contains("17 shapes"));
         assert_eq!(check_union(10, 10, 10), Ok(()));
         let e = check_union(11, 2, 10).unwrap_err();
         assert_eq!(e, Refusal::TooManyWithHeld { after: 11, cap: 10 });
