@@ -63,6 +63,8 @@ ln -s "../bin/$PACKAGE" "$stage/usr/sbin/${PACKAGE}d"
 install -D -m 0644 packaging/agent-sandbox-execd.service \
 	"$stage/lib/systemd/system/agent-sandbox-execd.service"
 install -D -m 0644 packaging/denylist "$stage/etc/$PACKAGE/denylist"
+# The shipped defaults every user's list starts with (a conffile, like the base list).
+install -D -m 0644 packaging/defaults "$stage/etc/$PACKAGE/defaults"
 # The catalogue of secret locations, one list per group, for `include`
 # lines: updated with the package (not conffiles; a user copies a line to
 # change it).

@@ -25,6 +25,11 @@
 #               there), made after the launch
 #   casefold    in an ext4 casefold directory: a covered name asked in another case or with a
 #               Unicode spelling that folds to it (KELVIN SIGN for k) is denied; other names read
+#   defaults    the shipped defaults (/etc/agent-sandbox-exec/defaults: the recommended
+#               catalogue) protect a user with no list (a cloud token, gh's token, an ssh key,
+#               a .env cloned and a .pem written after the launch), leave templates, known_hosts
+#               and .pub readable and git working; the user's exception, `defaults off GROUP`
+#               and `defaults off` take effect (the last says it protects less)
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -46,7 +51,7 @@ readonly GECOS="agent-sandbox-exec patterns test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
-CHECKS=(live moves lists filesystems casefold check workflow)
+CHECKS=(live moves lists filesystems casefold defaults check workflow)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 
@@ -215,8 +220,8 @@ check_casefold() {
 		fail "casefold: chattr +F of an empty directory" "chattr"
 		return
 	fi
-	runuser -u "$USR" -- sh -c 'echo k >"$1/x.key"; echo t >"$1/note.txt"; echo u >"$2/caf\303\251.txt"' \
-		sh "$d" "$m/plain"
+	runuser -u "$USR" -- sh -c 'echo k >"$1/x.key"; echo t >"$1/note.txt"; echo u >"$2"' \
+		sh "$d" "$(printf '%s/caf\303\251.txt' "$m/plain")"
 	set_list "**/*.key"
 	# The dentry cache dropped: each lookup below spells the name as it is asked.
 	sync
@@ -227,6 +232,61 @@ check_casefold() {
 		'$(snip "$OUT")' denied "$d/x.key" "$d/X.KEY" "$(printf '%s/x.\342\204\252ey' "$d")"
 	okl "casefold: an uncovered ASCII name there, and a non-ASCII name in a case-sensitive directory, are read" \
 		'$(snip "$OUT")' readable "$d/note.txt" "$(printf '%s/caf\303\251.txt' "$m/plain")"
+}
+
+# The shipped defaults, and where scripts/guest-suite.sh sets them aside while the mechanism
+# suites run (they test lists they write).
+readonly DEFAULTS=/etc/agent-sandbox-exec/defaults
+readonly DEFAULTS_ASIDE=/var/tmp/agent-sandbox-exec-defaults.aside
+DEFAULTS_PUT=""
+
+check_defaults() {
+	local u=asx-pat2 h
+	if [ ! -f "$DEFAULTS" ] && [ -f "$DEFAULTS_ASIDE" ]; then
+		cp -p "$DEFAULTS_ASIDE" "$DEFAULTS" && DEFAULTS_PUT=1
+	fi
+	if ! grep -qx "include /usr/share/agent-sandbox-exec/catalog/recommended" "$DEFAULTS" 2>/dev/null; then
+		fail "defaults: the package's $DEFAULTS includes the recommended catalogue" "$(snip "$DEFAULTS")"
+		return
+	fi
+	remove_test_user "$u" || { fail "defaults: user $u" "exists and is not a test user"; return; }
+	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "defaults: useradd $u" "useradd"; return; }
+	h=$(home_of "$u")
+	runuser -u "$u" -- sh -c 'cd && mkdir -p .aws .config/gh .ssh src && echo A >.aws/credentials &&
+		echo T >.config/gh/hosts.yml && echo K >.ssh/id_ed25519 && echo P >.ssh/id_ed25519.pub &&
+		echo H >.ssh/known_hosts && cd src && git init -q . && echo S=1 >.env && echo S= >.env.example &&
+		git add -f .env .env.example && git -c user.email=t@t -c user.name=t commit -qm init' >/dev/null 2>&1
+	# A fresh user with no list of their own, in a sandbox started before the clone and the key.
+	run_in_after "$u" "runuser -u $u -- sh -c 'cd && git clone -q src clone && echo k >clone/tls.pem' >/dev/null 2>&1" \
+		sh -c "cd && $READS" sh .aws/credentials .config/gh/hosts.yml .ssh/id_ed25519 clone/.env \
+		clone/tls.pem clone/.env.example .ssh/known_hosts .ssh/id_ed25519.pub
+	okl "defaults: a user with no list: ~/.aws/credentials, gh's hosts.yml, an ssh key, a .env cloned and a .pem written after the launch are denied" \
+		'$(snip "$OUT") $(snip "$ERR")' denied .aws/credentials .config/gh/hosts.yml .ssh/id_ed25519 \
+		clone/.env clone/tls.pem
+	okl "defaults: .env.example, known_hosts and the default key's .pub are readable" '$(snip "$OUT")' \
+		readable clone/.env.example .ssh/known_hosts .ssh/id_ed25519.pub
+	run_in "$u" sh -c 'cd && git clone -q src work && cd work && echo x >a.txt && git add a.txt &&
+		git -c user.email=t@t -c user.name=t commit -qm a && echo fine'
+	okl "defaults: git clone and commit inside work" '$(snip "$OUT") $(snip "$ERR")' has fine "$OUT"
+	# The user's own lines: an exception of a default entry, one group off, then all.
+	install -d -o "$u" -g "$u" -m 0755 "$h/.config" "$h/.config/agent-sandbox-exec"
+	printf '%s\n' "!~/.ssh/id_ed25519" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $READS" sh .ssh/id_ed25519 .aws/credentials
+	okl "defaults: the user's exception re-allows a file a default directory entry denies; the rest stay" \
+		'$(snip "$OUT")' eval 'readable .ssh/id_ed25519 && denied .aws/credentials'
+	printf '%s\n' "defaults off cloud" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $READS" sh .aws/credentials .config/gh/hosts.yml .ssh/id_ed25519
+	okl "defaults: \`defaults off cloud\` turns that group off only" '$(snip "$OUT")' \
+		eval 'readable .aws/credentials && denied .config/gh/hosts.yml .ssh/id_ed25519'
+	printf '%s\n' "defaults off" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $READS" sh .config/gh/hosts.yml clone/.env
+	okl "defaults: \`defaults off\` turns every default off, and the launch says it protects less" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'readable .config/gh/hosts.yml clone/.env && has "no longer denied" "$ERR"'
+	remove_test_user "$u"
+	if [ -n "$DEFAULTS_PUT" ]; then
+		rm -f "$DEFAULTS"
+		DEFAULTS_PUT=""
+	fi
 }
 
 check_check() {
@@ -274,6 +334,8 @@ cleanup() {
 	[ "$CLEANED" -eq 1 ] && return 0
 	CLEANED=1
 	[ -n "$BASE_SAVED" ] && cp -p "$T/base.saved" "$BASE_LIST"
+	[ -n "$DEFAULTS_PUT" ] && rm -f "$DEFAULTS"
+	remove_test_user asx-pat2
 	remove_test_user "$USR"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		m=${MOUNTS[i]}

@@ -134,6 +134,8 @@ pub enum LineProblem {
     BadInclude,
     /// A name pattern the hook cannot match; holds why.
     Pattern(PatternProblem),
+    /// `defaults` not followed by `off` and group names.
+    BadDefaults,
 }
 
 impl fmt::Display for LineProblem {
@@ -176,6 +178,10 @@ impl fmt::Display for LineProblem {
                  skipped",
             ),
             LineProblem::Pattern(why) => write!(f, "{why}"),
+            LineProblem::BadDefaults => f.write_str(
+                "`defaults` takes `off`, then nothing (every default) or the groups to turn off \
+                 (catalogue names: `defaults off ssh browsers`); line skipped",
+            ),
         }
     }
 }
@@ -270,6 +276,20 @@ pub struct Parsed<'a> {
     /// The line number of the list's first `audit all` line, if any: then
     /// every entry is an audit entry.
     pub audit_all: Option<usize>,
+    /// `defaults off` lines (a user's list): the shipped defaults this
+    /// list turns off, all of them or by group.
+    pub defaults_off: Vec<DefaultsOff<'a>>,
+}
+
+/// A `defaults off [GROUP...]` line: the shipped defaults
+/// (`/etc/agent-sandbox-exec/defaults`) a user's list turns off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultsOff<'a> {
+    /// 1-based line number.
+    pub line: usize,
+    /// The groups (catalogue file names, e.g. `ssh`), or empty: every
+    /// default.
+    pub groups: Vec<&'a [u8]>,
 }
 
 fn is_blank(b: u8) -> bool {
@@ -331,6 +351,32 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                     })
                 }
                 Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
+            }
+            continue;
+        }
+        if let Some(arg) = word_arg(text, b"defaults") {
+            match word_arg(arg, b"off") {
+                Some(groups) => {
+                    let groups: Vec<&[u8]> = groups
+                        .split(|&b| is_blank(b))
+                        .filter(|g| !g.is_empty())
+                        .collect();
+                    if groups.iter().all(|g| {
+                        g.iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    }) {
+                        parsed.defaults_off.push(DefaultsOff { line, groups });
+                    } else {
+                        parsed.warnings.push(LineWarning {
+                            line,
+                            kind: LineProblem::BadDefaults,
+                        });
+                    }
+                }
+                None => parsed.warnings.push(LineWarning {
+                    line,
+                    kind: LineProblem::BadDefaults,
+                }),
             }
             continue;
         }

@@ -29,6 +29,11 @@ pub const HOME_LIST: &str = ".config/agent-sandbox-exec/denylist";
 /// `include` lines (packaging/catalog/ in the source tree).
 pub const CATALOG_DIR: &str = "/usr/share/agent-sandbox-exec/catalog";
 
+/// The shipped defaults (a conffile): list lines every user's list starts
+/// with unless it says `defaults off` (the package's: an `include` of the
+/// catalogue's `recommended`). Read by each user's resolver as root's file.
+pub const DEFAULTS_LIST: &str = "/etc/agent-sandbox-exec/defaults";
+
 impl Paths {
     /// The installed locations (packaging/agent-sandbox-execd.service and
     /// debian/ name the same).

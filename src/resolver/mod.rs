@@ -43,9 +43,9 @@ use crate::lists::entries::{
     KIND_PAT_BASE, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER, KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO,
     KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
-use crate::lists::include::{Expanded, ListFile, expand};
+use crate::lists::include::{Expanded, ListFile, Read, expand};
 use crate::os::fd;
-use crate::os::paths::{CATALOG_DIR, HOME_LIST};
+use crate::os::paths::{CATALOG_DIR, DEFAULTS_LIST, HOME_LIST};
 use crate::proto::resolver::{
     EXIT_STALE, KindSink, ResolveError, RewriteSink, Role, Sink, WORKER_NAME,
 };
@@ -334,6 +334,77 @@ pub(crate) struct Inputs {
     /// The home list and its includes; None when there is none (or for the
     /// base process).
     pub(crate) own: Option<Expanded>,
+    /// The shipped defaults ([`DEFAULTS_LIST`]) and their includes, less
+    /// what the user's list turns off (`defaults off [GROUP...]`); None
+    /// when there are none, all are off, or for the base process.
+    pub(crate) defaults: Option<Expanded>,
+}
+
+/// What a user's lists turn off of the defaults: every `defaults off`
+/// line of `own`'s files. None: nothing; `Some(empty)`: every default;
+/// else the groups (catalogue file names).
+pub(crate) fn defaults_off(own: Option<&Expanded>) -> Option<Vec<Vec<u8>>> {
+    let mut groups: Option<Vec<Vec<u8>>> = None;
+    for file in own.map(|o| o.files.as_slice()).unwrap_or_default() {
+        for off in denylist::parse(&file.bytes).defaults_off {
+            if off.groups.is_empty() {
+                return Some(Vec::new());
+            }
+            groups
+                .get_or_insert_with(Vec::new)
+                .extend(off.groups.iter().map(|g| g.to_vec()));
+        }
+    }
+    groups
+}
+
+/// The defaults at `path` (root's file, [`Trust::Root`], with the files it
+/// includes) less the catalogue groups `off` names (see [`defaults_off`]);
+/// None when `path` does not exist or every default is off.
+///
+/// # Errors
+/// [`ResolveError::BaseInclude`] when the file or one it includes may not
+/// be read (not root's alone, a symbolic link on its way): the
+/// administrator's defaults are not dropped quietly.
+pub(crate) fn read_defaults(
+    path: &Path,
+    off: Option<&[Vec<u8>]>,
+) -> Result<Option<Expanded>, ResolveError> {
+    if off.is_some_and(<[Vec<u8>]>::is_empty) {
+        return Ok(None);
+    }
+    let (bytes, id) = match read_include(path, Trust::Root) {
+        Read::Bytes(bytes, id) => (bytes, id),
+        Read::Missing => return Ok(None),
+        Read::Refused(why) => {
+            return Err(ResolveError::BaseInclude {
+                at: path.display().to_string(),
+                why,
+            });
+        }
+    };
+    let mut e = expand(
+        path.as_os_str().as_bytes(),
+        bytes,
+        Some(id),
+        None,
+        &mut |p| read_include(Path::new(OsStr::from_bytes(p)), Trust::Root),
+    );
+    if let Some((at, why)) = e.first_refused(|_| true) {
+        return Err(ResolveError::BaseInclude { at, why });
+    }
+    if let Some(off) = off {
+        let dropped = |f: &ListFile| {
+            off.iter().any(|g| {
+                let mut p = CATALOG_DIR.as_bytes().to_vec();
+                p.push(b'/');
+                p.extend_from_slice(g);
+                f.path == p
+            })
+        };
+        e.files.retain(|f| !dropped(f));
+    }
+    Ok(Some(e))
 }
 
 impl Inputs {
@@ -366,6 +437,7 @@ impl Inputs {
                 base,
                 home: Vec::new(),
                 own: None,
+                defaults: None,
             });
         };
         let home = user.dir.as_os_str().as_bytes().to_vec();
@@ -398,7 +470,14 @@ impl Inputs {
         if let Some((at, why)) = own.as_ref().and_then(|o| o.first_refused(|_| true)) {
             return Err(ResolveError::OwnInclude { at, why });
         }
-        Ok(Inputs { base, home, own })
+        let off = defaults_off(own.as_ref());
+        let defaults = read_defaults(Path::new(DEFAULTS_LIST), off.as_deref())?;
+        Ok(Inputs {
+            base,
+            home,
+            own,
+            defaults,
+        })
     }
 }
 
@@ -726,6 +805,9 @@ pub(crate) fn resolve_user(
         }
     }
     protect_own_lists(home, keys, sink)?;
+    if let Some(defaults) = &inputs.defaults {
+        resolve_defaults(defaults, home, keys, sink)?;
+    }
     let Some(own) = &inputs.own else {
         return Ok(());
     };
@@ -769,6 +851,68 @@ pub(crate) fn resolve_user(
                         denylist::LineProblem::TooBroad("the whole home directory")
                     ),
                 );
+                continue;
+            }
+            let path = Path::new(OsStr::from_bytes(path));
+            emit(
+                sink,
+                Source::Home,
+                &at,
+                e.line,
+                path,
+                Shape::of(e),
+                LastComponent::NoFollow,
+                context(keys)?,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Resolves the shipped defaults as lines of the user's list (the user's
+/// exceptions apply to them, a base-list entry stays the administrator's),
+/// each named by its file (a denial shows the catalogue file and line).
+/// Their warnings are the administrator's.
+fn resolve_defaults(
+    defaults: &Expanded,
+    home: &[u8],
+    keys: &mut Option<Keys>,
+    sink: &mut Sink<'_>,
+) -> Result<(), ResolveError> {
+    let mut joined = Vec::new();
+    for w in &defaults.warnings {
+        sink.record(
+            b'A',
+            &format!(
+                "{}:{}: include: {}",
+                defaults.describe(w.file),
+                w.line,
+                w.problem
+            ),
+        );
+    }
+    for (i, file) in defaults.files.iter().enumerate() {
+        let at = ListAt {
+            path: Path::new(OsStr::from_bytes(&file.path)),
+            included: true,
+        };
+        let parsed = denylist::parse(&file.bytes);
+        for w in &parsed.warnings {
+            sink.record(
+                b'A',
+                &format!("{}:{}: {}", defaults.describe(i), w.line, w.kind),
+            );
+        }
+        for e in &parsed.entries {
+            let path = match e.anchor {
+                Anchor::Root | Anchor::Anywhere => e.path,
+                Anchor::Home => {
+                    denylist::join_home_into(&mut joined, home, e.path);
+                    &joined
+                }
+            };
+            if e.pattern.is_some() {
+                emit_pattern(sink, Source::Home, &at, e, path, keys)?;
                 continue;
             }
             let path = Path::new(OsStr::from_bytes(path));
