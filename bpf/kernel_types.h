@@ -56,7 +56,14 @@ enum bpf_map_type {
 /* include/linux/ptrace.h */
 #define PTRACE_MODE_ATTACH 0x02
 /* include/linux/fs.h: file->f_mode */
+#define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
+/*
+ * Set by do_open()/atomic_open() when this open created the file, before
+ * security_file_open() (fs/namei.c); 0x100000 since 4.19 ("introduce
+ * FMODE_CREATED"), and (1 << 20) in 6.10's renumbered list.
+ */
+#define FMODE_CREATED 0x100000
 /* include/uapi/asm-generic/fcntl.h */
 #define O_TRUNC 00001000
 /* include/uapi/linux/magic.h */

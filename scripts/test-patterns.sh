@@ -14,9 +14,11 @@
 #               user outside (a `git clone`, a `git checkout`, a rename, a new file, `.ENV`),
 #               are denied inside a sandbox that was already running; `.env.example`, a
 #               `.pub` next to the keys and unrelated files stay readable
-#   moves       inside: `mv .env env.txt`, `ln .env /tmp/x`, a new `.env.local`, `x.pem`, a
-#               rename or link onto `.env`: refused (EPERM) and nothing changed; writing
-#               `.env.example` works; the same acts succeed outside
+#   moves       inside: `mv .env env.txt`, `ln .env ../x`, an append or overwrite of `.env`,
+#               a rename, link or symlink onto a covered name: refused (EPERM) and nothing
+#               changed; a new `.env.local` or `key.pem` is written by the open that creates
+#               it and never read or reopened inside; `.env.example` is written; the same acts
+#               succeed outside
 #   lists       a base-list pattern is not excepted by the user's list; a user's exception of
 #               the user's own pattern is; a pattern exception re-allows a file below a
 #               directory entry of the same list; a new exception reaches a running sandbox
@@ -125,21 +127,28 @@ check_moves() {
 	run_in "$USR" sh -c 'cd && cd mv || exit 9
 		mv .env env.txt 2>/dev/null && echo "mv: done" || echo "mv: refused"
 		ln .env ../asx-pat-x 2>/dev/null && echo "ln: done" || echo "ln: refused"
-		echo x >.env.local 2>/dev/null && echo "create: done" || echo "create: refused"
-		echo x >key.pem 2>/dev/null && echo "pem: done" || echo "pem: refused"
+		echo x >>.env 2>/dev/null && echo "append: done" || echo "append: refused"
+		echo x >.env 2>/dev/null && echo "overwrite: done" || echo "overwrite: refused"
 		cp plain.txt copy.txt && mv copy.txt .env.prod 2>/dev/null && echo "mv-onto: done" || echo "mv-onto: refused"
 		ln plain.txt .env.ln 2>/dev/null && echo "ln-onto: done" || echo "ln-onto: refused"
+		ln -s plain.txt .env.sym 2>/dev/null && echo "symlink: done" || echo "symlink: refused"
 		cat env-link >/dev/null 2>&1 && echo "link-read: done" || echo "link-read: refused"
+		echo NEW=1 >.env.local && echo "create: done" || echo "create: refused"
+		echo k >key.pem && echo "pem: done" || echo "pem: refused"
+		cat .env.local >/dev/null 2>&1 && echo "reread: done" || echo "reread: refused"
+		echo more >>.env.local 2>/dev/null && echo "reopen: done" || echo "reopen: refused"
 		echo E= >.env.example && echo "example: done"'
-	okl "moves: a rename or link away from .env, a new .env.local or key.pem, a rename or link onto a covered name, a read through a symlink: refused inside" \
-		'$(snip "$OUT")' eval 'for w in mv ln create pem mv-onto ln-onto link-read; do grep -qx "$w: refused" "$OUT" || exit 1; done'
-	okl "moves: nothing was moved, made or linked" '$(ls -A "$UH/mv" | tr "\n" " ")' \
-		eval '[ -e "$UH/mv/.env" ] && [ ! -e "$UH/mv/env.txt" ] && [ ! -e "$UH/asx-pat-x" ] && [ ! -e "$UH/mv/.env.local" ] && [ ! -e "$UH/mv/key.pem" ] && [ ! -e "$UH/mv/.env.prod" ] && [ ! -e "$UH/mv/.env.ln" ]'
+	okl "moves: a rename or link away from .env, an append or overwrite of it, a rename, link or symlink onto a covered name, a read through a symlink: refused inside" \
+		'$(snip "$OUT")' eval 'for w in mv ln append overwrite mv-onto ln-onto symlink link-read; do grep -qx "$w: refused" "$OUT" || exit 1; done'
+	okl "moves: nothing was moved or linked, and .env is the user's" '$(ls -A "$UH/mv" | tr "\n" " ")' \
+		eval '[ "$(cat "$UH/mv/.env")" = S=1 ] && [ ! -e "$UH/mv/env.txt" ] && [ ! -e "$UH/asx-pat-x" ] && [ ! -e "$UH/mv/.env.prod" ] && [ ! -e "$UH/mv/.env.ln" ] && [ ! -L "$UH/mv/.env.sym" ]'
+	okl "moves: a new .env.local and key.pem are written by the open that creates them, and never read or opened again inside" \
+		'$(snip "$OUT")' eval 'grep -qx "create: done" "$OUT" && grep -qx "pem: done" "$OUT" && grep -qx "reread: refused" "$OUT" && grep -qx "reopen: refused" "$OUT" && [ "$(cat "$UH/mv/.env.local")" = NEW=1 ]'
 	cp "$OUT" "$T/moves.out"
 	run_as "$USR" "$LAUNCHER" --denials --json
 	okl "moves: an excepted .env.example is written inside" '$(snip "$T/moves.out") $(snip "$ERR") denials: $(tailsnip "$OUT")' \
 		has "example: done" "$T/moves.out"
-	as_user 'cd mv && mv .env env.txt && mv env.txt .env && echo x >key.pem && rm key.pem' >"$OUT" 2>&1
+	as_user 'cd mv && mv .env env.txt && mv env.txt .env && echo x >>key.pem && rm key.pem .env.local' >"$OUT" 2>&1
 	okl "moves: control: outside, the user renames .env and makes a .pem" '$(snip "$OUT")' test "$?" -eq 0
 	rm -f "$UH/asx-pat-x"
 }
@@ -266,8 +275,10 @@ check_defaults() {
 	okl "defaults: .env.example, known_hosts and the default key's .pub are readable" '$(snip "$OUT")' \
 		readable clone/.env.example .ssh/known_hosts .ssh/id_ed25519.pub
 	run_in "$u" sh -c 'cd && git clone -q src work && cd work && echo x >a.txt && git add a.txt &&
-		git -c user.email=t@t -c user.name=t commit -qm a && echo fine'
-	okl "defaults: git clone and commit inside work" '$(snip "$OUT") $(snip "$ERR")' has fine "$OUT"
+		git -c user.email=t@t -c user.name=t commit -qm a && echo fine; cat .env 2>&1'
+	okl "defaults: git clone (of a repository with a .env) and commit inside work; the .env it wrote is not read" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'has fine "$OUT" && has "Operation not permitted" "$OUT"'
+
 	# The user's own lines: an exception of a default entry, one group off, then all.
 	install -d -o "$u" -g "$u" -m 0755 "$h/.config" "$h/.config/agent-sandbox-exec"
 	printf '%s\n' "!~/.ssh/id_ed25519" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"

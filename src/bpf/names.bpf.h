@@ -70,11 +70,14 @@ static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct den
 /*
  * Names: a sandboxed task may not give a protected file a new name (link,
  * rename away; a file a name pattern covers: pattern_covers()), nor put an
- * inode of its own at a listed name or one a pattern covers (create, mknod,
+ * inode of its own at a listed name (create, mknod,
  * symlink, mkdir, link or rename onto it, or unlink the listed file first),
  * where a later write by the user would land in an inode the agent can read,
  * nor remove, move or replace a directory or symlink on the way to a listed
- * name.
+ * name. At a name a pattern covers, it may create a new file (which it can
+ * write in the open that creates it and never read: open.bpf.h,
+ * created_write_only()), but not link or rename anything onto it, nor make
+ * a symlink there.
  */
 SEC("lsm/inode_link")
 int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry,
@@ -129,8 +132,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (name_refused(cgid, dir, dentry, true) || pattern_covers(cgid, sbx, dentry) ||
-	    ro_dentry_denied(cgid, sbx, dentry, 0)) {
+	if (name_refused(cgid, dir, dentry, true) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -154,12 +156,19 @@ SEC("lsm/inode_symlink")
 int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char *old_name, int ret)
 {
 	__u64 cgid, d = 0;
+	__u32 sbx;
 
 	ret = name_change(dir, dentry, ret);
 	if (ret != 0)
 		return ret;
 	cgid = bpf_get_current_cgroup_id();
-	if (!(sandbox_of(cgid) & SBX_DIRS))
+	sbx = sandbox_of(cgid);
+	/* A symlink at a covered name: the user's tools would write through it to the agent's file. */
+	if (pattern_covers(cgid, sbx, dentry)) {
+		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
+		return -EPERM;
+	}
+	if (!(sbx & SBX_DIRS))
 		return 0;
 	/* A symlink below a directory entry: see the directory-entry section (walk.bpf.h). */
 	bpf_probe_read_kernel(&d, sizeof(d), &dentry);

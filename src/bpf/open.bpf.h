@@ -19,6 +19,19 @@
  * file_open and file_receive, so a descriptor passed in is judged as an open
  * of the same file would be.
  */
+/*
+ * Did this open create `file`, for writing only? A name pattern lets a
+ * sandbox write the new file it creates at a covered name (a `git clone`
+ * or a scaffolding tool writing a `.env`: the open that creates it), but
+ * never read it, open it again, or open one that existed (names.bpf.h
+ * refuses linking, renaming and symlinks at such names, so no other name
+ * of the inode is the agent's).
+ */
+static __always_inline bool created_write_only(struct file *file)
+{
+	return (file->f_mode & FMODE_CREATED) && !(file->f_mode & FMODE_READ);
+}
+
 static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file,
 					 const bool memos)
 {
@@ -34,7 +47,7 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 		if (!file_walk_start(file, &d, &mnt))
 			return false;
 		pat = pattern_states(cgid, d);
-		if (PAT_DENIES(pat))
+		if (PAT_DENIES(pat) && !created_write_only(file))
 			return true;
 	}
 	if (!(sbx & SBX_DIRS))

@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::FileKey;
 use crate::lists::include;
-use crate::os::paths::{CATALOG_DIR, HOME_LIST, Paths};
+use crate::os::paths::{CATALOG_DIR, DEFAULTS_LIST, HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
-use crate::resolve::list_file::{Trust, read_include};
+use crate::resolve::list_file::{Trust, read_defaults, read_include};
 use crate::resolve::witness::NoWitness;
 
 /// Exit status of `--check` when every line is in force and none looks
@@ -76,7 +76,7 @@ impl State {
                 .into(),
             State::Pattern(now) => format!(
                 "name pattern, live (every file given a matching name later is covered too; \
-                 nothing is created, linked or renamed to or from such a name inside): {now}"
+                 nothing is linked, renamed or symlinked to or from such a name inside): {now}"
             ),
         }
     }
@@ -803,12 +803,66 @@ pub fn check_lists(paths: &Paths, list: Option<&Path>) -> Result<Vec<ListReport>
     )));
     let lists: Vec<(PathBuf, bool)> = match list {
         Some(p) => vec![(p.to_path_buf(), p == paths.base_list)],
-        None => vec![(paths.base_list.clone(), true), (home_list, false)],
+        None => vec![(paths.base_list.clone(), true), (home_list.clone(), false)],
     };
-    Ok(lists
+    let mut reports: Vec<ListReport> = lists
         .iter()
         .flat_map(|(p, base)| check_list_and_includes(p, *base, &home, &mut ctx, in_sandbox))
-        .collect())
+        .collect();
+    if list.is_none() {
+        reports.extend(check_defaults(&home_list, &home, &mut ctx, in_sandbox));
+    }
+    Ok(reports)
+}
+
+/// The shipped defaults ([`DEFAULTS_LIST`]) as the user's resolver reads
+/// them: less what the user's list at `home_list` turns off, each file a
+/// report whose lines count as the user's list's.
+fn check_defaults(
+    home_list: &Path,
+    home: &[u8],
+    ctx: &mut KeyContext,
+    in_sandbox: bool,
+) -> Vec<ListReport> {
+    let uid = nix::unistd::getuid().as_raw();
+    let off = match read_list(home_list) {
+        Ok(Some((bytes, id))) => include::expand(
+            home_list.as_os_str().as_bytes(),
+            bytes,
+            Some(id),
+            Some(home),
+            &mut |p| read_include(Path::new(OsStr::from_bytes(p)), Trust::User(uid)),
+        )
+        .defaults_off(),
+        _ => None,
+    };
+    let path = Path::new(DEFAULTS_LIST);
+    match read_defaults(path, off.as_deref()) {
+        Ok(Some(e)) => e
+            .files
+            .iter()
+            .map(|f| {
+                let p = Path::new(OsStr::from_bytes(&f.path));
+                let mut r = check_bytes(p, &f.bytes, false, home, ctx, in_sandbox);
+                r.included_from = Some(match f.from {
+                    Some((i, line)) => {
+                        format!("{}:{line}", String::from_utf8_lossy(&e.files[i].path))
+                    }
+                    None => "the shipped defaults, with which every user's list starts \
+                             (`defaults off [GROUP...]` in your list turns them off)"
+                        .to_string(),
+                });
+                r
+            })
+            .collect(),
+        Ok(None) => Vec::new(),
+        Err((at, why)) => {
+            let mut r = ListReport::empty(path, false);
+            r.parse_warnings
+                .push(format!("{at}: refuses every launch: {why}"));
+            vec![r]
+        }
+    }
 }
 
 /// `agent-sandbox-exec --check [LIST]`; returns the exit status.

@@ -1126,6 +1126,30 @@ mod tests {
     }
 
     #[test]
+    fn defaults_off_lines() {
+        let p = parse(
+            b"defaults off\ndefaults off ssh  browsers\ndefaults\ndefaults on\ndefaults off ../x\n",
+        );
+        let got: Vec<_> = p
+            .defaults_off
+            .iter()
+            .map(|d| (d.line, d.groups.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1, vec![]), (2, vec![&b"ssh"[..], &b"browsers"[..]])]
+        );
+        assert_eq!(
+            warning_kinds(&p),
+            vec![
+                (3, LineProblem::BadDefaults),
+                (4, LineProblem::BadDefaults),
+                (5, LineProblem::BadDefaults),
+            ]
+        );
+    }
+
+    #[test]
     fn include_lines() {
         let p = parse(
             b"include /usr/share/agent-sandbox-exec/catalog/cloud\ninclude\t~/more.list \n\

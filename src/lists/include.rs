@@ -136,6 +136,38 @@ pub struct Expanded {
 }
 
 impl Expanded {
+    /// What these files turn off of the shipped defaults: their
+    /// `defaults off` lines (denylist.rs). None: nothing; `Some(empty)`:
+    /// every default; else the groups (catalogue file names).
+    pub fn defaults_off(&self) -> Option<Vec<Vec<u8>>> {
+        let mut groups: Option<Vec<Vec<u8>>> = None;
+        for file in &self.files {
+            for off in denylist::parse(&file.bytes).defaults_off {
+                if off.groups.is_empty() {
+                    return Some(Vec::new());
+                }
+                groups
+                    .get_or_insert_with(Vec::new)
+                    .extend(off.groups.iter().map(|g| g.to_vec()));
+            }
+        }
+        groups
+    }
+
+    /// Drops the files named `dir/GROUP` for each of `groups` (the
+    /// catalogue groups a user turned off), with what they alone include
+    /// left in (a group includes no other).
+    pub fn drop_groups(&mut self, dir: &[u8], groups: &[Vec<u8>]) {
+        self.files.retain(|f| {
+            !groups.iter().any(|g| {
+                f.path.len() == dir.len() + 1 + g.len()
+                    && f.path.starts_with(dir)
+                    && f.path[dir.len()] == b'/'
+                    && f.path.ends_with(g)
+            })
+        });
+    }
+
     /// Just the list itself (no include followed): for a list read
     /// elsewhere, and for tests.
     pub fn single(path: &[u8], bytes: Vec<u8>) -> Expanded {
@@ -494,6 +526,61 @@ mod tests {
                 .all(|w| w.problem == IncludeProblem::TooMany)
         );
         assert_eq!(e.warnings.len(), 100 - MAX_INCLUDED_FILES);
+    }
+
+    #[test]
+    fn defaults_off_reads_every_file_and_drops_whole_groups() {
+        let files = [
+            (
+                "/c/recommended",
+                "include /c/ssh\ninclude /c/ssh-extra\ninclude /c/cloud\n",
+                1,
+            ),
+            ("/c/ssh", "~/.ssh/\n", 2),
+            ("/c/ssh-extra", "~/.x\n", 3),
+            ("/c/cloud", "~/.aws/credentials\n", 4),
+        ];
+        let mut read = reader(&files);
+        let mut e = expand(
+            b"/etc/defaults",
+            b"include /c/recommended\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        e.drop_groups(b"/c", &[b"ssh".to_vec()]);
+        assert_eq!(
+            paths(&e),
+            [
+                "/etc/defaults",
+                "/c/recommended",
+                "/c/ssh-extra",
+                "/c/cloud"
+            ]
+        );
+        let mut read = reader(&[("/home/u/more", "defaults off cloud\n", 5)]);
+        let own = expand(
+            b"/home/u/list",
+            b"defaults off ssh\ninclude ~/more\n".to_vec(),
+            None,
+            Some(b"/home/u"),
+            &mut read,
+        );
+        assert_eq!(
+            own.defaults_off(),
+            Some(vec![b"ssh".to_vec(), b"cloud".to_vec()])
+        );
+        let mut read = reader(&[]);
+        let all = expand(
+            b"/home/u/list",
+            b"defaults off ssh\ndefaults off\n".to_vec(),
+            None,
+            None,
+            &mut read,
+        );
+        assert_eq!(all.defaults_off(), Some(vec![]));
+        let none = expand(b"/home/u/list", b"/x\n".to_vec(), None, None, &mut read);
+        assert_eq!(none.defaults_off(), None);
     }
 
     /// The shipped catalogue (packaging/catalog/, installed in

@@ -6,7 +6,8 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::lists::include::Read;
+use crate::lists::include::{Expanded, Read, expand};
+use crate::os::paths::CATALOG_DIR;
 
 /// Largest list file read, in bytes (16 MiB: about 200,000 typical paths).
 pub const MAX_LIST_BYTES: u64 = 16 << 20;
@@ -212,6 +213,44 @@ fn untrusted(uid: u32, mode: u32, trust: Trust) -> Option<String> {
         ));
     }
     None
+}
+
+/// The shipped defaults at `path` (root's file, read with [`Trust::Root`],
+/// with the files it includes) less the catalogue groups `off` names
+/// ([`Expanded::defaults_off`]): None when `path` does not exist or `off`
+/// turns every default off.
+///
+/// # Errors
+/// `(at, why)`: the file or one it includes may not be read (not root's
+/// alone, a symbolic link on its way); the administrator's defaults are not
+/// dropped quietly (the resolver refuses the launch, `--check` says so).
+pub fn read_defaults(
+    path: &Path,
+    off: Option<&[Vec<u8>]>,
+) -> Result<Option<Expanded>, (String, String)> {
+    use std::os::unix::ffi::OsStrExt;
+    if off.is_some_and(<[Vec<u8>]>::is_empty) {
+        return Ok(None);
+    }
+    let (bytes, id) = match read_include(path, Trust::Root) {
+        Read::Bytes(bytes, id) => (bytes, id),
+        Read::Missing => return Ok(None),
+        Read::Refused(why) => return Err((path.display().to_string(), why)),
+    };
+    let mut e = expand(
+        path.as_os_str().as_bytes(),
+        bytes,
+        Some(id),
+        None,
+        &mut |p| read_include(Path::new(std::ffi::OsStr::from_bytes(p)), Trust::Root),
+    );
+    if let Some(refused) = e.first_refused(|_| true) {
+        return Err(refused);
+    }
+    if let Some(off) = off {
+        e.drop_groups(CATALOG_DIR.as_bytes(), off);
+    }
+    Ok(Some(e))
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ use crate::lists::entries::{
     KIND_PAT_BASE, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER, KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO,
     KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
 };
-use crate::lists::include::{Expanded, ListFile, Read, expand};
+use crate::lists::include::{Expanded, ListFile, expand};
 use crate::os::fd;
 use crate::os::paths::{CATALOG_DIR, DEFAULTS_LIST, HOME_LIST};
 use crate::proto::resolver::{
@@ -52,7 +52,7 @@ use crate::proto::resolver::{
 use crate::resolve::keys::{
     KeyContext, KeyError, LastComponent, ListingSink, MAX_SCAN_KEYS, MAX_SYMLINKS,
 };
-use crate::resolve::list_file::{Trust, open_list, read_all, read_include};
+use crate::resolve::list_file::{Trust, open_list, read_all, read_defaults, read_include};
 use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -340,73 +340,6 @@ pub(crate) struct Inputs {
     pub(crate) defaults: Option<Expanded>,
 }
 
-/// What a user's lists turn off of the defaults: every `defaults off`
-/// line of `own`'s files. None: nothing; `Some(empty)`: every default;
-/// else the groups (catalogue file names).
-pub(crate) fn defaults_off(own: Option<&Expanded>) -> Option<Vec<Vec<u8>>> {
-    let mut groups: Option<Vec<Vec<u8>>> = None;
-    for file in own.map(|o| o.files.as_slice()).unwrap_or_default() {
-        for off in denylist::parse(&file.bytes).defaults_off {
-            if off.groups.is_empty() {
-                return Some(Vec::new());
-            }
-            groups
-                .get_or_insert_with(Vec::new)
-                .extend(off.groups.iter().map(|g| g.to_vec()));
-        }
-    }
-    groups
-}
-
-/// The defaults at `path` (root's file, [`Trust::Root`], with the files it
-/// includes) less the catalogue groups `off` names (see [`defaults_off`]);
-/// None when `path` does not exist or every default is off.
-///
-/// # Errors
-/// [`ResolveError::BaseInclude`] when the file or one it includes may not
-/// be read (not root's alone, a symbolic link on its way): the
-/// administrator's defaults are not dropped quietly.
-pub(crate) fn read_defaults(
-    path: &Path,
-    off: Option<&[Vec<u8>]>,
-) -> Result<Option<Expanded>, ResolveError> {
-    if off.is_some_and(<[Vec<u8>]>::is_empty) {
-        return Ok(None);
-    }
-    let (bytes, id) = match read_include(path, Trust::Root) {
-        Read::Bytes(bytes, id) => (bytes, id),
-        Read::Missing => return Ok(None),
-        Read::Refused(why) => {
-            return Err(ResolveError::BaseInclude {
-                at: path.display().to_string(),
-                why,
-            });
-        }
-    };
-    let mut e = expand(
-        path.as_os_str().as_bytes(),
-        bytes,
-        Some(id),
-        None,
-        &mut |p| read_include(Path::new(OsStr::from_bytes(p)), Trust::Root),
-    );
-    if let Some((at, why)) = e.first_refused(|_| true) {
-        return Err(ResolveError::BaseInclude { at, why });
-    }
-    if let Some(off) = off {
-        let dropped = |f: &ListFile| {
-            off.iter().any(|g| {
-                let mut p = CATALOG_DIR.as_bytes().to_vec();
-                p.push(b'/');
-                p.extend_from_slice(g);
-                f.path == p
-            })
-        };
-        e.files.retain(|f| !dropped(f));
-    }
-    Ok(Some(e))
-}
-
 impl Inputs {
     /// Reads the base list from the daemon's descriptor and, for `user`, the
     /// home list, each with the files it includes. Errors are fatal to the
@@ -470,8 +403,9 @@ impl Inputs {
         if let Some((at, why)) = own.as_ref().and_then(|o| o.first_refused(|_| true)) {
             return Err(ResolveError::OwnInclude { at, why });
         }
-        let off = defaults_off(own.as_ref());
-        let defaults = read_defaults(Path::new(DEFAULTS_LIST), off.as_deref())?;
+        let off = own.as_ref().and_then(Expanded::defaults_off);
+        let defaults = read_defaults(Path::new(DEFAULTS_LIST), off.as_deref())
+            .map_err(|(at, why)| ResolveError::BaseInclude { at, why })?;
         Ok(Inputs {
             base,
             home,
