@@ -25,6 +25,9 @@
 #               from an outside launch only (one from inside is held back)
 #   filesystems a covered name on tmpfs, overlayfs, xfs and btrfs (when their tools are
 #               there), made after the launch
+#   deep        `~/projects/**/terraform.tfstate*`: the name at any depth below the
+#               directory, made after the launch, is denied; outside it read; no directory moves
+#               out of or into it (nor it) from inside, one within it does
 #   casefold    in an ext4 casefold directory: a covered name asked in another case or with a
 #               Unicode spelling that folds to it (KELVIN SIGN for k) is denied; other names read
 #   defaults    the shipped defaults (/etc/agent-sandbox-exec/defaults: the recommended
@@ -53,7 +56,7 @@ readonly GECOS="agent-sandbox-exec patterns test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
-CHECKS=(live moves lists filesystems casefold defaults check workflow)
+CHECKS=(live moves lists filesystems deep casefold defaults check workflow)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 
@@ -218,6 +221,30 @@ check_filesystems() {
 	loopfs btrfs mkfs.btrfs -q -f && chmod 0755 "$T/btrfs" && fs_case btrfs "$T/btrfs"
 }
 
+check_deep() {
+	as_user 'rm -rf projects other && mkdir -p projects/a/b other/c && echo x >other/c/terraform.tfstate &&
+		echo x >projects/a/b/main.tf' >/dev/null 2>&1
+	set_list "~/projects/**/terraform.tfstate*"
+	run_in_after "$USR" 'as_user "echo s >projects/a/b/terraform.tfstate && mkdir -p projects/new/x/y &&
+		echo s >projects/new/x/y/terraform.tfstate.backup && echo s >projects/terraform.tfstate" >/dev/null 2>&1' \
+		sh -c "cd && $READS" sh projects/a/b/terraform.tfstate projects/new/x/y/terraform.tfstate.backup \
+		projects/terraform.tfstate other/c/terraform.tfstate projects/a/b/main.tf
+	okl "deep: DIR/**/NAME denies the name at any depth below DIR, made after the launch" \
+		'$(snip "$OUT") $(snip "$ERR")' denied projects/a/b/terraform.tfstate \
+		projects/new/x/y/terraform.tfstate.backup projects/terraform.tfstate
+	okl "deep: the same name outside DIR, and other names below it, are read" '$(snip "$OUT")' \
+		readable other/c/terraform.tfstate projects/a/b/main.tf
+	run_in "$USR" sh -c 'cd
+		mv projects/a other/a 2>/dev/null && echo "out: done" || echo "out: refused"
+		mv other/c projects/c 2>/dev/null && echo "in: done" || echo "in: refused"
+		mv projects ../asx-pat-p 2>/dev/null && echo "scope: done" || echo "scope: refused"
+		mv projects/a projects/a2 && echo "within: done" || echo "within: refused"'
+	okl "deep: a directory is not moved out of or into DIR, nor DIR itself, from inside; within DIR it is" \
+		'$(snip "$OUT")' eval 'grep -qx "out: refused" "$OUT" && grep -qx "in: refused" "$OUT" && grep -qx "scope: refused" "$OUT" && grep -qx "within: done" "$OUT"'
+	run_in "$USR" sh -c "cd && $READS" sh projects/a2/b/terraform.tfstate
+	okl "deep: a file moved within DIR stays denied" '$(snip "$OUT")' denied projects/a2/b/terraform.tfstate
+}
+
 check_casefold() {
 	local m=$T/cf d
 	d=$m/ci
@@ -302,13 +329,13 @@ check_defaults() {
 
 check_check() {
 	as_user 'mkdir -p repo && echo A=1 >repo/.env' >/dev/null 2>&1
-	set_list "${LINES[@]}" "**/a*b*" "~/x/**/y*" "**/[ab]"
+	set_list "${LINES[@]}" "**/a*b*" "~/x/**/y/**/z*" "**/[ab]"
 	run_as "$USR" "$LAUNCHER" --check
 	okl "check: a pattern line is shown live, with what it matches now" '$(snip "$OUT")' \
 		eval 'grep -q "denylist:2: name pattern, live .*file(s) match now in $UH and below" "$OUT"'
 	okl "check: no pattern is called a glob mistake" '$(snip "$OUT")' eval '! grep -q "not expanded" "$OUT"'
 	okl "check: two stars, DIR/**/NAME and a class are warned about, by line" '$(snip "$OUT") $(snip "$ERR")' \
-		eval 'grep -q "denylist:8: a name pattern may hold one" "$OUT" && grep -q "denylist:9: .DIR/\*\*/NAME. .*not supported yet" "$OUT" && grep -q "denylist:10: .\[. character classes" "$OUT"'
+		eval 'grep -q "denylist:8: a name pattern may hold one" "$OUT" && grep -q "denylist:9: .\*\*. stands only as the last directory" "$OUT" && grep -q "denylist:10: .\[. character classes" "$OUT"'
 }
 
 check_workflow() {

@@ -206,6 +206,22 @@ enum agent_sandbox_kind {
 	AGENT_SANDBOX_KIND_PAT_EXC_USER = 22,
 	AGENT_SANDBOX_KIND_PAT_SHAPE = 23,
 	AGENT_SANDBOX_KIND_HAS_PATTERNS = 24,
+/*
+ * Deep name patterns (`DIR/` `**` `/NAME`: NAME at any depth below DIR):
+ * name_map keys like KIND_PAT_*, with DIR's key as the directory and these
+ * kinds; their key_filter bit is filter_bit(hash ^ DIR's inode number,
+ * FILTER_TAG_FILE), tested at each directory above a name whose shape is a
+ * deep one (struct pattern_shape.deep). KIND_DEEP_SCOPE on DIR's key
+ * (deny_map, key_filter bit by inode) marks it for the rename check: no
+ * directory moves across a deep scope's edge from inside. KIND_HAS_DEEP, on
+ * the all-zero file key: the sandbox has deep patterns.
+ */
+	AGENT_SANDBOX_KIND_PAT_DEEP_BASE = 25,
+	AGENT_SANDBOX_KIND_PAT_DEEP_USER = 26,
+	AGENT_SANDBOX_KIND_PAT_DEEP_EXC_BASE = 27,
+	AGENT_SANDBOX_KIND_PAT_DEEP_EXC_USER = 28,
+	AGENT_SANDBOX_KIND_DEEP_SCOPE = 29,
+	AGENT_SANDBOX_KIND_HAS_DEEP = 30,
 };
 
 /*
@@ -218,6 +234,8 @@ enum agent_sandbox_kind {
 enum agent_sandbox_max_shapes { AGENT_SANDBOX_MAX_SHAPES = 32 };
 enum agent_sandbox_pattern_window { AGENT_SANDBOX_PATTERN_WINDOW = 64 };
 enum agent_sandbox_pattern_key_chars { AGENT_SANDBOX_PATTERN_KEY_CHARS = 11 };
+/* How many of the shapes in use may be deep ones (struct pattern_shape.deep). */
+enum agent_sandbox_max_deep_shapes { AGENT_SANDBOX_MAX_DEEP_SHAPES = 4 };
 /* pattern_shape.state */
 enum agent_sandbox_shape_state {
 	AGENT_SANDBOX_SHAPE_END = 0,    /* no shape here or in any later slot */
@@ -241,7 +259,8 @@ struct pattern_shape {
 	__u8 tail_words; /* 0 to 8 */
 	__u8 min_len;
 	__u8 exact_len;  /* 0: any length from min_len */
-	__u8 pad[3];
+	__u8 deep;       /* 1: the shape of deep patterns (KIND_PAT_DEEP_*), looked up above the name */
+	__u8 pad[2];
 };
 
 /* One word into a pattern hash. src/lists/pattern.rs: mix(). */
@@ -448,6 +467,7 @@ struct agent_sandbox_shared {
 	enum agent_sandbox_max_shapes max_shapes;
 	enum agent_sandbox_pattern_window pattern_window;
 	enum agent_sandbox_pattern_key_chars pattern_key_chars;
+	enum agent_sandbox_max_deep_shapes max_deep_shapes;
 	enum agent_sandbox_shape_state shape_state;
 	struct pattern_shape pattern_shape;
 	struct denial denial;

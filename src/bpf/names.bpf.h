@@ -115,7 +115,8 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_refused(cgid, old_dir, old_dentry, true) ||
 	    name_refused(cgid, new_dir, new_dentry, true) || pattern_covers(cgid, sbx, old_dentry) ||
-	    pattern_covers(cgid, sbx, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
+	    pattern_covers(cgid, sbx, new_dentry) ||
+	    crosses_deep_scope(cgid, sbx, old_dentry, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
 	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {

@@ -46,6 +46,16 @@ struct pattern_ctx {
 	__u64 dir;   /* address of the name's directory's inode, 0 if none */
 	__u32 len;   /* the name's length */
 	__u32 found; /* PAT_FOUND_* */
+	/* The name's hashes under the deep shapes, for deep_step() */
+	__u64 deep_h[AGENT_SANDBOX_MAX_DEEP_SHAPES];
+	__u32 ndeep;
+	__u32 pad;
+};
+
+/* The walk of deep_step() up from the name's directory. */
+struct deep_ctx {
+	struct pattern_ctx *p;
+	__u64 dentry; /* this level's directory dentry (a number) */
 };
 
 /* Does name_map hold the pattern key {sandbox, `nk->dir` with `kind`, name}? */
@@ -123,8 +133,72 @@ static long pattern_step(__u64 index, void *ctx)
 			break;
 		h = agent_sandbox_mix(h, r->tail_words[k] & sh->mask[8 + k]);
 	}
+	if (sh->deep) {
+		if (c->ndeep < AGENT_SANDBOX_MAX_DEEP_SHAPES)
+			c->deep_h[c->ndeep & (AGENT_SANDBOX_MAX_DEEP_SHAPES - 1)] = h;
+		c->ndeep++;
+		return 0;
+	}
 	if (filter_has(h, AGENT_SANDBOX_FILTER_TAG_FILE))
 		pattern_lookup(c, h);
+	return 0;
+}
+
+/* The deep kinds of key `nk` (its scope set), as PAT_FOUND_* bits. */
+static __always_inline __u32 deep_keys_found(struct name_key *nk)
+{
+	return pattern_kind_found(nk, AGENT_SANDBOX_KIND_PAT_DEEP_BASE, PAT_FOUND_BASE) |
+	       pattern_kind_found(nk, AGENT_SANDBOX_KIND_PAT_DEEP_USER, PAT_FOUND_USER) |
+	       pattern_kind_found(nk, AGENT_SANDBOX_KIND_PAT_DEEP_EXC_BASE, PAT_FOUND_EXC_BASE) |
+	       pattern_kind_found(nk, AGENT_SANDBOX_KIND_PAT_DEEP_EXC_USER, PAT_FOUND_EXC_USER);
+}
+
+/*
+ * One directory above the name (bpf_loop() callback): the deep pattern
+ * keys of each deep hash with this directory as their scope. 1 stops at
+ * the root of the directory's filesystem (deep scopes are looked for in
+ * the dentry tree, which a bind mount shares; a filesystem mounted below
+ * a scope is not in it).
+ */
+static long deep_step(__u64 index, void *ctx)
+{
+	struct deep_ctx *c = ctx;
+	struct pattern_ctx *p = c->p;
+	struct dentry *d = (struct dentry *)c->dentry;
+	struct dentry *parent;
+	struct inode *inode;
+	struct name_key *nk;
+	__u32 zero = 0;
+	__u64 ino, h;
+	int i, k;
+
+	inode = BPF_CORE_READ(d, d_inode);
+	if (!inode)
+		return 1;
+	ino = BPF_CORE_READ(inode, i_ino);
+	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
+		if (i >= p->ndeep)
+			break;
+		h = p->deep_h[i];
+		if (!filter_has(h ^ ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+			continue;
+		nk = bpf_map_lookup_elem(&name_scratch, &zero);
+		if (!nk) {
+			p->found |= PAT_FOUND_BASE | PAT_FOUND_USER; /* cannot happen; fail closed */
+			return 1;
+		}
+		__builtin_memset(nk, 0, sizeof(*nk));
+		nk->cgid = p->cgid;
+#pragma unroll
+		for (k = 0; k < AGENT_SANDBOX_PATTERN_KEY_CHARS; k++)
+			nk->name[k] = 0x40 + ((h >> (6 * k)) & 63);
+		read_key(&nk->dir, inode, ino);
+		p->found |= deep_keys_found(nk);
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d)
+		return 1;
+	c->dentry = (__u64)parent;
 	return 0;
 }
 
@@ -155,6 +229,7 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 {
 	struct dentry *d = (struct dentry *)dentry;
 	struct pattern_ctx c = {};
+	struct deep_ctx dc = {};
 	struct pattern_room *r;
 	struct inode *dir;
 	const unsigned char *name;
@@ -201,6 +276,14 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 	c.dir = (__u64)dir;
 	c.len = len;
 	bpf_loop(AGENT_SANDBOX_MAX_SHAPES, pattern_step, &c, 0);
+	if (c.ndeep > AGENT_SANDBOX_MAX_DEEP_SHAPES)
+		return WALK_DENY | WALK_DENY << 2; /* the daemon never uses more; fail closed */
+	if (c.ndeep) {
+		dc.p = &c;
+		dc.dentry = (__u64)BPF_CORE_READ(d, d_parent);
+		if (dc.dentry && dc.dentry != dentry)
+			bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_step, &dc, 0);
+	}
 	if (c.found & PAT_FOUND_EXC_BASE)
 		base = WALK_ALLOW;
 	else if (c.found & PAT_FOUND_BASE)
@@ -225,6 +308,87 @@ static __always_inline bool pattern_covers(__u64 cgid, __u32 sbx, struct dentry 
 		return false;
 	r = pattern_states(cgid, dentry_addr(d));
 	return PAT_DENIES(r);
+}
+
+/* The walk of deep_scope_step(): the nearest deep scope above a dentry. */
+struct scope_ctx {
+	__u64 cgid;
+	__u64 dentry; /* this level (a number) */
+	__u64 scope;  /* the nearest deep scope's inode number, 0: none yet */
+};
+
+/* One level of deep_scope_of() (bpf_loop() callback): 1 stops. */
+static long deep_scope_step(__u64 index, void *ctx)
+{
+	struct scope_ctx *c = ctx;
+	struct dentry *d = (struct dentry *)c->dentry;
+	struct dentry *parent;
+	struct inode *inode;
+	struct deny_key dk = {};
+	__u64 ino;
+
+	inode = BPF_CORE_READ(d, d_inode);
+	if (inode) {
+		ino = BPF_CORE_READ(inode, i_ino);
+		if (filter_has(ino, AGENT_SANDBOX_FILTER_TAG_FILE)) {
+			read_key(&dk.file, inode, ino);
+			dk.cgid = c->cgid;
+			dk.file.kind = AGENT_SANDBOX_KIND_DEEP_SCOPE;
+			if (bpf_map_lookup_elem(&deny_map, &dk)) {
+				c->scope = ino;
+				return 1;
+			}
+		}
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d)
+		return 1;
+	c->dentry = (__u64)parent;
+	return 0;
+}
+
+/*
+ * The inode number of the nearest deep scope (KIND_DEEP_SCOPE) of sandbox
+ * `cgid` at or above the dentry at address `dentry`, within its
+ * filesystem; 0 for none. A global function (verified once).
+ */
+__noinline __u64 deep_scope_of(__u64 cgid, __u64 dentry)
+{
+	struct scope_ctx c = {};
+
+	if (!dentry)
+		return 0;
+	c.cgid = cgid;
+	c.dentry = dentry;
+	bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_scope_step, &c, 0);
+	return c.scope;
+}
+
+/*
+ * Would moving the directory `old` to the name `new` carry it across a
+ * deep scope's edge (`DIR/` `**` `/NAME` of sandbox `cgid`: the files of
+ * covered names below it leaving or entering the scope)? Only for a
+ * sandbox with deep patterns (the KIND_HAS_DEEP key).
+ */
+static __always_inline bool crosses_deep_scope(__u64 cgid, __u32 sbx, struct dentry *old,
+					       struct dentry *new)
+{
+	struct deny_key dk = {};
+	struct inode *inode = NULL;
+	__u64 o = 0, n = 0;
+
+	if (!(sbx & SBX_PATTERNS))
+		return false;
+	BPF_CORE_READ_INTO(&inode, old, d_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR)
+		return false;
+	dk.cgid = cgid;
+	dk.file.kind = AGENT_SANDBOX_KIND_HAS_DEEP;
+	if (!bpf_map_lookup_elem(&deny_map, &dk))
+		return false;
+	BPF_CORE_READ_INTO(&o, old, d_parent);
+	BPF_CORE_READ_INTO(&n, new, d_parent);
+	return deep_scope_of(cgid, o) != deep_scope_of(cgid, n);
 }
 
 #endif /* AGENT_SANDBOX_PATTERNS_BPF_H */

@@ -266,6 +266,30 @@ mod tests {
                 e::KIND_HAS_PATTERNS,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_PATTERNS,
             ),
+            (
+                e::KIND_PAT_DEEP_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_DEEP_BASE,
+            ),
+            (
+                e::KIND_PAT_DEEP_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_DEEP_USER,
+            ),
+            (
+                e::KIND_PAT_DEEP_EXC_BASE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_DEEP_EXC_BASE,
+            ),
+            (
+                e::KIND_PAT_DEEP_EXC_USER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_DEEP_EXC_USER,
+            ),
+            (
+                e::KIND_DEEP_SCOPE,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_DEEP_SCOPE,
+            ),
+            (
+                e::KIND_HAS_DEEP,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_DEEP,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);
@@ -311,6 +335,12 @@ mod tests {
         assert_eq!(p::SHAPE_LEN, size_of::<pattern_shape>());
         assert_eq!(offset_of!(pattern_shape, state), 136);
         assert_eq!(offset_of!(pattern_shape, exact_len), 140);
+        assert_eq!(offset_of!(pattern_shape, deep), 141);
+        assert_eq!(
+            p::MAX_DEEP_SHAPES,
+            crate::kernel::skel::types::agent_sandbox_max_deep_shapes::AGENT_SANDBOX_MAX_DEEP_SHAPES
+                .0 as usize
+        );
         // Eight users at the per-uid cap fill deny_map (proto/resolver.rs).
         assert_eq!(
             8 * crate::proto::resolver::MAX_KEYS_PER_UID,

@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernel::error::{BpfError, io_e};
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY, KIND_DIR_BASE,
-    KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN, NameKey, is_audit, is_pattern, is_ro,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY,
+    KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_EXC_USER, KIND_HAS_DIRS, KIND_OPEN, NameKey, is_audit,
+    is_deep_pattern, is_pattern, is_ro,
 };
 use crate::lists::pattern::hash_of_key_name;
 
@@ -62,6 +63,7 @@ pub(super) fn uses_filter(f: &FileKey) -> bool {
         || (KIND_DIR_BASE..=KIND_EXC_USER).contains(&f.kind)
         || is_audit(f.kind)
         || is_ro(f.kind)
+        || f.kind == KIND_DEEP_SCOPE
 }
 
 /// Whether `set` holds read-only entries (the [`HAS_RO_KEY`]).
@@ -89,6 +91,9 @@ pub fn name_filter_bit(n: &NameKey) -> u32 {
         .then(|| hash_of_key_name(&n.name))
         .flatten()
     {
+        // A deep pattern is looked up at each directory above a name: its
+        // hash and its scope's inode number (patterns.bpf.h, deep_step()).
+        Some(h) if is_deep_pattern(n.dir.kind) => filter_bit(h ^ n.dir.ino, TAG_FILE),
         Some(h) => filter_bit(h, TAG_FILE),
         None => filter_bit(n.dir.ino, TAG_DIR),
     }

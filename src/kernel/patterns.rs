@@ -14,7 +14,9 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::kernel::error::{BpfError, lb};
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, KIND_PAT_SHAPE};
-use crate::lists::pattern::{MAX_SHAPES, SHAPE_FREE, SHAPE_IN_USE, SHAPE_LEN, Shape};
+use crate::lists::pattern::{
+    MAX_DEEP_SHAPES, MAX_SHAPES, SHAPE_FREE, SHAPE_IN_USE, SHAPE_LEN, Shape,
+};
 
 /// What each slot of pattern_shapes holds, as the daemon wrote it.
 #[derive(Debug, Clone, Default)]
@@ -117,6 +119,20 @@ impl Bpf {
         })?;
         if self.shapes.slots.len() < MAX_SHAPES {
             self.shapes.slots.resize(MAX_SHAPES, None);
+        }
+        let deep = self
+            .shapes
+            .slots
+            .iter()
+            .flatten()
+            .filter(|t| t.starts_with(b"+"))
+            .count();
+        if shape.deep && deep >= MAX_DEEP_SHAPES {
+            return Err(BpfError::Unsupported(format!(
+                "the sandboxes on this machine use {MAX_DEEP_SHAPES} shapes of `DIR/**/NAME` \
+                 patterns already (each costs a walk up from every name of its shape); give \
+                 such patterns the same shape or use `**/NAME`"
+            )));
         }
         let Some(i) = self.shapes.slots.iter().position(Option::is_none) else {
             return Err(BpfError::Unsupported(format!(

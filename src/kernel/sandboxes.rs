@@ -19,8 +19,8 @@ use crate::kernel::filter::{
 };
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{
-    DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_AUDIT, KIND_PAT_EXC_BASE,
-    KIND_PAT_EXC_USER, NameKey, is_audit,
+    DenySet, FileKey, KIND_EXC_BASE, KIND_EXC_USER, KIND_HAS_AUDIT, KIND_PAT_DEEP_EXC_BASE,
+    KIND_PAT_DEEP_EXC_USER, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER, NameKey, is_audit,
 };
 
 /// Length of `struct port_key` (agent_sandbox.h).
@@ -77,6 +77,8 @@ pub(super) fn is_exception(f: &FileKey) -> bool {
     (KIND_EXC_BASE..=KIND_EXC_USER).contains(&f.kind)
         || f.kind == KIND_PAT_EXC_BASE
         || f.kind == KIND_PAT_EXC_USER
+        || f.kind == KIND_PAT_DEEP_EXC_BASE
+        || f.kind == KIND_PAT_DEEP_EXC_USER
 }
 
 /// Whether a new key of `f`'s kind waits for a launch from outside: an

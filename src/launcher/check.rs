@@ -549,9 +549,14 @@ fn check_bytes(
                 Anchor::Anywhere => (home.to_vec(), true),
                 Anchor::Home => {
                     denylist::join_home_into(&mut joined, home, e.path);
-                    (parent_of(&joined), false)
+                    (parent_of(&joined), e.deep)
                 }
-                Anchor::Root => (parent_of(e.path), false),
+                Anchor::Root => (parent_of(e.path), e.deep),
+            };
+            // `DIR/**/NAME`: DIR and below.
+            let dir = match dir.strip_suffix(b"/**") {
+                Some(d) if e.deep => d.to_vec(),
+                _ => dir,
             };
             let state = if e.exception {
                 State::Exception

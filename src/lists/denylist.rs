@@ -95,6 +95,9 @@ pub struct Entry<'a> {
     /// every file of a matching name in the directory before it (or in
     /// every directory), now or later.
     pub pattern: Option<NamePattern>,
+    /// A deep name pattern (`DIR/**/NAME`): the pattern covers NAME at any
+    /// depth below DIR (`path` as written, `**` included).
+    pub deep: bool,
 }
 
 /// A line that was skipped, and why.
@@ -412,7 +415,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
         };
         let dir = text.len() > 1 && text.last() == Some(&b'/');
         match pattern_entry(text, dir, audit || readonly) {
-            Some(Ok((anchor, path, pattern))) => {
+            Some(Ok((anchor, path, pattern, deep))) => {
                 parsed.entries.push(Entry {
                     line,
                     anchor,
@@ -422,6 +425,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                     audit: false,
                     readonly: false,
                     pattern: Some(pattern),
+                    deep,
                 });
                 continue;
             }
@@ -448,6 +452,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 audit,
                 readonly,
                 pattern: None,
+                deep: false,
             }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
@@ -464,8 +469,9 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
     parsed
 }
 
-/// A pattern line's anchor, path as written and pattern.
-type PatternLine<'a> = (Anchor, &'a [u8], NamePattern);
+/// A pattern line's anchor, path as written, pattern and whether it is
+/// deep (`DIR/**/NAME`).
+type PatternLine<'a> = (Anchor, &'a [u8], NamePattern, bool);
 
 /// A name-pattern line (`**/NAME`, or a path whose last component
 /// [`pattern::is_pattern`]): its anchor, path and pattern, or why it cannot
@@ -510,14 +516,19 @@ fn pattern_entry(
         }
         return Some(
             NamePattern::parse(name)
-                .map(|p| (Anchor::Anywhere, name, p))
+                .map(|p| (Anchor::Anywhere, name, p, false))
                 .map_err(LineProblem::Pattern),
         );
     }
-    if dir_part.split(|&b| b == b'/').any(|c| c == b"**") {
+    // `DIR/**/NAME`: `**` as the last directory component only.
+    let (scope, deep) = match dir_part.strip_suffix(b"/**") {
+        Some(scope) => (scope, true),
+        None => (dir_part, false),
+    };
+    if scope.split(|&b| b == b'/').any(|c| c == b"**") {
         return bad(PatternProblem::DeepScope);
     }
-    if globbed(dir_part) {
+    if globbed(scope) {
         return bad(PatternProblem::GlobInDirectory);
     }
     let (anchor, path) = match parse_line(text) {
@@ -527,9 +538,13 @@ fn pattern_entry(
     if path.split(|&b| b == b'/').any(|c| c == b"." || c == b"..") {
         return Some(Err(LineProblem::DotComponent));
     }
+    if deep && anchor == Anchor::Root && scope.split(|&b| b == b'/').all(|c| c.is_empty()) {
+        // `/**/NAME`: every directory, which `**/NAME` says.
+        return bad(PatternProblem::DeepScope);
+    }
     Some(
         NamePattern::parse(last)
-            .map(|p| (anchor, path, p))
+            .map(|p| (anchor, path, p, deep))
             .map_err(LineProblem::Pattern),
     )
 }
@@ -1043,8 +1058,9 @@ mod tests {
     fn name_pattern_lines() {
         let p = parse(
             b"**/.env\n!**/.env.example\n~/.ssh/id_*\n/srv/keys/*.pem\n~/literal\\*star\n\
-              **/a*b*\n~/x/**/y*\n**/[ab]\n~/a*/b\n**/.git/hooks/\nreadonly **/.env\n\
-              audit ~/x/*.key\n**/sub/name\n/plain/[x]\n**/*\n~/.ssh/../id_*\n",
+              **/a*b*\n~/x/**/y/**/z*\n**/[ab]\n~/a*/b\n**/.git/hooks/\nreadonly **/.env\n\
+              audit ~/x/*.key\n**/sub/name\n/plain/[x]\n**/*\n~/.ssh/../id_*\n\
+              ~/projects/**/terraform.tfstate*\n/**/x*\n~/**/.env\n",
         );
         let got: Vec<_> = p
             .entries
@@ -1056,48 +1072,40 @@ mod tests {
                     e.path.to_vec(),
                     e.exception,
                     e.pattern.as_ref().map(|x| x.shape_text()),
+                    e.deep,
                 )
             })
             .collect();
+        let x = |n: usize| Some(vec![b'x'; n]);
+        let star = |s: &str| Some(s.as_bytes().to_vec());
+        let e = |line, anchor, path: &str, exc, shape, deep| {
+            (line, anchor, path.as_bytes().to_vec(), exc, shape, deep)
+        };
         assert_eq!(
             got,
             vec![
-                (
-                    1,
-                    Anchor::Anywhere,
-                    b".env".to_vec(),
-                    false,
-                    Some(b"xxxx".to_vec())
-                ),
-                (
-                    2,
-                    Anchor::Anywhere,
-                    b".env.example".to_vec(),
-                    true,
-                    Some(b"xxxxxxxxxxxx".to_vec())
-                ),
-                (
-                    3,
-                    Anchor::Home,
-                    b".ssh/id_*".to_vec(),
-                    false,
-                    Some(b"xxx*".to_vec())
-                ),
-                (
+                e(1, Anchor::Anywhere, ".env", false, x(4), false),
+                e(2, Anchor::Anywhere, ".env.example", true, x(12), false),
+                e(3, Anchor::Home, ".ssh/id_*", false, star("xxx*"), false),
+                e(
                     4,
                     Anchor::Root,
-                    b"/srv/keys/*.pem".to_vec(),
+                    "/srv/keys/*.pem",
                     false,
-                    Some(b"*xxxx".to_vec())
+                    star("*xxxx"),
+                    false
                 ),
-                (
-                    5,
+                e(5, Anchor::Home, "literal\\*star", false, x(12), false),
+                e(14, Anchor::Root, "/plain/[x]", false, None, false),
+                e(
+                    17,
                     Anchor::Home,
-                    b"literal\\*star".to_vec(),
+                    "projects/**/terraform.tfstate*",
                     false,
-                    Some(b"xxxxxxxxxxxx".to_vec())
+                    star("xxxxxxxxxxxxxxxxx*"),
+                    true
                 ),
-                (14, Anchor::Root, b"/plain/[x]".to_vec(), false, None),
+                e(19, Anchor::Home, "**/.env", false, x(4), true),
             ]
         );
         let pat = |why| LineProblem::Pattern(why);
@@ -1114,6 +1122,7 @@ mod tests {
                 (13, pat(PatternProblem::GlobInDirectory)),
                 (15, pat(PatternProblem::Everything)),
                 (16, LineProblem::DotComponent),
+                (18, pat(PatternProblem::DeepScope)),
             ]
         );
         assert!(

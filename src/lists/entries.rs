@@ -102,10 +102,43 @@ pub const KIND_PAT_SHAPE: u32 = 23;
 /// name patterns (the hooks match names only then).
 pub const KIND_HAS_PATTERNS: u32 = 24;
 
+/// `AGENT_SANDBOX_KIND_PAT_DEEP_BASE`: a deep name pattern of the base list
+/// (`DIR/**/NAME`: NAME at any depth below DIR), as the kind of a name key
+/// whose directory is DIR's key and whose name is the hash.
+pub const KIND_PAT_DEEP_BASE: u32 = 25;
+/// `AGENT_SANDBOX_KIND_PAT_DEEP_USER`: the same for the user's list.
+pub const KIND_PAT_DEEP_USER: u32 = 26;
+/// `AGENT_SANDBOX_KIND_PAT_DEEP_EXC_BASE`: a deep pattern exception of the
+/// base list.
+pub const KIND_PAT_DEEP_EXC_BASE: u32 = 27;
+/// `AGENT_SANDBOX_KIND_PAT_DEEP_EXC_USER`: the same for the user's list.
+pub const KIND_PAT_DEEP_EXC_USER: u32 = 28;
+/// `AGENT_SANDBOX_KIND_DEEP_SCOPE`: on a deep pattern's DIR (deny_map): no
+/// directory is moved across its edge from inside.
+pub const KIND_DEEP_SCOPE: u32 = 29;
+/// `AGENT_SANDBOX_KIND_HAS_DEEP`: on the all-zero key, the sandbox has deep
+/// name patterns.
+pub const KIND_HAS_DEEP: u32 = 30;
+
+/// The key that says a sandbox has deep name patterns ([`KIND_HAS_DEEP`]).
+pub const HAS_DEEP_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_HAS_DEEP,
+};
+
 /// Whether `kind` is a pattern kind that matches names ([`KIND_PAT_BASE`]
-/// to [`KIND_PAT_EXC_USER`]), not a shape.
+/// to [`KIND_PAT_EXC_USER`], [`KIND_PAT_DEEP_BASE`] to
+/// [`KIND_PAT_DEEP_EXC_USER`]), not a shape.
 pub fn is_pattern(kind: u32) -> bool {
-    (KIND_PAT_BASE..=KIND_PAT_EXC_USER).contains(&kind)
+    (KIND_PAT_BASE..=KIND_PAT_EXC_USER).contains(&kind) || is_deep_pattern(kind)
+}
+
+/// Whether `kind` is a deep pattern kind ([`KIND_PAT_DEEP_BASE`] to
+/// [`KIND_PAT_DEEP_EXC_USER`]).
+pub fn is_deep_pattern(kind: u32) -> bool {
+    (KIND_PAT_DEEP_BASE..=KIND_PAT_DEEP_EXC_USER).contains(&kind)
 }
 
 /// The key that says a sandbox has name patterns ([`KIND_HAS_PATTERNS`]).

@@ -31,6 +31,11 @@ pub const MAX_SHAPES: usize = 32;
 /// Characters of a pattern key's name: the 64-bit hash, 6 bits a character.
 pub const KEY_CHARS: usize = 11;
 
+/// How many of the machine's shapes may be deep ones (`DIR/**/NAME`;
+/// `AGENT_SANDBOX_MAX_DEEP_SHAPES`, agent_sandbox.h): each costs a walk up
+/// from a name of its shape, with one `key_filter` test per directory.
+pub const MAX_DEEP_SHAPES: usize = 4;
+
 /// One byte position of a pattern's fixed part: a byte (ASCII lowercased)
 /// or `?` (any byte).
 type Slot = Option<u8>;
@@ -56,7 +61,8 @@ pub enum PatternProblem {
     TooLong(usize),
     /// The pattern is `*` alone (every name).
     Everything,
-    /// `DIR/**/NAME`: a pattern at any depth below one directory.
+    /// `**` elsewhere than as the last directory before the name, or
+    /// `/**/NAME` (which is `**/NAME`).
     DeepScope,
     /// `*`, `?` or `[` in a directory part of the path (`~/a*/x`).
     GlobInDirectory,
@@ -89,9 +95,8 @@ impl fmt::Display for PatternProblem {
                  (`DIR/`) instead; line skipped",
             ),
             PatternProblem::DeepScope => f.write_str(
-                "`DIR/**/NAME` (a pattern at any depth below one directory) is not supported \
-                 yet: write `**/NAME` (every directory) or `DIR/NAME` (that directory only); \
-                 line skipped",
+                "`**` stands only as the last directory before the name (`DIR/**/NAME`: NAME \
+                 at any depth below DIR); for every directory write `**/NAME`; line skipped",
             ),
             PatternProblem::GlobInDirectory => f.write_str(
                 "`*`, `?` and `[` match in the last component only (`**/NAME` covers every \
@@ -183,6 +188,23 @@ impl NamePattern {
         }
     }
 
+    /// The shape of this pattern used below one directory at any depth
+    /// (`DIR/**/NAME`): [`NamePattern::shape_text`] after a `+` (a shape
+    /// key's name holds no `/`).
+    pub fn deep_shape_text(&self) -> Vec<u8> {
+        [&b"+"[..], &self.shape_text()].concat()
+    }
+
+    /// The hash of this pattern as a deep one ([`NamePattern::deep_shape_text`]'s seed).
+    pub fn deep_hash(&self) -> u64 {
+        self.hash_under(Shape::parse(&self.deep_shape_text()).expect("a valid deep shape"))
+    }
+
+    /// The name of this pattern's deep key ([`key_name`] of [`NamePattern::deep_hash`]).
+    pub fn deep_key_name(&self) -> Vec<u8> {
+        key_name(self.deep_hash())
+    }
+
     /// The shape, as text: `x` for a fixed byte, `?`, and `*` (`.env.*` is
     /// `xxxxx*`). What a shape key's name holds ([`Shape::parse`]).
     pub fn shape_text(&self) -> Vec<u8> {
@@ -206,7 +228,11 @@ impl NamePattern {
     /// shape's seed, then the head words and the tail words under its masks
     /// (see [`Shape`]).
     pub fn hash(&self) -> u64 {
-        let shape = self.shape();
+        self.hash_under(self.shape())
+    }
+
+    /// The hash under `shape` (this pattern's, deep or not).
+    fn hash_under(&self, shape: Shape) -> u64 {
         let bytes = |part: &[Slot]| -> Vec<u8> { part.iter().map(|s| s.unwrap_or(0)).collect() };
         let head = bytes(&self.head);
         let tail = self.tail.as_deref().map(bytes).unwrap_or_default();
@@ -285,6 +311,9 @@ pub struct Shape {
     /// The hash's start: [`mix`] of each shape-text byte from 0, so two
     /// shapes never share a key.
     pub seed: u64,
+    /// A deep shape (its text starts with `+`): the shape of `DIR/**/NAME`
+    /// patterns, looked up at each directory above a name.
+    pub deep: bool,
     /// Byte masks: words 0..8 of the name's head, then 8..16 of its tail
     /// (word `j` from the end; see [`NamePattern::hash`]).
     pub masks: [u64; 16],
@@ -301,7 +330,11 @@ pub struct Shape {
 impl Shape {
     /// A shape from its text (`x`, `?`, at most one `*`, fixed parts at
     /// most [`WINDOW`] bytes, not `*` alone); None otherwise.
-    pub fn parse(text: &[u8]) -> Option<Shape> {
+    pub fn parse(full: &[u8]) -> Option<Shape> {
+        let (deep, text) = match full.strip_prefix(b"+") {
+            Some(rest) => (true, rest),
+            None => (false, full),
+        };
         if text.iter().any(|&c| !matches!(c, b'x' | b'?' | b'*')) {
             return None;
         }
@@ -328,9 +361,10 @@ impl Shape {
                 masks[8 + q / 8] |= 0xff << (8 * (7 - q % 8));
             }
         }
-        let seed = text.iter().fold(0, |h, &c| mix(h, u64::from(c)));
+        let seed = full.iter().fold(0, |h, &c| mix(h, u64::from(c)));
         Some(Shape {
-            text: text.to_vec(),
+            text: full.to_vec(),
+            deep,
             seed,
             masks,
             head_words: head.len().div_ceil(8) as u8,
@@ -368,7 +402,7 @@ impl Shape {
 
     /// `struct pattern_shape` (agent_sandbox.h) in use, native byte order:
     /// seed, the 16 masks, then state 2 (in use), head_words, tail_words,
-    /// min_len, exact_len and 3 bytes of padding. 144 bytes.
+    /// min_len, exact_len, deep and 2 bytes of padding. 144 bytes.
     pub fn c_bytes(&self) -> [u8; SHAPE_LEN] {
         let mut out = [0u8; SHAPE_LEN];
         out[..8].copy_from_slice(&self.seed.to_ne_bytes());
@@ -380,6 +414,7 @@ impl Shape {
         out[138] = self.tail_words;
         out[139] = self.min_len;
         out[140] = self.exact_len;
+        out[141] = u8::from(self.deep);
         out
     }
 }
@@ -500,6 +535,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_deep_pattern_has_a_shape_and_keys_of_its_own() {
+        let t = p("terraform.tfstate*");
+        let deep = Shape::parse(&t.deep_shape_text()).unwrap();
+        assert!(deep.deep && !t.shape().deep);
+        assert_eq!(
+            (deep.masks, deep.min_len),
+            (t.shape().masks, t.shape().min_len)
+        );
+        assert_ne!(deep.seed, t.shape().seed);
+        assert_ne!(t.deep_hash(), t.hash());
+        assert_eq!(
+            deep.hash_name(b"terraform.tfstate.backup"),
+            Some(t.deep_hash())
+        );
+        assert_eq!(deep.c_bytes()[141], 1);
+        assert!(Shape::parse(b"++x").is_none());
     }
 
     #[test]

@@ -233,9 +233,9 @@ fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path.get(dir.len()) == Some(&b'/'))
 }
 
-/// Whether name-pattern line `line` (`**/NAME`, or `DIR/NAME` with `~/`
-/// joined) covers `path`: its last component matches, in any directory or
-/// in DIR itself.
+/// Whether name-pattern line `line` (`**/NAME`, or `DIR/NAME` or
+/// `DIR/**/NAME` with `~/` joined) covers `path`: its last component
+/// matches, in any directory, in DIR itself, or at any depth below DIR.
 fn pattern_covers(line: &[u8], path: &[u8]) -> bool {
     let split = |p: &'_ [u8]| -> Option<(Vec<u8>, Vec<u8>)> {
         let i = p.iter().rposition(|&b| b == b'/')?;
@@ -247,7 +247,11 @@ fn pattern_covers(line: &[u8], path: &[u8]) -> bool {
     let Ok(pattern) = NamePattern::parse(&pat) else {
         return false;
     };
-    (scope == b"**" || scope == dir) && pattern.matches(&name)
+    let within = match scope.strip_suffix(b"/**") {
+        Some(top) => at_or_below(&dir, top),
+        None => scope == b"**" || scope == dir,
+    };
+    within && pattern.matches(&name)
 }
 
 /// The line of `entries` that denies `path` by name, as the hook decides:
@@ -724,6 +728,11 @@ mod tests {
         );
         assert_eq!(line("/home/u/keys/id_rsa"), Some(6));
         assert_eq!(line("/home/u/keys/sub/id_rsa"), None, "that directory only");
+        let deep = vec![pat(1, "/home/u/projects/**/terraform.tfstate*", false)];
+        let line = |p: &str| attribute(&deep, p.as_bytes(), Class::Read).map(|e| e.line);
+        assert_eq!(line("/home/u/projects/a/b/terraform.tfstate"), Some(1));
+        assert_eq!(line("/home/u/projects/terraform.tfstate.backup"), Some(1));
+        assert_eq!(line("/home/u/projectsX/terraform.tfstate"), None);
     }
 
     #[test]

@@ -35,10 +35,10 @@
 //! no-change relaunch, before).
 
 use crate::lists::entries::{
-    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DIRS_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY, HAS_RO_KEY,
-    KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR, KIND_LISTED_DIR, KIND_OPEN,
-    KIND_PAT_SHAPE, KIND_PATH, KIND_RO_DIR_BASE, KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX,
-    NameKey, is_audit, is_pattern, is_ro,
+    DenySet, FileKey, HAS_AUDIT_KEY, HAS_DEEP_KEY, HAS_DIRS_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY,
+    HAS_RO_KEY, KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR,
+    KIND_LISTED_DIR, KIND_OPEN, KIND_PAT_SHAPE, KIND_PATH, KIND_RO_DIR_BASE, KIND_RO_DIR_USER,
+    ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_pattern, is_ro,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -73,6 +73,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     let mut names = Vec::new();
     let mut has_dirs = false;
     let mut has_patterns = false;
+    let mut has_deep = false;
     let mut has_audit = false;
     let mut has_ro = false;
     let mut has_ro_dirs = false;
@@ -109,6 +110,7 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                         has_audit |= is_audit(k.kind);
                         has_ro |= is_ro(k.kind);
                         has_ro_dirs |= whole_ro_dir(k.kind);
+                        has_deep |= k.kind == KIND_DEEP_SCOPE;
                         files.push(k);
                         after
                     }),
@@ -170,6 +172,9 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
     if has_patterns {
         files.push(HAS_PATTERNS_KEY);
     }
+    if has_deep {
+        files.push(HAS_DEEP_KEY);
+    }
     r.deny = DenySet::new(files, names);
     r
 }
@@ -189,7 +194,8 @@ pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
         || is_audit(kind)
         || is_ro(kind)
         || is_pattern(kind)
-        || kind == KIND_PAT_SHAPE)
+        || kind == KIND_PAT_SHAPE
+        || kind == KIND_DEEP_SCOPE)
         .then_some((kind, rest))
 }
 

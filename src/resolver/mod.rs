@@ -39,9 +39,11 @@ pub mod reuse;
 
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::{
-    FileKey, KIND_AUDIT, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE, KIND_EXC_USER, KIND_OPEN,
-    KIND_PAT_BASE, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER, KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO,
-    KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry, ListOrigin, audit_dir_kind, ro_dir_kind,
+    FileKey, KIND_AUDIT, KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE,
+    KIND_EXC_USER, KIND_OPEN, KIND_PAT_BASE, KIND_PAT_DEEP_BASE, KIND_PAT_DEEP_EXC_BASE,
+    KIND_PAT_DEEP_EXC_USER, KIND_PAT_DEEP_USER, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER,
+    KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO, KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry,
+    ListOrigin, audit_dir_kind, ro_dir_kind,
 };
 use crate::lists::include::{Expanded, ListFile, expand};
 use crate::os::fd;
@@ -527,11 +529,15 @@ pub(crate) fn emit_pattern(
     let Some(pattern) = &e.pattern else {
         return Ok(());
     };
-    let (tag, origin, kind) = match (source, e.exception) {
-        (Source::Base, false) => (b'A', ListOrigin::Base, KIND_PAT_BASE),
-        (Source::Base, true) => (b'A', ListOrigin::Base, KIND_PAT_EXC_BASE),
-        (Source::Home, false) => (b'U', ListOrigin::User, KIND_PAT_USER),
-        (Source::Home, true) => (b'U', ListOrigin::User, KIND_PAT_EXC_USER),
+    let (tag, origin, kind) = match (source, e.exception, e.deep) {
+        (Source::Base, false, false) => (b'A', ListOrigin::Base, KIND_PAT_BASE),
+        (Source::Base, true, false) => (b'A', ListOrigin::Base, KIND_PAT_EXC_BASE),
+        (Source::Home, false, false) => (b'U', ListOrigin::User, KIND_PAT_USER),
+        (Source::Home, true, false) => (b'U', ListOrigin::User, KIND_PAT_EXC_USER),
+        (Source::Base, false, true) => (b'A', ListOrigin::Base, KIND_PAT_DEEP_BASE),
+        (Source::Base, true, true) => (b'A', ListOrigin::Base, KIND_PAT_DEEP_EXC_BASE),
+        (Source::Home, false, true) => (b'U', ListOrigin::User, KIND_PAT_DEEP_USER),
+        (Source::Home, true, true) => (b'U', ListOrigin::User, KIND_PAT_DEEP_EXC_USER),
     };
     let shown = if e.anchor == Anchor::Anywhere {
         [&b"**/"[..], path].concat()
@@ -549,6 +555,12 @@ pub(crate) fn emit_pattern(
         let dir = match path.iter().rposition(|&b| b == b'/') {
             Some(0) | None => &b"/"[..],
             Some(i) => &path[..i],
+        };
+        // `DIR/**/NAME`: DIR.
+        let dir = match dir.strip_suffix(b"/**") {
+            Some(d) if e.deep && !d.is_empty() => d,
+            Some(_) if e.deep => &b"/"[..],
+            _ => dir,
         };
         let Keys { ctx, reuse } = context(keys)?;
         match ctx.pattern_scope(dir, reuse.witness()) {
@@ -596,8 +608,15 @@ pub(crate) fn emit_pattern(
         subvol: 0,
         kind: KIND_PAT_SHAPE,
     };
-    ListingSink::name(sink, zero, &pattern.shape_text());
-    ListingSink::name(sink, scope.with_kind(kind), &pattern.key_name());
+    if e.deep {
+        ListingSink::name(sink, zero, &pattern.deep_shape_text());
+        ListingSink::name(sink, scope.with_kind(kind), &pattern.deep_key_name());
+        // The scope's edge, for the rename check (no directory moved across it).
+        ListingSink::file(sink, scope.with_kind(KIND_DEEP_SCOPE));
+    } else {
+        ListingSink::name(sink, zero, &pattern.shape_text());
+        ListingSink::name(sink, scope.with_kind(kind), &pattern.key_name());
+    }
     Ok(())
 }
 
@@ -1390,7 +1409,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("asx-rpat-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let text = format!(
-            "**/.env\n!**/.env.example\n{d}/id_*\n{d}/missing/*.pem\n",
+            "**/.env\n!**/.env.example\n{d}/id_*\n{d}/missing/*.pem\n{d}/**/terraform.tfstate*\n",
             d = dir.display()
         );
         let mut out = Vec::new();
@@ -1443,7 +1462,24 @@ mod tests {
             "{:?}",
             r.admin_warnings
         );
-        assert_eq!(r.entries.iter().filter(|e| e.pattern).count(), 3);
+        let tf = crate::lists::pattern::NamePattern::parse(b"terraform.tfstate*").unwrap();
+        assert!(
+            has(KIND_PAT_DEEP_BASE, ino, &tf.deep_key_name()),
+            "deep, scoped to DIR"
+        );
+        assert!(has(KIND_PAT_SHAPE, 0, &tf.deep_shape_text()));
+        assert!(
+            r.deny
+                .files()
+                .iter()
+                .any(|f| f.ino == ino && f.kind == KIND_DEEP_SCOPE)
+        );
+        assert!(
+            r.deny
+                .files()
+                .contains(&crate::lists::entries::HAS_DEEP_KEY)
+        );
+        assert_eq!(r.entries.iter().filter(|e| e.pattern).count(), 4);
         assert!(r.entries.iter().any(|e| e.path == b"**/.env" && e.pattern));
         fs::remove_dir_all(&dir).unwrap();
     }
