@@ -168,7 +168,8 @@ static long deep_step(__u64 index, void *ctx)
 	struct dentry *parent;
 	struct inode *inode;
 	struct name_key *nk;
-	__u32 zero = 0;
+	struct file_key key = {};
+	__u32 zero = 0, hits = 0;
 	__u64 ino, h;
 	int i, k;
 
@@ -179,22 +180,36 @@ static long deep_step(__u64 index, void *ctx)
 	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
 		if (i >= p->ndeep)
 			break;
-		h = p->deep_h[i];
-		if (!filter_has(h ^ ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+		if (filter_has(p->deep_h[i] ^ ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+			hits |= 1U << i;
+	}
+	if (!hits)
+		goto up;
+	/*
+	 * The directory's key once, outside any loop: inside one the compiler
+	 * hoisted subvol_from()'s btrfs offset above its "btrfs known" test,
+	 * and the relocation libbpf poisons when btrfs is not loaded was
+	 * reached (the load failed on 6.1 and 7.x).
+	 */
+	read_key(&key, inode, ino);
+	nk = bpf_map_lookup_elem(&name_scratch, &zero);
+	if (!nk) {
+		p->found |= PAT_FOUND_BASE | PAT_FOUND_USER; /* cannot happen; fail closed */
+		return 1;
+	}
+	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
+		if (!(hits & (1U << i)))
 			continue;
-		nk = bpf_map_lookup_elem(&name_scratch, &zero);
-		if (!nk) {
-			p->found |= PAT_FOUND_BASE | PAT_FOUND_USER; /* cannot happen; fail closed */
-			return 1;
-		}
+		h = p->deep_h[i];
 		__builtin_memset(nk, 0, sizeof(*nk));
 		nk->cgid = p->cgid;
+		nk->dir = key;
 #pragma unroll
 		for (k = 0; k < AGENT_SANDBOX_PATTERN_KEY_CHARS; k++)
 			nk->name[k] = 0x40 + ((h >> (6 * k)) & 63);
-		read_key(&nk->dir, inode, ino);
 		p->found |= deep_keys_found(nk);
 	}
+up:
 	parent = BPF_CORE_READ(d, d_parent);
 	if (!parent || parent == d)
 		return 1;
