@@ -81,6 +81,7 @@ enum bpf_map_type {
 #define XFS_SUPER_MAGIC 0x58465342
 #define TMPFS_MAGIC 0x01021994
 #define RAMFS_MAGIC 0x858458f6
+#define OVERLAYFS_SUPER_MAGIC 0x794c7630
 /* include/uapi/linux/fs.h: renameat2() flags */
 #define RENAME_EXCHANGE (1 << 1)
 /* include/linux/fs.h (v6.1 .. v6.12): inode->i_flags of a casefolded directory */

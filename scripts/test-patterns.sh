@@ -21,13 +21,15 @@
 #               succeed outside
 #   lists       a base-list pattern is not excepted by the user's list; a user's exception of
 #               the user's own pattern is; a pattern exception re-allows a file below a
-#               directory entry of the same list; a new exception reaches a running sandbox
+#               directory entry of the same list, and no denied file is linked or renamed to
+#               such a name from inside; a new exception reaches a running sandbox
 #               from an outside launch only (one from inside is held back)
 #   filesystems a covered name on tmpfs, overlayfs, xfs and btrfs (when their tools are
 #               there), made after the launch
 #   deep        `~/projects/**/terraform.tfstate*`: the name at any depth below the
 #               directory, made after the launch, is denied; outside it read; no directory moves
-#               out of or into it (nor it) from inside, one within it does
+#               out of or into it (nor it) from inside, one within it does; no symlink is made
+#               below it; a covered name deeper than the walk's 64 levels is denied
 #   casefold    in an ext4 casefold directory: a covered name asked in another case or with a
 #               Unicode spelling that folds to it (KELVIN SIGN for k) is denied; other names read
 #   defaults    the shipped defaults (/etc/agent-sandbox-exec/defaults: the recommended
@@ -168,6 +170,12 @@ check_lists() {
 		'$(snip "$OUT")' eval 'denied lst/a.key lst/b.secret && readable lst/keep.secret'
 	okl "lists: a pattern exception re-allows a file below a directory entry of the same list" \
 		'$(snip "$OUT")' eval 'denied lst/sec/data && readable lst/sec/x.pub'
+	run_in "$USR" sh -c 'cd
+		ln lst/sec/data lst/sec/data.pub 2>/dev/null && echo "ln: done" || echo "ln: refused"
+		mv lst/sec/data lst/sec/data2.pub 2>/dev/null && echo "mv: done" || echo "mv: refused"
+		cat lst/sec/data.pub lst/sec/data2.pub 2>/dev/null && echo "read: done"'
+	okl "lists: a denied file is not linked or renamed to a name a pattern exception re-allows" \
+		'$(snip "$OUT")' eval 'grep -qx "ln: refused" "$OUT" && grep -qx "mv: refused" "$OUT" && ! has "read: done" "$OUT"'
 	cp -p "$T/base.saved" "$BASE_LIST"
 	BASE_SAVED=""
 	# A new exception, added outside while a sandbox runs: a launch from inside holds it back.
@@ -243,6 +251,15 @@ check_deep() {
 		'$(snip "$OUT")' eval 'grep -qx "out: refused" "$OUT" && grep -qx "in: refused" "$OUT" && grep -qx "scope: refused" "$OUT" && grep -qx "within: done" "$OUT"'
 	run_in "$USR" sh -c "cd && $READS" sh projects/a2/b/terraform.tfstate
 	okl "deep: a file moved within DIR stays denied" '$(snip "$OUT")' denied projects/a2/b/terraform.tfstate
+	run_in "$USR" sh -c 'cd && ln -s /tmp projects/infra2 2>/dev/null && echo "symlink: done" || echo "symlink: refused"'
+	okl "deep: no symlink is made below DIR from inside (the user's later state would be led out)" \
+		'$(snip "$OUT")' eval 'grep -qx "symlink: refused" "$OUT" && [ ! -L "$UH/projects/infra2" ]'
+	# A covered name more than 64 levels below DIR: the walk cannot reach DIR, so it fails closed.
+	as_user 'd=projects; for i in $(seq 70); do d=$d/l; done; mkdir -p "$d" && echo s >"$d/terraform.tfstate" && echo "$d" >.deep' \
+		>/dev/null 2>&1
+	run_in "$USR" sh -c "cd && $READS" sh "$(cat "$UH/.deep")/terraform.tfstate"
+	okl "deep: a covered name deeper than the walk reaches is denied (fail closed)" '$(tailsnip "$OUT")' \
+		denied "$(cat "$UH/.deep")/terraform.tfstate"
 }
 
 check_casefold() {

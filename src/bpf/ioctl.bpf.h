@@ -34,13 +34,21 @@
  * forms of F_SETOWN (do_vfs_ioctl(), sock_ioctl()): their argument is a
  * pointer another thread could change after a check, so both are refused.
  */
+/*
+ * FIDEDUPERANGE, _IOWR(0x94, 54, struct file_dedupe_range) (24 bytes on
+ * every ABI): it compares the source's bytes with a destination open for
+ * writing and tells whether they are equal, an oracle on a file the
+ * sandbox may write but not read (a new file at a covered name,
+ * open.bpf.h: created_write_only()).
+ */
+#define FIDEDUPERANGE 0xC0189436U
 #define TIOCSTI 0x5412U
 #define TIOCLINUX 0x541CU
 #define FIOSETOWN 0x8901U
 #define SIOCSPGRP 0x8902U
 
 /*
- * May a sandboxed task not issue `cmd` on `file`? Snapshots, TIOCSTI,
+ * May a sandboxed task not issue `cmd` on `file`? Snapshots, dedupe, TIOCSTI,
  * TIOCLINUX, FIOSETOWN and SIOCSPGRP never; inode
  * flags not on directories (the file's own flags, such as chattr +i, are
  * inert for reading). The flags are refused whatever the argument: a value
@@ -51,6 +59,7 @@ static __always_inline bool ioctl_refused(struct file *file, unsigned int cmd)
 	switch (cmd) {
 	case BTRFS_IOC_SNAP_CREATE:
 	case BTRFS_IOC_SNAP_CREATE_V2:
+	case FIDEDUPERANGE:
 	case TIOCSTI:
 	case TIOCLINUX:
 	case FIOSETOWN:

@@ -218,12 +218,17 @@ struct {
 /*
  * Per-CPU room for one name's words (too big for the stack): its first
  * AGENT_SANDBOX_PATTERN_WINDOW bytes, ASCII-folded, and its last as many,
- * read so that the name ends at tail[AGENT_SANDBOX_PATTERN_WINDOW].
+ * read so that the name ends at tail[AGENT_SANDBOX_PATTERN_WINDOW]; and
+ * the name_map key the pattern lookups build. `busy` is 1 while a
+ * pattern_states() uses it (cmpxchg): a task that preempts another on the
+ * same CPU and finds it busy fails closed instead of mixing two names.
  */
 struct pattern_room {
+	__u64 busy;
 	__u64 head[AGENT_SANDBOX_PATTERN_WINDOW / 8];
 	__u8 tail[2 * AGENT_SANDBOX_PATTERN_WINDOW];
 	__u64 tail_words[AGENT_SANDBOX_PATTERN_WINDOW / 8];
+	struct name_key nk;
 };
 
 struct {

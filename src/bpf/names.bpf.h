@@ -54,7 +54,34 @@ static __always_inline int refuse_dentry(__u32 op, __u64 cgid, __u64 d)
 	return eperm;
 }
 
-/* May `old` not get the name `new` (link, rename) in sandbox `cgid`, of sandbox_of() `sbx`? */
+/*
+ * Would a read of the (possibly negative) dentry at address `d` be denied
+ * to sandbox `cgid` (of sandbox_of() `sbx`, with directory entries) by its
+ * place: the directory-entry walk from it, where a pattern exception at its
+ * name (the nearest level) decides for its list (as file_refused() does)?
+ */
+static __always_inline bool placed_denied(__u64 cgid, __u32 sbx, __u64 d)
+{
+	int pat = (sbx & SBX_PATTERNS) ? pattern_states(cgid, d) : 0;
+	int r;
+
+	if (PAT_DENIES(pat))
+		return true;
+	if (!PAT_ALLOWS(pat))
+		return walk_denied(cgid, d, 0);
+	r = memo_walk(cgid, d, 0);
+	if (r & MEMO_WALK_FAILED)
+		return true;
+	return (PAT_BASE(pat) != WALK_ALLOW && MEMO_WALK_STATE(r, 0) == WALK_DENY) ||
+	       (PAT_USER(pat) != WALK_ALLOW && MEMO_WALK_STATE(r, 2) == WALK_DENY);
+}
+
+/*
+ * May `old` not get the name `new` (link, rename) in sandbox `cgid`, of
+ * sandbox_of() `sbx`: would a read of it be decided otherwise there (a
+ * directory entry's edge, or a pattern exception's name: `mv id_rsa
+ * .env.example` below `~/.ssh/`)?
+ */
 static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct dentry *old,
 					       struct dentry *new)
 {
@@ -64,7 +91,7 @@ static __always_inline bool moves_across_entry(__u64 cgid, __u32 sbx, struct den
 		return false;
 	bpf_probe_read_kernel(&o, sizeof(o), &old);
 	bpf_probe_read_kernel(&n, sizeof(n), &new);
-	return walk_denied(cgid, o, 0) != walk_denied(cgid, n, 0);
+	return placed_denied(cgid, sbx, o) != placed_denied(cgid, sbx, n);
 }
 
 /*
@@ -164,8 +191,12 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 		return ret;
 	cgid = bpf_get_current_cgroup_id();
 	sbx = sandbox_of(cgid);
-	/* A symlink at a covered name: the user's tools would write through it to the agent's file. */
-	if (pattern_covers(cgid, sbx, dentry)) {
+	/*
+	 * A symlink at a covered name (the user's tools would write through it
+	 * to the agent's file), or below a deep pattern's scope (a directory of
+	 * the user's later state files led out of it).
+	 */
+	if (pattern_covers(cgid, sbx, dentry) || below_deep_scope(cgid, sbx, dentry)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}

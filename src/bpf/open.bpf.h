@@ -29,7 +29,17 @@
  */
 static __always_inline bool created_write_only(struct file *file)
 {
-	return (file->f_mode & FMODE_CREATED) && !(file->f_mode & FMODE_READ);
+	unsigned long magic;
+
+	if (!(file->f_mode & FMODE_CREATED) || (file->f_mode & FMODE_READ))
+		return false;
+	/*
+	 * Local filesystems only: FUSE's atomic_open sets FMODE_CREATED before
+	 * the server says whether it created the file (fuse_create_open()), so
+	 * there an existing file could be opened for writing.
+	 */
+	magic = file->f_inode->i_sb->s_magic;
+	return memo_fs(magic) || magic == OVERLAYFS_SUPER_MAGIC;
 }
 
 static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file,

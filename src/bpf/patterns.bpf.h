@@ -56,6 +56,8 @@ struct pattern_ctx {
 struct deep_ctx {
 	struct pattern_ctx *p;
 	__u64 dentry; /* this level's directory dentry (a number) */
+	__u32 done;   /* the root of the filesystem was reached */
+	__u32 pad;
 };
 
 /* Does name_map hold the pattern key {sandbox, `nk->dir` with `kind`, name}? */
@@ -80,17 +82,11 @@ static __always_inline __u32 pattern_keys_found(struct name_key *nk)
  * The key's name is pattern_key_name(): character i is 0x40 + bits
  * [6i, 6i + 6) of the hash (src/lists/pattern.rs: key_name()).
  */
-static __always_inline void pattern_lookup(struct pattern_ctx *c, __u64 h)
+static __always_inline void pattern_lookup(struct pattern_ctx *c, struct pattern_room *r, __u64 h)
 {
-	struct name_key *nk;
+	struct name_key *nk = &r->nk;
 	struct inode *dir = (struct inode *)c->dir;
-	__u32 zero = 0;
 
-	nk = bpf_map_lookup_elem(&name_scratch, &zero);
-	if (!nk) {
-		c->found |= PAT_FOUND_BASE | PAT_FOUND_USER; /* cannot happen; fail closed */
-		return;
-	}
 	__builtin_memset(nk, 0, sizeof(*nk));
 	nk->cgid = c->cgid;
 #pragma unroll
@@ -140,7 +136,7 @@ static long pattern_step(__u64 index, void *ctx)
 		return 0;
 	}
 	if (filter_has(h, AGENT_SANDBOX_FILTER_TAG_FILE))
-		pattern_lookup(c, h);
+		pattern_lookup(c, r, h);
 	return 0;
 }
 
@@ -167,6 +163,7 @@ static long deep_step(__u64 index, void *ctx)
 	struct dentry *d = (struct dentry *)c->dentry;
 	struct dentry *parent;
 	struct inode *inode;
+	struct pattern_room *r;
 	struct name_key *nk;
 	struct file_key key = {};
 	__u32 zero = 0, hits = 0;
@@ -174,8 +171,10 @@ static long deep_step(__u64 index, void *ctx)
 	int i, k;
 
 	inode = BPF_CORE_READ(d, d_inode);
-	if (!inode)
+	if (!inode) {
+		c->done = 1;
 		return 1;
+	}
 	ino = BPF_CORE_READ(inode, i_ino);
 	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
 		if (i >= p->ndeep)
@@ -192,11 +191,10 @@ static long deep_step(__u64 index, void *ctx)
 	 * reached (the load failed on 6.1 and 7.x).
 	 */
 	read_key(&key, inode, ino);
-	nk = bpf_map_lookup_elem(&name_scratch, &zero);
-	if (!nk) {
-		p->found |= PAT_FOUND_BASE | PAT_FOUND_USER; /* cannot happen; fail closed */
-		return 1;
-	}
+	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
+	if (!r)
+		return 1; /* cannot happen; not done: fails closed */
+	nk = &r->nk;
 	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
 		if (!(hits & (1U << i)))
 			continue;
@@ -211,61 +209,76 @@ static long deep_step(__u64 index, void *ctx)
 	}
 up:
 	parent = BPF_CORE_READ(d, d_parent);
-	if (!parent || parent == d)
+	if (!parent || parent == d) {
+		c->done = 1;
 		return 1;
+	}
 	c->dentry = (__u64)parent;
 	return 0;
 }
 
+/* pattern_dir_folds(): the directory folds case; its names may have 8.3 short aliases. */
+#define FOLDS_CASE 1U
+#define FOLDS_SHORT 2U
+
 /*
  * Is the name's directory case-insensitive (keys.bpf.h: case_insensitive(),
  * through probe reads): `dir` its inode, `d` the dentry, as addresses?
+ * FOLDS_CASE, and FOLDS_SHORT where the filesystem compares names itself
+ * (d_compare: vfat, CIFS, ntfs3, ...), whose 8.3 short names (`ENV~1`)
+ * reach a long name with other bytes.
  */
-static __always_inline bool pattern_dir_folds(struct inode *dir, struct dentry *d)
+static __always_inline __u32 pattern_dir_folds(struct inode *dir, struct dentry *d)
 {
 	unsigned long magic;
 
 	if (BPF_CORE_READ(dir, i_flags) & S_CASEFOLD)
-		return true;
+		return FOLDS_CASE;
 	if (!(BPF_CORE_READ(d, d_flags) & DCACHE_OP_COMPARE))
-		return false;
+		return 0;
 	magic = BPF_CORE_READ(dir, i_sb, s_magic);
-	return magic != EXT4_SUPER_MAGIC && magic != F2FS_SUPER_MAGIC;
+	if (magic == EXT4_SUPER_MAGIC || magic == F2FS_SUPER_MAGIC)
+		return 0;
+	return FOLDS_CASE | FOLDS_SHORT;
 }
 
+/* Whether a byte of `w` is `~` (0x7e), without a branch (the classic has-zero-byte test). */
+static __always_inline bool has_tilde(__u64 w)
+{
+	__u64 x = w ^ 0x7e7e7e7e7e7e7e7eULL;
+
+	return ((x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL) != 0;
+}
+
+/* pattern_states() for both lists: denied (fail closed). */
+#define PAT_DENY_BOTH (WALK_DENY | WALK_DENY << 2)
+
 /*
- * The name patterns of sandbox `cgid` on the (possibly negative) dentry at
- * address `dentry`: each list's state for its name, packed (PAT_BASE(),
- * PAT_USER()): WALK_DENY where a pattern of that list covers it and no
- * pattern exception of the same list does, WALK_ALLOW where an exception
- * does, else WALK_OPEN. A global function: verified once for its callers.
+ * pattern_states() once the room `r` is this call's: the name's windows,
+ * the shapes, the deep walk.
  */
-__noinline int pattern_states(__u64 cgid, __u64 dentry)
+static __always_inline int pattern_states_in(struct pattern_room *r, __u64 cgid, __u64 dentry)
 {
 	struct dentry *d = (struct dentry *)dentry;
 	struct pattern_ctx c = {};
 	struct deep_ctx dc = {};
-	struct pattern_room *r;
 	struct inode *dir;
 	const unsigned char *name;
-	__u64 size, off, acc = 0, w;
-	__u32 len, words, zero = 0, base = WALK_OPEN, user = WALK_OPEN;
-	bool folds;
+	__u64 size, off, acc = 0, tilde = 0, w;
+	__u32 len, words, folds, base = WALK_OPEN, user = WALK_OPEN;
 	int k;
 
-	if (!d)
-		return 0;
 	len = BPF_CORE_READ(d, d_name.len);
 	name = BPF_CORE_READ(d, d_name.name);
-	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN || !name)
+	/* Any length: only the windows are read (FUSE allows names past NAME_MAX). */
+	if (len == 0 || !name)
 		return 0;
-	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
-	if (!r)
-		return WALK_DENY | WALK_DENY << 2; /* cannot happen; fail closed */
 	dir = BPF_CORE_READ(d, d_parent, d_inode);
-	folds = dir && pattern_dir_folds(dir, d);
-	if (folds)
-		__builtin_memset(r, 0, sizeof(*r));
+	folds = dir ? pattern_dir_folds(dir, d) : 0;
+	if (folds) {
+		__builtin_memset(r->head, 0, sizeof(r->head));
+		__builtin_memset(r->tail, 0, sizeof(r->tail));
+	}
 	/* 1 to AGENT_SANDBOX_PATTERN_WINDOW bytes, bounded in the register the call takes. */
 	size = (len < AGENT_SANDBOX_PATTERN_WINDOW ? len : AGENT_SANDBOX_PATTERN_WINDOW) - 1;
 	asm volatile("%[size] &= 63" : [size] "+r"(size));
@@ -275,29 +288,42 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 	asm volatile("%[off] &= 63" : [off] "+r"(off));
 	if (bpf_probe_read_kernel(r->head, size, name) ||
 	    bpf_probe_read_kernel(&r->tail[off], size, name + len - size))
-		return WALK_DENY | WALK_DENY << 2; /* unreadable name: fail closed */
+		return PAT_DENY_BOTH; /* unreadable name: fail closed */
 	words = (size + 7) / 8;
 	for (k = 0; k < AGENT_SANDBOX_PATTERN_WINDOW / 8; k++) {
 		if (k >= words)
 			break;
 		w = *(__u64 *)&r->tail[AGENT_SANDBOX_PATTERN_WINDOW - 8 * (k + 1)];
 		acc |= r->head[k] | w;
+		tilde |= (__u64)has_tilde(r->head[k]) | (__u64)has_tilde(w);
 		r->head[k] = agent_sandbox_fold(r->head[k]);
 		r->tail_words[k] = agent_sandbox_fold(w);
 	}
-	if (folds && (acc & 0x8080808080808080ULL))
-		return WALK_DENY | WALK_DENY << 2;
+	/*
+	 * Where Unicode folding or 8.3 short names can spell a covered name
+	 * with other bytes: a non-ASCII byte (case-insensitive directory) or a
+	 * `~` (short names) in what a pattern looks at fails closed.
+	 */
+	if ((folds & FOLDS_CASE) && (acc & 0x8080808080808080ULL))
+		return PAT_DENY_BOTH;
+	if ((folds & FOLDS_SHORT) && tilde)
+		return PAT_DENY_BOTH;
 	c.cgid = cgid;
 	c.dir = (__u64)dir;
 	c.len = len;
 	bpf_loop(AGENT_SANDBOX_MAX_SHAPES, pattern_step, &c, 0);
 	if (c.ndeep > AGENT_SANDBOX_MAX_DEEP_SHAPES)
-		return WALK_DENY | WALK_DENY << 2; /* the daemon never uses more; fail closed */
+		return PAT_DENY_BOTH; /* the daemon never uses more; fail closed */
 	if (c.ndeep) {
 		dc.p = &c;
 		dc.dentry = (__u64)BPF_CORE_READ(d, d_parent);
 		if (dc.dentry && dc.dentry != dentry)
 			bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_step, &dc, 0);
+		else
+			dc.done = 1;
+		/* A name too deep for the walk to reach the root: fail closed. */
+		if (!dc.done)
+			return PAT_DENY_BOTH;
 	}
 	if (c.found & PAT_FOUND_EXC_BASE)
 		base = WALK_ALLOW;
@@ -308,6 +334,34 @@ __noinline int pattern_states(__u64 cgid, __u64 dentry)
 	else if (c.found & PAT_FOUND_USER)
 		user = WALK_DENY;
 	return base | user << 2;
+}
+
+/*
+ * The name patterns of sandbox `cgid` on the (possibly negative) dentry at
+ * address `dentry`: each list's state for its name, packed (PAT_BASE(),
+ * PAT_USER()): WALK_DENY where a pattern of that list covers it and no
+ * pattern exception of the same list does, WALK_ALLOW where an exception
+ * does, else WALK_OPEN. Fails closed (both denied) when the name cannot be
+ * read, when the per-CPU room is in use (a task preempted on this CPU
+ * mid-check), and past the deep walk's depth. A global function: verified
+ * once for its callers.
+ */
+__noinline int pattern_states(__u64 cgid, __u64 dentry)
+{
+	struct pattern_room *r;
+	__u32 zero = 0;
+	int ret;
+
+	if (!dentry)
+		return 0;
+	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
+	if (!r)
+		return PAT_DENY_BOTH; /* cannot happen; fail closed */
+	if (__sync_val_compare_and_swap(&r->busy, 0, 1) != 0)
+		return PAT_DENY_BOTH;
+	ret = pattern_states_in(r, cgid, dentry);
+	r->busy = 0;
+	return ret;
 }
 
 /*
@@ -330,7 +384,11 @@ struct scope_ctx {
 	__u64 cgid;
 	__u64 dentry; /* this level (a number) */
 	__u64 scope;  /* the nearest deep scope's inode number, 0: none yet */
+	__u64 done;   /* a scope or the root was reached */
 };
+
+/* deep_scope_of(): the walk ran out of levels (never a scope's inode number). */
+#define DEEP_SCOPE_UNKNOWN 0xffffffffffffffffULL
 
 /* One level of deep_scope_of() (bpf_loop() callback): 1 stops. */
 static long deep_scope_step(__u64 index, void *ctx)
@@ -351,13 +409,16 @@ static long deep_scope_step(__u64 index, void *ctx)
 			dk.file.kind = AGENT_SANDBOX_KIND_DEEP_SCOPE;
 			if (bpf_map_lookup_elem(&deny_map, &dk)) {
 				c->scope = ino;
+				c->done = 1;
 				return 1;
 			}
 		}
 	}
 	parent = BPF_CORE_READ(d, d_parent);
-	if (!parent || parent == d)
+	if (!parent || parent == d) {
+		c->done = 1;
 		return 1;
+	}
 	c->dentry = (__u64)parent;
 	return 0;
 }
@@ -365,7 +426,8 @@ static long deep_scope_step(__u64 index, void *ctx)
 /*
  * The inode number of the nearest deep scope (KIND_DEEP_SCOPE) of sandbox
  * `cgid` at or above the dentry at address `dentry`, within its
- * filesystem; 0 for none. A global function (verified once).
+ * filesystem; 0 for none; DEEP_SCOPE_UNKNOWN when the walk ran out of
+ * levels. A global function (verified once).
  */
 __noinline __u64 deep_scope_of(__u64 cgid, __u64 dentry)
 {
@@ -376,7 +438,34 @@ __noinline __u64 deep_scope_of(__u64 cgid, __u64 dentry)
 	c.cgid = cgid;
 	c.dentry = dentry;
 	bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_scope_step, &c, 0);
-	return c.scope;
+	return c.done ? c.scope : DEEP_SCOPE_UNKNOWN;
+}
+
+/* Does the sandbox `cgid` (of sandbox_of() `sbx`) have deep patterns (the KIND_HAS_DEEP key)? */
+static __always_inline bool has_deep(__u64 cgid, __u32 sbx)
+{
+	struct deny_key dk = {};
+
+	if (!(sbx & SBX_PATTERNS))
+		return false;
+	dk.cgid = cgid;
+	dk.file.kind = AGENT_SANDBOX_KIND_HAS_DEEP;
+	return bpf_map_lookup_elem(&deny_map, &dk) != NULL;
+}
+
+/*
+ * Is the (possibly negative) dentry `d` below a deep scope of sandbox
+ * `cgid`, or too deep to tell? A symlink made there would take the user's
+ * later writes (a tool's state file) out of the scope.
+ */
+static __always_inline bool below_deep_scope(__u64 cgid, __u32 sbx, struct dentry *d)
+{
+	__u64 p = 0;
+
+	if (!has_deep(cgid, sbx))
+		return false;
+	BPF_CORE_READ_INTO(&p, d, d_parent);
+	return deep_scope_of(cgid, p) != 0;
 }
 
 /*
@@ -388,22 +477,19 @@ __noinline __u64 deep_scope_of(__u64 cgid, __u64 dentry)
 static __always_inline bool crosses_deep_scope(__u64 cgid, __u32 sbx, struct dentry *old,
 					       struct dentry *new)
 {
-	struct deny_key dk = {};
 	struct inode *inode = NULL;
-	__u64 o = 0, n = 0;
+	__u64 o = 0, n = 0, so, sn;
 
-	if (!(sbx & SBX_PATTERNS))
+	if (!has_deep(cgid, sbx))
 		return false;
 	BPF_CORE_READ_INTO(&inode, old, d_inode);
 	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR)
 		return false;
-	dk.cgid = cgid;
-	dk.file.kind = AGENT_SANDBOX_KIND_HAS_DEEP;
-	if (!bpf_map_lookup_elem(&deny_map, &dk))
-		return false;
 	BPF_CORE_READ_INTO(&o, old, d_parent);
 	BPF_CORE_READ_INTO(&n, new, d_parent);
-	return deep_scope_of(cgid, o) != deep_scope_of(cgid, n);
+	so = deep_scope_of(cgid, o);
+	sn = deep_scope_of(cgid, n);
+	return so != sn || so == DEEP_SCOPE_UNKNOWN;
 }
 
 #endif /* AGENT_SANDBOX_PATTERNS_BPF_H */
