@@ -245,18 +245,19 @@ impl NamePattern {
     }
 }
 
-/// The little-endian word of `bytes[at..at + 8]`, zero past the end.
+/// The word the hook loads from `bytes[at..at + 8]` (native byte order, as
+/// a load from memory gives it), zero past the end.
 fn word_at(bytes: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     for (i, slot) in w.iter_mut().enumerate() {
         *slot = bytes.get(at + i).copied().unwrap_or(0);
     }
-    u64::from_le_bytes(w)
+    u64::from_ne_bytes(w)
 }
 
 /// Word `j` from the end of `bytes`: its last 8 bytes for `j` 0, the 8
-/// before for 1, ..., as the little-endian word of those bytes in order
-/// (zero before the start).
+/// before for 1, ..., as the hook loads those bytes in order (native byte
+/// order; zero before the start).
 fn tail_word(bytes: &[u8], j: usize) -> u64 {
     let mut w = [0u8; 8];
     let end = bytes.len() as isize - 8 * j as isize;
@@ -266,7 +267,7 @@ fn tail_word(bytes: &[u8], j: usize) -> u64 {
             *slot = bytes.get(at as usize).copied().unwrap_or(0);
         }
     }
-    u64::from_le_bytes(w)
+    u64::from_ne_bytes(w)
 }
 
 /// `agent_sandbox_mix()` (agent_sandbox.h): one word into the hash.
@@ -278,7 +279,7 @@ pub fn mix(h: u64, w: u64) -> u64 {
 /// `agent_sandbox_fold()` (agent_sandbox.h): ASCII `A`-`Z` of each byte of
 /// a word lowercased, without a branch.
 pub fn fold_word(w: u64) -> u64 {
-    u64::from_le_bytes(w.to_le_bytes().map(fold))
+    u64::from_ne_bytes(w.to_ne_bytes().map(fold))
 }
 
 /// The name of a pattern key in name_map for hash `h`: [`KEY_CHARS`]
@@ -350,17 +351,19 @@ impl Shape {
         {
             return None;
         }
-        let mut masks = [0u64; 16];
+        // Byte masks in memory order, as the hook's words hold the bytes.
+        let mut bytes = [[0u8; 8]; 16];
         for (i, &c) in head.iter().enumerate() {
             if c == b'x' {
-                masks[i / 8] |= 0xff << (8 * (i % 8));
+                bytes[i / 8][i % 8] = 0xff;
             }
         }
         for (q, &c) in tail.iter().rev().enumerate() {
             if c == b'x' {
-                masks[8 + q / 8] |= 0xff << (8 * (7 - q % 8));
+                bytes[8 + q / 8][7 - q % 8] = 0xff;
             }
         }
+        let masks = bytes.map(u64::from_ne_bytes);
         let seed = full.iter().fold(0, |h, &c| mix(h, u64::from(c)));
         Some(Shape {
             text: full.to_vec(),
@@ -578,9 +581,9 @@ mod tests {
             (s.head_words, s.tail_words, s.min_len, s.exact_len),
             (1, 0, 5, 0)
         );
-        assert_eq!(s.masks[0], 0xff_ffff_ffff);
+        assert_eq!(s.masks[0].to_ne_bytes(), [0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0]);
         let s = Shape::parse(b"*xxxx").unwrap();
-        assert_eq!(s.masks[8], 0xffff_ffff_0000_0000);
+        assert_eq!(s.masks[8].to_ne_bytes(), [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
         let c = s.c_bytes();
         assert_eq!(c[136], SHAPE_IN_USE);
         assert_eq!(c[139], 4);
