@@ -246,7 +246,7 @@ enum agent_sandbox_shape_state {
 /*
  * One shape: a name of a length it applies to (at least min_len; exactly
  * exact_len unless 0) hashes to seed, mixed (agent_sandbox_mix()) with its
- * first head_words little-endian words, ASCII-folded
+ * first head_words words as loaded from memory, ASCII-folded
  * (agent_sandbox_fold()) and masked by mask[0..], then its last tail_words
  * words from the end (word j: bytes [len - 8j - 8, len - 8j)), masked by
  * mask[8..]. src/lists/pattern.rs (Shape) computes the same. 144 bytes.
