@@ -215,6 +215,19 @@ struct {
 	__type(value, struct pattern_shape);
 } pattern_shapes SEC(".maps");
 
+/* The state of one pattern_states() pass (patterns.bpf.h), kept in its room (below). */
+struct pattern_ctx {
+	__u64 cgid;
+	__u64 dir;   /* address of the name's directory's inode, 0 if none */
+	__u32 len;   /* the name's length */
+	__u32 found; /* PAT_FOUND_* */
+	/* The name's hashes under the deep shapes, for deep_step() */
+	__u64 deep_h[AGENT_SANDBOX_MAX_DEEP_SHAPES];
+	__u32 ndeep;
+	__u32 done;   /* deep_step(): the root of the filesystem was reached */
+	__u64 dentry; /* deep_step(): this level's directory dentry (a number) */
+};
+
 /*
  * Per-CPU room for one name's words (too big for the stack): its first
  * AGENT_SANDBOX_PATTERN_WINDOW bytes, ASCII-folded, and its last as many,
@@ -229,6 +242,7 @@ struct pattern_room {
 	__u8 tail[2 * AGENT_SANDBOX_PATTERN_WINDOW];
 	__u64 tail_words[AGENT_SANDBOX_PATTERN_WINDOW / 8];
 	struct name_key nk;
+	struct pattern_ctx c;
 };
 
 struct {

@@ -40,25 +40,6 @@
 #define PAT_FOUND_EXC_BASE 4U
 #define PAT_FOUND_EXC_USER 8U
 
-/* The state of one pattern_states() pass (pattern_step() is its bpf_loop() callback). */
-struct pattern_ctx {
-	__u64 cgid;
-	__u64 dir;   /* address of the name's directory's inode, 0 if none */
-	__u32 len;   /* the name's length */
-	__u32 found; /* PAT_FOUND_* */
-	/* The name's hashes under the deep shapes, for deep_step() */
-	__u64 deep_h[AGENT_SANDBOX_MAX_DEEP_SHAPES];
-	__u32 ndeep;
-	__u32 pad;
-};
-
-/* The walk of deep_step() up from the name's directory. */
-struct deep_ctx {
-	struct pattern_ctx *p;
-	__u64 dentry; /* this level's directory dentry (a number) */
-	__u32 done;   /* the root of the filesystem was reached */
-	__u32 pad;
-};
 
 /* Does name_map hold the pattern key {sandbox, `nk->dir` with `kind`, name}? */
 static __always_inline __u32 pattern_kind_found(struct name_key *nk, __u32 kind, __u32 bit)
@@ -102,22 +83,23 @@ static __always_inline void pattern_lookup(struct pattern_ctx *c, struct pattern
 /* One shape of pattern_shapes (bpf_loop() callback): 1 stops at the end of the used slots. */
 static long pattern_step(__u64 index, void *ctx)
 {
-	struct pattern_ctx *c = ctx;
+	struct pattern_ctx *c;
 	struct pattern_shape *sh;
 	struct pattern_room *r;
 	__u32 i = index, zero = 0;
 	__u64 h;
 	int k;
 
+	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
+	if (!r)
+		return 1;
+	c = &r->c;
 	sh = bpf_map_lookup_elem(&pattern_shapes, &i);
 	if (!sh || sh->state == AGENT_SANDBOX_SHAPE_END)
 		return 1;
 	if (sh->state != AGENT_SANDBOX_SHAPE_IN_USE || c->len < sh->min_len ||
 	    (sh->exact_len && c->len != sh->exact_len))
 		return 0;
-	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
-	if (!r)
-		return 1;
 	h = sh->seed;
 	for (k = 0; k < AGENT_SANDBOX_PATTERN_WINDOW / 8; k++) {
 		if (k >= sh->head_words)
@@ -158,17 +140,20 @@ static __always_inline __u32 deep_keys_found(struct name_key *nk)
  */
 static long deep_step(__u64 index, void *ctx)
 {
-	struct deep_ctx *c = ctx;
-	struct pattern_ctx *p = c->p;
-	struct dentry *d = (struct dentry *)c->dentry;
-	struct dentry *parent;
+	struct pattern_ctx *p, *c;
+	struct dentry *d, *parent;
 	struct inode *inode;
 	struct pattern_room *r;
 	struct name_key *nk;
-	struct file_key key = {};
 	__u32 zero = 0, hits = 0;
 	__u64 ino, h;
 	int i, k;
+
+	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
+	if (!r)
+		return 1; /* cannot happen; not done: fails closed */
+	p = c = &r->c;
+	d = (struct dentry *)c->dentry;
 
 	inode = BPF_CORE_READ(d, d_inode);
 	if (!inode) {
@@ -190,18 +175,18 @@ static long deep_step(__u64 index, void *ctx)
 	 * and the relocation libbpf poisons when btrfs is not loaded was
 	 * reached (the load failed on 6.1 and 7.x).
 	 */
-	read_key(&key, inode, ino);
 	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
 	if (!r)
 		return 1; /* cannot happen; not done: fails closed */
 	nk = &r->nk;
+	/* The key's directory once (in the room: the stack is the callers' too), its name per hash. */
+	__builtin_memset(nk, 0, sizeof(*nk));
+	nk->cgid = p->cgid;
+	read_key(&nk->dir, inode, ino);
 	for (i = 0; i < AGENT_SANDBOX_MAX_DEEP_SHAPES; i++) {
 		if (!(hits & (1U << i)))
 			continue;
 		h = p->deep_h[i];
-		__builtin_memset(nk, 0, sizeof(*nk));
-		nk->cgid = p->cgid;
-		nk->dir = key;
 #pragma unroll
 		for (k = 0; k < AGENT_SANDBOX_PATTERN_KEY_CHARS; k++)
 			nk->name[k] = 0x40 + ((h >> (6 * k)) & 63);
@@ -260,8 +245,7 @@ static __always_inline bool has_tilde(__u64 w)
 static __always_inline int pattern_states_in(struct pattern_room *r, __u64 cgid, __u64 dentry)
 {
 	struct dentry *d = (struct dentry *)dentry;
-	struct pattern_ctx c = {};
-	struct deep_ctx dc = {};
+	struct pattern_ctx *c = &r->c;
 	struct inode *dir;
 	const unsigned char *name;
 	__u64 size, off, acc = 0, tilde = 0, w;
@@ -308,30 +292,31 @@ static __always_inline int pattern_states_in(struct pattern_room *r, __u64 cgid,
 		return PAT_DENY_BOTH;
 	if ((folds & FOLDS_SHORT) && tilde)
 		return PAT_DENY_BOTH;
-	c.cgid = cgid;
-	c.dir = (__u64)dir;
-	c.len = len;
-	bpf_loop(AGENT_SANDBOX_MAX_SHAPES, pattern_step, &c, 0);
-	if (c.ndeep > AGENT_SANDBOX_MAX_DEEP_SHAPES)
+	/* The pass's state lives in the room: bpf_loop() callbacks find it there (stack is short). */
+	__builtin_memset(c, 0, sizeof(*c));
+	c->cgid = cgid;
+	c->dir = (__u64)dir;
+	c->len = len;
+	bpf_loop(AGENT_SANDBOX_MAX_SHAPES, pattern_step, NULL, 0);
+	if (c->ndeep > AGENT_SANDBOX_MAX_DEEP_SHAPES)
 		return PAT_DENY_BOTH; /* the daemon never uses more; fail closed */
-	if (c.ndeep) {
-		dc.p = &c;
-		dc.dentry = (__u64)BPF_CORE_READ(d, d_parent);
-		if (dc.dentry && dc.dentry != dentry)
-			bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_step, &dc, 0);
+	if (c->ndeep) {
+		c->dentry = (__u64)BPF_CORE_READ(d, d_parent);
+		if (c->dentry && c->dentry != dentry)
+			bpf_loop(AGENT_SANDBOX_WALK_DEPTH, deep_step, NULL, 0);
 		else
-			dc.done = 1;
+			c->done = 1;
 		/* A name too deep for the walk to reach the root: fail closed. */
-		if (!dc.done)
+		if (!c->done)
 			return PAT_DENY_BOTH;
 	}
-	if (c.found & PAT_FOUND_EXC_BASE)
+	if (c->found & PAT_FOUND_EXC_BASE)
 		base = WALK_ALLOW;
-	else if (c.found & PAT_FOUND_BASE)
+	else if (c->found & PAT_FOUND_BASE)
 		base = WALK_DENY;
-	if (c.found & PAT_FOUND_EXC_USER)
+	if (c->found & PAT_FOUND_EXC_USER)
 		user = WALK_ALLOW;
-	else if (c.found & PAT_FOUND_USER)
+	else if (c->found & PAT_FOUND_USER)
 		user = WALK_DENY;
 	return base | user << 2;
 }
