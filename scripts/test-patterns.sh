@@ -291,7 +291,7 @@ check_casefold() {
 # suites run (they test lists they write).
 readonly DEFAULTS=/etc/agent-sandbox-exec/defaults
 readonly DEFAULTS_ASIDE=/var/tmp/agent-sandbox-exec-defaults.aside
-DEFAULTS_PUT=""
+DEFAULTS_PUT="" DEFAULTS_MOVED=""
 
 check_defaults() {
 	local u=asx-pat2 h
@@ -381,6 +381,11 @@ setup() {
 	remove_test_user "$USR" || { echo "user $USR exists and is not a test user" >&2; return 1; }
 	useradd -m -s /bin/sh -c "$GECOS" "$USR" || return 1
 	UH=$(home_of "$USR")
+	# The checks but `defaults` test the lists they write: the shipped defaults (which cover
+	# `terraform.tfstate*` everywhere, ...) are set aside as scripts/guest-suite.sh does.
+	if [ -f "$DEFAULTS" ]; then
+		mv "$DEFAULTS" "$DEFAULTS_ASIDE" && DEFAULTS_MOVED=1
+	fi
 	wait_for 300 test -s /run/agent-sandbox-exec/ready || { echo "the daemon is not serving" >&2; return 1; }
 }
 
@@ -390,6 +395,7 @@ cleanup() {
 	CLEANED=1
 	[ -n "$BASE_SAVED" ] && cp -p "$T/base.saved" "$BASE_LIST"
 	[ -n "$DEFAULTS_PUT" ] && rm -f "$DEFAULTS"
+	[ -n "$DEFAULTS_MOVED" ] && mv "$DEFAULTS_ASIDE" "$DEFAULTS"
 	remove_test_user asx-pat2
 	remove_test_user "$USR"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
