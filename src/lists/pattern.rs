@@ -581,9 +581,15 @@ mod tests {
             (s.head_words, s.tail_words, s.min_len, s.exact_len),
             (1, 0, 5, 0)
         );
-        assert_eq!(s.masks[0].to_ne_bytes(), [0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0]);
+        assert_eq!(
+            s.masks[0].to_ne_bytes(),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0]
+        );
         let s = Shape::parse(b"*xxxx").unwrap();
-        assert_eq!(s.masks[8].to_ne_bytes(), [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            s.masks[8].to_ne_bytes(),
+            [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]
+        );
         let c = s.c_bytes();
         assert_eq!(c[136], SHAPE_IN_USE);
         assert_eq!(c[139], 4);

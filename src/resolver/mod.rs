@@ -790,10 +790,6 @@ pub(crate) fn resolve_user(
                     &joined
                 }
             };
-            if e.pattern.is_some() {
-                emit_pattern(sink, Source::Home, &at, e, path, keys)?;
-                continue;
-            }
             if e.dir && !e.exception && denylist::covers_home(path, home) {
                 sink.record(
                     b'U',
@@ -806,20 +802,35 @@ pub(crate) fn resolve_user(
                 );
                 continue;
             }
-            let path = Path::new(OsStr::from_bytes(path));
-            emit(
-                sink,
-                Source::Home,
-                &at,
-                e.line,
-                path,
-                Shape::of(e),
-                LastComponent::NoFollow,
-                context(keys)?,
-            )?;
+            emit_user_line(sink, &at, e, path, keys)?;
         }
     }
     Ok(())
+}
+
+/// Resolves line `e` of the user's list (or of a file it includes, or of
+/// the defaults), its path `path` with `~/` joined: a name pattern, or any
+/// other entry (the last component not followed).
+fn emit_user_line(
+    sink: &mut Sink<'_>,
+    at: &ListAt<'_>,
+    e: &denylist::Entry<'_>,
+    path: &[u8],
+    keys: &mut Option<Keys>,
+) -> Result<(), ResolveError> {
+    if e.pattern.is_some() {
+        return emit_pattern(sink, Source::Home, at, e, path, keys);
+    }
+    emit(
+        sink,
+        Source::Home,
+        at,
+        e.line,
+        Path::new(OsStr::from_bytes(path)),
+        Shape::of(e),
+        LastComponent::NoFollow,
+        context(keys)?,
+    )
 }
 
 /// Resolves the shipped defaults as lines of the user's list (the user's
@@ -864,21 +875,7 @@ fn resolve_defaults(
                     &joined
                 }
             };
-            if e.pattern.is_some() {
-                emit_pattern(sink, Source::Home, &at, e, path, keys)?;
-                continue;
-            }
-            let path = Path::new(OsStr::from_bytes(path));
-            emit(
-                sink,
-                Source::Home,
-                &at,
-                e.line,
-                path,
-                Shape::of(e),
-                LastComponent::NoFollow,
-                context(keys)?,
-            )?;
+            emit_user_line(sink, &at, e, path, keys)?;
         }
     }
     Ok(())
