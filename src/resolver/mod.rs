@@ -1401,18 +1401,13 @@ mod tests {
         parse_output(&[&out])
     }
 
-    #[test]
-    fn name_patterns_become_a_shape_key_and_a_pattern_key_in_their_scope() {
-        let dir = std::env::temp_dir().join(format!("asx-rpat-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let text = format!(
-            "**/.env\n!**/.env.example\n{d}/id_*\n{d}/missing/*.pem\n{d}/**/terraform.tfstate*\n",
-            d = dir.display()
-        );
+    /// [`resolve_base_text`] with the marks on the way ([`KIND_PATH`]) the
+    /// serving loop sends after the entries.
+    fn resolve_base_with_marks(text: &str) -> Resolution {
         let mut out = Vec::new();
         let mut keys = None;
         resolve_base(
-            Some(&Expanded::single(b"/etc/list", text.into_bytes())),
+            Some(&Expanded::single(b"/etc/list", text.as_bytes().to_vec())),
             &mut keys,
             &mut Sink { out: &mut out },
         )
@@ -1421,7 +1416,18 @@ mod tests {
         for m in keys.expect("resolved").ctx.take_marks() {
             sink.mark(m);
         }
-        let r = parse_output(&[&out]);
+        parse_output(&[&out])
+    }
+
+    #[test]
+    fn name_patterns_become_a_shape_key_and_a_pattern_key_in_their_scope() {
+        let dir = std::env::temp_dir().join(format!("asx-rpat-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "**/.env\n!**/.env.example\n{d}/id_*\n{d}/missing/*.pem\n{d}/**/terraform.tfstate*\n",
+            d = dir.display()
+        );
+        let r = resolve_base_with_marks(&text);
         let ino = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&dir).unwrap());
         let names = r.deny.names();
         let env = crate::lists::pattern::NamePattern::parse(b".env").unwrap();
@@ -1746,19 +1752,7 @@ mod tests {
         std::os::unix::fs::symlink("sh/bashrc", dir.join("src/bashrc")).unwrap();
         std::os::unix::fs::symlink(".dots/bashrc", dir.join("rc")).unwrap();
         let list = format!("readonly {}/rc\n", dir.display());
-        let mut out = Vec::new();
-        let mut keys = None;
-        resolve_base(
-            Some(&Expanded::single(b"/etc/list", list.into_bytes())),
-            &mut keys,
-            &mut Sink { out: &mut out },
-        )
-        .unwrap();
-        let mut sink = Sink { out: &mut out };
-        for m in keys.expect("resolved").ctx.take_marks() {
-            sink.mark(m);
-        }
-        let r = parse_output(&[&out]);
+        let r = resolve_base_with_marks(&list);
         let lino = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
         let path_mark = |ino: u64| {
             r.deny
