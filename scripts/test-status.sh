@@ -13,9 +13,9 @@
 #   status_outside   --status as a user outside: "sandbox: no", daemon serving, exit 0
 #   status_inside    --status -v from inside a sandbox: "sandbox: yes", the counts of
 #                    what is enforced, and no list text echoed to the sandbox
-#   check_mistakes   --check of a list with a trailing "# comment", a glob, a typo next
-#                    to the real name and a directory: each named as a mistake, exit 1;
-#                    a clean list exits 0
+#   check_mistakes   --check of a list with a trailing "# comment", a `[` (literal), a typo
+#                    next to the real name and a directory: each named as a mistake, exit 1;
+#                    a name pattern shown live, not as a mistake; a clean list exits 0
 #   doctor_healthy   agent-sandbox-execd --check on this kernel: every check ok (the
 #                    canary among them), exit 0, nothing of its canary left behind
 #   canary           the daemon ran its canary (a temporary sandbox refused a denied
@@ -140,6 +140,7 @@ check_check_mistakes() {
 ~/.ssh/id_*
 ~/.aws/credentails
 ~/.ssh
+~/.ssh/key[1]
 "
 	# A base-list line in a directory the user cannot read: the daemon's, as root.
 	local base=/etc/agent-sandbox-exec/denylist saved=""
@@ -156,7 +157,9 @@ check_check_mistakes() {
 		has ":2: mistake? it holds a \`#\`" "$OUT"
 	okl "check_mistakes: the name before the # is suggested" '$(snip "$OUT")' \
 		has ":2: mistake? did you mean /etc/shadow?" "$OUT"
-	okl "check_mistakes: glob characters" '$(snip "$OUT")' has ":3: mistake? it holds glob characters" "$OUT"
+	okl "check_mistakes: a name pattern is shown live, not as a mistake" '$(snip "$OUT")' \
+		eval 'has ":3: name pattern, live" "$OUT" && ! has ":3: mistake?" "$OUT"'
+	okl "check_mistakes: a [ is taken literally" '$(snip "$OUT")' has ":6: mistake? it holds a \`[\`" "$OUT"
 	okl "check_mistakes: a typo next to the real name" '$(snip "$OUT")' \
 		has ":4: mistake? did you mean $UH/.aws/credentials?" "$OUT"
 	okl "check_mistakes: a directory" '$(snip "$OUT")' has ":5: mistake? a line names a file, never a directory" "$OUT"
