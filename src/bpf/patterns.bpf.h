@@ -41,6 +41,18 @@
 #define PAT_FOUND_EXC_USER 8U
 
 
+/*
+ * Writes hash `h` as the name of pattern key `nk`: character i is 0x40 +
+ * bits [6i, 6i + 6) of the hash (src/lists/pattern.rs: key_name()); the
+ * rest of the name stays as it was (zero).
+ */
+static __always_inline void pattern_key_name(struct name_key *nk, __u64 h)
+{
+#pragma unroll
+	for (int i = 0; i < AGENT_SANDBOX_PATTERN_KEY_CHARS; i++)
+		nk->name[i] = 0x40 + ((h >> (6 * i)) & 63);
+}
+
 /* Does name_map hold the pattern key {sandbox, `nk->dir` with `kind`, name}? */
 static __always_inline __u32 pattern_kind_found(struct name_key *nk, __u32 kind, __u32 bit)
 {
@@ -60,8 +72,7 @@ static __always_inline __u32 pattern_keys_found(struct name_key *nk)
 /*
  * The pattern keys of hash `h` for sandbox `c->cgid`, in every directory
  * (the all-zero scope) and in the name's own directory, into `c->found`.
- * The key's name is pattern_key_name(): character i is 0x40 + bits
- * [6i, 6i + 6) of the hash (src/lists/pattern.rs: key_name()).
+ * The key's name is pattern_key_name()'s.
  */
 static __always_inline void pattern_lookup(struct pattern_ctx *c, struct pattern_room *r, __u64 h)
 {
@@ -70,9 +81,7 @@ static __always_inline void pattern_lookup(struct pattern_ctx *c, struct pattern
 
 	__builtin_memset(nk, 0, sizeof(*nk));
 	nk->cgid = c->cgid;
-#pragma unroll
-	for (int i = 0; i < AGENT_SANDBOX_PATTERN_KEY_CHARS; i++)
-		nk->name[i] = 0x40 + ((h >> (6 * i)) & 63);
+	pattern_key_name(nk, h);
 	c->found |= pattern_keys_found(nk);
 	if (!dir)
 		return;
@@ -147,7 +156,7 @@ static long deep_step(__u64 index, void *ctx)
 	struct name_key *nk;
 	__u32 zero = 0, hits = 0;
 	__u64 ino, h;
-	int i, k;
+	int i;
 
 	r = bpf_map_lookup_elem(&pattern_scratch, &zero);
 	if (!r)
@@ -187,9 +196,7 @@ static long deep_step(__u64 index, void *ctx)
 		if (!(hits & (1U << i)))
 			continue;
 		h = p->deep_h[i];
-#pragma unroll
-		for (k = 0; k < AGENT_SANDBOX_PATTERN_KEY_CHARS; k++)
-			nk->name[k] = 0x40 + ((h >> (6 * k)) & 63);
+		pattern_key_name(nk, h);
 		p->found |= deep_keys_found(nk);
 	}
 up:
