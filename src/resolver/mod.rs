@@ -457,18 +457,7 @@ pub(crate) fn resolve_base(
         );
         return Ok(());
     };
-    for w in &base.warnings {
-        sink.record(
-            b'A',
-            &format!(
-                "{}:{}: include {}: {}",
-                base.describe(w.file),
-                w.line,
-                String::from_utf8_lossy(&w.path),
-                w.problem
-            ),
-        );
-    }
+    record_include_warnings(base, sink);
     for (i, file) in base.files.iter().enumerate() {
         let parsed = denylist::parse(&file.bytes);
         for w in &parsed.warnings {
@@ -833,6 +822,23 @@ fn emit_user_line(
     )
 }
 
+/// The include warnings of root's files `e` (the base list, the defaults),
+/// for the administrator's log: each names its file, line and the path.
+fn record_include_warnings(e: &Expanded, sink: &mut Sink<'_>) {
+    for w in &e.warnings {
+        sink.record(
+            b'A',
+            &format!(
+                "{}:{}: include {}: {}",
+                e.describe(w.file),
+                w.line,
+                String::from_utf8_lossy(&w.path),
+                w.problem
+            ),
+        );
+    }
+}
+
 /// Resolves the shipped defaults as lines of the user's list (the user's
 /// exceptions apply to them, a base-list entry stays the administrator's),
 /// each named by its file (a denial shows the catalogue file and line).
@@ -844,17 +850,7 @@ fn resolve_defaults(
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let mut joined = Vec::new();
-    for w in &defaults.warnings {
-        sink.record(
-            b'A',
-            &format!(
-                "{}:{}: include: {}",
-                defaults.describe(w.file),
-                w.line,
-                w.problem
-            ),
-        );
-    }
+    record_include_warnings(defaults, sink);
     for (i, file) in defaults.files.iter().enumerate() {
         let at = ListAt {
             path: Path::new(OsStr::from_bytes(&file.path)),
