@@ -77,25 +77,20 @@ as_user() { runuser -u "$USR" -- sh -c "cd && $1"; }
 # reads FILE...: inside the sandbox, "<file>: ok" or "<file>: <error>" for a read of each
 READS='for f in "$@"; do if out=$(cat "$f" 2>&1); then echo "$f: ok"; else echo "$f: ${out##*: }"; fi; done'
 
-# denied NAME...: each "<NAME>: Operation not permitted" line is in $OUT (else in $BAD)
+# read_as RESULT NAME...: each "<NAME>: RESULT" line of READS is in $OUT (else in $BAD)
 BAD=""
-denied() {
-	local n
+read_as() {
+	local want=$1 n
+	shift
 	BAD=""
 	for n in "$@"; do
-		grep -qx -- "$n: Operation not permitted" "$OUT" || BAD+="$(grep -m1 -- "^$n: " "$OUT" || echo "$n: (none)"); "
+		grep -qx -- "$n: $want" "$OUT" || BAD+="$(grep -m1 -- "^$n: " "$OUT" || echo "$n: (none)"); "
 	done
 	[ -z "$BAD" ]
 }
-# readable NAME...: each "<NAME>: ok" line is in $OUT (else in $BAD)
-readable() {
-	local n
-	BAD=""
-	for n in "$@"; do
-		grep -qx -- "$n: ok" "$OUT" || BAD+="$(grep -m1 -- "^$n: " "$OUT" || echo "$n: (none)"); "
-	done
-	[ -z "$BAD" ]
-}
+# denied NAME...: each read was refused (EPERM); readable NAME...: each read worked
+denied() { read_as "Operation not permitted" "$@"; }
+readable() { read_as ok "$@"; }
 
 check_live() {
 	local r=$UH/repo
