@@ -333,7 +333,7 @@ mod tests {
             assert_eq!(u32::from(ours), c.0);
         }
         assert_eq!(p::SHAPE_LEN, size_of::<pattern_shape>());
-        assert_eq!(offset_of!(pattern_shape, state), 136);
+        assert_eq!(offset_of!(pattern_shape, state), p::SHAPE_STATE_AT);
         assert_eq!(offset_of!(pattern_shape, exact_len), 140);
         assert_eq!(offset_of!(pattern_shape, deep), 141);
         assert_eq!(

@@ -15,7 +15,7 @@ use crate::kernel::error::{BpfError, lb};
 use crate::kernel::programs::Bpf;
 use crate::lists::entries::{DenySet, KIND_PAT_SHAPE};
 use crate::lists::pattern::{
-    MAX_DEEP_SHAPES, MAX_SHAPES, SHAPE_FREE, SHAPE_IN_USE, SHAPE_LEN, Shape,
+    MAX_DEEP_SHAPES, MAX_SHAPES, SHAPE_FREE, SHAPE_IN_USE, SHAPE_LEN, SHAPE_STATE_AT, Shape,
 };
 
 /// What each slot of pattern_shapes holds, as the daemon wrote it.
@@ -54,7 +54,7 @@ impl Bpf {
             else {
                 continue;
             };
-            if v.get(136) != Some(&SHAPE_IN_USE) {
+            if v.get(SHAPE_STATE_AT) != Some(&SHAPE_IN_USE) {
                 continue;
             }
             let held = used
@@ -152,7 +152,7 @@ impl Bpf {
     /// Marks slot `i` free (its state [`SHAPE_FREE`]: the hooks skip it).
     fn free_shape_slot(&self, i: usize) {
         let mut v = [0u8; SHAPE_LEN];
-        v[136] = SHAPE_FREE;
+        v[SHAPE_STATE_AT] = SHAPE_FREE;
         if let Err(e) =
             self.maps
                 .pattern_shapes

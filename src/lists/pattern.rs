@@ -412,7 +412,7 @@ impl Shape {
         for (i, m) in self.masks.iter().enumerate() {
             out[8 + 8 * i..16 + 8 * i].copy_from_slice(&m.to_ne_bytes());
         }
-        out[136] = SHAPE_IN_USE;
+        out[SHAPE_STATE_AT] = SHAPE_IN_USE;
         out[137] = self.head_words;
         out[138] = self.tail_words;
         out[139] = self.min_len;
@@ -424,6 +424,8 @@ impl Shape {
 
 /// Length of `struct pattern_shape` (agent_sandbox.h).
 pub const SHAPE_LEN: usize = 144;
+/// Offset of `pattern_shape.state` (after the seed and the 16 masks).
+pub const SHAPE_STATE_AT: usize = 136;
 /// `pattern_shape.state`: no shape here or in any later slot.
 #[cfg(test)]
 pub const SHAPE_END: u8 = 0;
@@ -591,7 +593,7 @@ mod tests {
             [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]
         );
         let c = s.c_bytes();
-        assert_eq!(c[136], SHAPE_IN_USE);
+        assert_eq!(c[SHAPE_STATE_AT], SHAPE_IN_USE);
         assert_eq!(c[139], 4);
     }
 
