@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::lists::denylist::{self, Anchor};
 use crate::lists::entries::FileKey;
 use crate::lists::include;
+use crate::lists::pattern::scope_dir;
 use crate::os::paths::{CATALOG_DIR, DEFAULTS_LIST, HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
 use crate::resolve::list_file::{Trust, read_defaults, read_include};
@@ -549,14 +550,9 @@ fn check_bytes(
                 Anchor::Anywhere => (home.to_vec(), true),
                 Anchor::Home => {
                     denylist::join_home_into(&mut joined, home, e.path);
-                    (parent_of(&joined), e.deep)
+                    (scope_dir(&joined).to_vec(), e.deep)
                 }
-                Anchor::Root => (parent_of(e.path), e.deep),
-            };
-            // `DIR/**/NAME`: DIR and below.
-            let dir = match dir.strip_suffix(b"/**") {
-                Some(d) if e.deep => d.to_vec(),
-                _ => dir,
+                Anchor::Root => (scope_dir(e.path).to_vec(), e.deep),
             };
             let state = if e.exception {
                 State::Exception
@@ -763,14 +759,6 @@ pub fn render(reports: &[ListReport]) -> String {
         counts[0], counts[1], counts[6], counts[4], counts[5], counts[2], counts[3]
     );
     out
-}
-
-/// The directory part of absolute path `path` (`/` for a name at the root).
-fn parent_of(path: &[u8]) -> Vec<u8> {
-    match path.iter().rposition(|&b| b == b'/') {
-        Some(0) | None => b"/".to_vec(),
-        Some(i) => path[..i].to_vec(),
-    }
 }
 
 /// The caller's home directory from the passwd entry.

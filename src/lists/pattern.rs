@@ -113,6 +113,21 @@ impl fmt::Display for PatternProblem {
     }
 }
 
+/// The directory a `DIR/NAME` or `DIR/**/NAME` line covers, from its path
+/// `path` (absolute, `~/` joined): the part before the last `/`, less a
+/// trailing `/**`; `/` for a name at the root.
+pub fn scope_dir(path: &[u8]) -> &[u8] {
+    let dir = match path.iter().rposition(|&b| b == b'/') {
+        Some(0) | None => return b"/",
+        Some(i) => &path[..i],
+    };
+    match dir.strip_suffix(b"/**") {
+        Some(b"") => b"/",
+        Some(d) => d,
+        None => dir,
+    }
+}
+
 /// Whether `component` (one path component, as written) is a pattern:
 /// it holds `*`, `?` or `\` (an escape: `\*` is a literal `*`).
 pub fn is_pattern(component: &[u8]) -> bool {
@@ -559,6 +574,14 @@ mod tests {
         );
         assert_eq!(deep.c_bytes()[141], 1);
         assert!(Shape::parse(b"++x").is_none());
+    }
+
+    #[test]
+    fn a_line_s_scope_directory() {
+        assert_eq!(scope_dir(b"/home/u/.ssh/id_*"), b"/home/u/.ssh");
+        assert_eq!(scope_dir(b"/home/u/projects/**/x*"), b"/home/u/projects");
+        assert_eq!(scope_dir(b"/id_*"), b"/");
+        assert_eq!(scope_dir(b"/**/x"), b"/");
     }
 
     #[test]

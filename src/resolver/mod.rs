@@ -541,16 +541,7 @@ pub(crate) fn emit_pattern(
             kind: KIND_OPEN,
         }
     } else {
-        let dir = match path.iter().rposition(|&b| b == b'/') {
-            Some(0) | None => &b"/"[..],
-            Some(i) => &path[..i],
-        };
-        // `DIR/**/NAME`: DIR.
-        let dir = match dir.strip_suffix(b"/**") {
-            Some(d) if e.deep && !d.is_empty() => d,
-            Some(_) if e.deep => &b"/"[..],
-            _ => dir,
-        };
+        let dir = crate::lists::pattern::scope_dir(path);
         let Keys { ctx, reuse } = context(keys)?;
         match ctx.pattern_scope(dir, reuse.witness()) {
             Ok(k) => k,
