@@ -35,8 +35,10 @@
 #   defaults    the shipped defaults (/etc/agent-sandbox-exec/defaults: the recommended
 #               catalogue) protect a user with no list (a cloud token, gh's token, an ssh key,
 #               a .env cloned and a .pem written after the launch), leave templates, known_hosts
-#               and .pub readable and git working; the user's exception, `defaults off GROUP`
-#               and `defaults off` take effect (the last says it protects less)
+#               and .pub readable and git working; startup files, user units, autostart
+#               entries, ~/.local/bin and ~/.gitconfig unwritable inside (written outside), tools'
+#               own directories below ~/.config and ~/.local makeable; the user's exception,
+#               `defaults off GROUP` and `defaults off` take effect (the last says it protects less)
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -89,6 +91,18 @@ read_as() {
 	[ -z "$BAD" ]
 }
 # denied NAME...: each read was refused (EPERM); readable NAME...: each read worked
+# WRITES_INSIDE: in the home, each write of code that runs later, "<name>: ok" or "<name>: refused"
+# (a sandboxed shell runs it: sh -c "cd && $WRITES_INSIDE")
+# shellcheck disable=SC2016 # the sandboxed shell expands them
+WRITES_INSIDE='t() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: ok"; else echo "$n: refused"; fi; }
+	t bashrc sh -c "echo x >>.bashrc"
+	t profile sed -i s/PATH/PATH/ .profile
+	t unit sh -c "mkdir -p .config/systemd/user && echo >.config/systemd/user/x.service"
+	t autostart sh -c "mkdir -p .config/autostart && echo >.config/autostart/x.desktop"
+	t shim sh -c "mkdir -p .local/bin && echo >.local/bin/git"
+	t gitconfig git config --global core.fsmonitor "cat .ssh/id_ed25519"
+	t tooldirs sh -c "mkdir -p .config/tool .local/share/tool .local/state/tool && echo >.config/tool/x && echo >.local/share/tool/x && echo >.local/state/tool/x"'
+
 denied() { read_as "Operation not permitted" "$@"; }
 readable() { read_as ok "$@"; }
 
@@ -318,6 +332,17 @@ check_defaults() {
 	okl "defaults: git clone (of a repository with a .env) and commit inside work; the .env it wrote is not read" \
 		'$(snip "$OUT") $(snip "$ERR")' eval 'has fine "$OUT" && has "Operation not permitted" "$OUT"'
 
+	# The startup groups (startup, autostart, git-config, local-bin): code that runs later,
+	# outside, cannot be planted from inside; the XDG base directories the launcher made keep
+	# tools' own directories makeable below them.
+	run_in "$u" sh -c "cd && $WRITES_INSIDE"
+	okl "defaults: ~/.bashrc appended, ~/.profile edited by sed -i, a user unit, an autostart entry, a ~/.local/bin shim and git config --global are refused inside" \
+		'$(snip "$OUT") $(snip "$ERR")' read_as refused bashrc profile unit autostart shim gitconfig
+	okl "defaults: tools still make their own directories in ~/.config, ~/.local/share and ~/.local/state inside" \
+		'$(snip "$OUT")' read_as ok tooldirs
+	run_as "$u" sh -c 'cd && echo "# outside" >>.bashrc && git config --global user.name t && echo fine'
+	okl "defaults: the same files are written outside" '$(snip "$OUT") $(snip "$ERR")' has fine "$OUT"
+
 	# The user's own lines: an exception of a default entry, one group off, then all.
 	install -d -o "$u" -g "$u" -m 0755 "$h/.config" "$h/.config/agent-sandbox-exec"
 	printf '%s\n' "!~/.ssh/id_ed25519" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
@@ -328,6 +353,10 @@ check_defaults() {
 	run_in "$u" sh -c "cd && $READS" sh .aws/credentials .config/gh/hosts.yml .ssh/id_ed25519
 	okl "defaults: \`defaults off cloud\` turns that group off only" '$(snip "$OUT")' \
 		eval 'readable .aws/credentials && denied .config/gh/hosts.yml .ssh/id_ed25519'
+	printf '%s\n' "defaults off startup git-config" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $WRITES_INSIDE"
+	okl "defaults: \`defaults off startup git-config\` lets ~/.bashrc and ~/.gitconfig be written inside; units stay refused" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'read_as ok bashrc gitconfig && read_as refused unit shim'
 	printf '%s\n' "defaults off" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
 	run_in "$u" sh -c "cd && $READS" sh .config/gh/hosts.yml clone/.env
 	okl "defaults: \`defaults off\` turns every default off, and the launch says it protects less" \

@@ -1,5 +1,9 @@
 //! `agent-sandbox-exec PROGRAM [ARGS...]`: enter the caller's sandbox, then exec.
 //!
+//! 0. Make the home's XDG base directories that are missing
+//!    ([`make_base_dirs`]), so that a read-only line of the shipped
+//!    defaults for a directory below them (`readonly ~/.config/autostart/`)
+//!    guards only that directory, not all of `~/.config`.
 //! 1. The daemon must be serving: the ready file names a live process.
 //! 2. Connect to its socket (listened on by root) and send the request, which
 //!    names this very process (the daemon checks it is the one that connected).
@@ -245,6 +249,9 @@ pub fn main(args: &[OsString]) -> u8 {
 pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
     let daemon = serving_pid(paths).map_err(|e| LaunchError::NoDaemon(e.0))?;
     let uid = nix::unistd::getuid().as_raw();
+    if let Some(home) = home_of(uid) {
+        make_base_dirs(&home);
+    }
     let deadline = Instant::now() + REPLY_TIMEOUT;
     let conn = connect_daemon(paths, |e| match &e {
         RequestError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => {
@@ -293,6 +300,38 @@ pub fn enter_sandbox(paths: &Paths) -> Result<(), LaunchError> {
             "cgroup is {}, expected {want}",
             other.unwrap_or("unknown")
         ))),
+    }
+}
+
+/// The home directory of `uid` in the user database, if it has an entry.
+fn home_of(uid: u32) -> Option<std::path::PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+}
+
+/// The XDG base directories below the home that a launch makes when they
+/// are missing, parents first: `~/.config` (`$XDG_CONFIG_HOME`'s default),
+/// `~/.local` and `~/.local/share` (`$XDG_DATA_HOME`'s default), as the XDG
+/// Base Directory Specification has applications make them (mode 0700).
+pub const BASE_DIRS: [&str; 3] = [".config", ".local", ".local/share"];
+
+/// Makes each of [`BASE_DIRS`] below `home` that is missing (mode 0700, as
+/// this user). A read-only line whose directory is missing is guarded at
+/// its first missing part, where nothing can then be made from inside a
+/// sandbox (the resolver's rule): without this, `readonly
+/// ~/.config/autostart/` of the shipped defaults would keep a user without
+/// `~/.config` from having one made by any tool inside. Best effort: a
+/// directory that cannot be made (a launch from inside, where the guard
+/// already stands; a read-only home) is left to that rule.
+fn make_base_dirs(home: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    for rel in BASE_DIRS {
+        let dir = home.join(rel);
+        if fs::symlink_metadata(&dir).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+            let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
+        }
     }
 }
 
@@ -512,10 +551,7 @@ fn allowed_sockets(
     paths: &Paths,
     uid: u32,
 ) -> (Vec<AllowedSocket>, Vec<AllowedPort>, Vec<OwnedFd>) {
-    let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.dir);
+    let home = home_of(uid);
     let mut lists = vec![(paths.base_list.clone(), None)];
     if let Some(h) = &home {
         lists.push((Paths::home_list(h), Some(h.as_os_str().as_bytes())));
@@ -754,6 +790,37 @@ mod tests {
 
     fn os(v: &[&[u8]]) -> Vec<OsString> {
         v.iter().map(|b| OsString::from_vec(b.to_vec())).collect()
+    }
+
+    /// The missing base directories are made 0700, parents first; one
+    /// that exists (or a symlink in its place) is left as it is.
+    #[test]
+    fn base_dirs_are_made_when_missing_and_left_alone_otherwise() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = std::env::temp_dir().join(format!("asx-base-dirs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&home);
+        fs::create_dir(&home).unwrap();
+        make_base_dirs(&home);
+        for rel in BASE_DIRS {
+            let m = fs::symlink_metadata(home.join(rel)).unwrap();
+            assert!(m.is_dir(), "{rel}");
+            assert_eq!(m.permissions().mode() & 0o7777, 0o700, "{rel}");
+        }
+        fs::remove_dir_all(&home).unwrap();
+        fs::create_dir_all(home.join("elsewhere")).unwrap();
+        fs::create_dir(home.join(".local")).unwrap();
+        fs::set_permissions(home.join(".local"), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("elsewhere", home.join(".config")).unwrap();
+        make_base_dirs(&home);
+        assert!(
+            fs::symlink_metadata(home.join(".config"))
+                .unwrap()
+                .is_symlink()
+        );
+        let local = fs::metadata(home.join(".local")).unwrap();
+        assert_eq!(local.permissions().mode() & 0o7777, 0o755, "not changed");
+        assert!(home.join(".local/share").is_dir());
+        fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]

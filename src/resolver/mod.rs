@@ -1148,6 +1148,10 @@ pub(crate) fn emit(
             Source::Base => top.display().to_string(),
         };
         match (guarded, dangling) {
+            // A catalogue line names where a tool keeps its files, on
+            // machines that may not have the tool: its missing directory is
+            // guarded without a warning at every launch (`--check` shows it).
+            (Some(_), false) if list.catalogue() => return Ok(()),
             (Some(top), _) => {
                 let what = if dangling {
                     "it is a symbolic link to a path that does not exist"
