@@ -292,7 +292,8 @@ hook_suite() {
 	measure hook.cataloghome as_user "$U" agent-sandbox-exec "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	# Write protection (issue 26): a write-open of the unlisted file 8 levels deep outside, in a
 	# sandbox whose only read-only entry is the fixed one of the user's own lists (a two-level
-	# walk), and with 100 `readonly DIR/` entries (a walk to the root, no memos).
+	# walk), with 100 `readonly DIR/` entries (the walk to the root, kept in the directory's
+	# memo), and with the shipped catalogue (its startup groups' read-only entries).
 	measure hook.wdeepout as_user "$U" "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
 	set_list "$U" 1000
 	measure hook.wdeepown as_user "$U" agent-sandbox-exec "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
@@ -301,6 +302,9 @@ hook_suite() {
 	done >"/home/$U/.config/agent-sandbox-exec/denylist"
 	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 	measure hook.wdeepro100 as_user "$U" agent-sandbox-exec "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
+	echo "include /usr/share/agent-sandbox-exec/catalog/recommended" >"/home/$U/.config/agent-sandbox-exec/denylist"
+	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
+	measure hook.wcatalog as_user "$U" agent-sandbox-exec "$BIN" openloop --write "$DEEP" "$ITERS" "$RUNS"
 	# Back to the $BIG list, which the honesty check and the memory figures below expect.
 	set_list "$U" "$BIG"
 	# A denied open in a loop (issue 28): the refusal and its event (after the first 8 a second,
@@ -590,10 +594,13 @@ report_hooks() {
 		"$(calc '%.4f' "$(med hook.catalog) / $dempty") -> $(verdict "$(med hook.catalog) <= $dempty * 1.04")," \
 		"below Landlock: $(verdict "$(med hook.catalog) < $dll")"
 	echo "write-open+close of the unlisted file 8 levels deep (O_WRONLY), ns/op (x ours outside):"
-	for n in wdeepout wdeepown wdeepro100; do
+	for n in wdeepout wdeepown wdeepro100 wcatalog; do
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
 			"$(calc '%.4f' "$(med "hook.$n") / $(med hook.wdeepout)")"
 	done
+	echo "  the shipped catalogue (its read-only startup groups) <= 1.04x outside:" \
+		"$(calc '%.4f' "$(med hook.wcatalog) / $(med hook.wdeepout)") ->" \
+		"$(verdict "$(med hook.wcatalog) <= $(med hook.wdeepout) * 1.04")"
 	echo "  100 audit directory entries (\`audit all\`: a walk without memos after the allowed open):" \
 		"$(calc '%+.0f' "$(med hook.audit100) - $(med hook.deepfiles)") ns above file entries only"
 	echo "  above file entries only, per open (the file's level, then the walk memo of its directory; the"

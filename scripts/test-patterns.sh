@@ -153,7 +153,7 @@ check_moves() {
 		echo more >>.env.local 2>/dev/null && echo "reopen: done" || echo "reopen: refused"
 		echo E= >.env.example && echo "example: done"'
 	okl "moves: a rename or link away from .env, an append or overwrite of it, a rename, link or symlink onto a covered name, a read through a symlink: refused inside" \
-		'$(snip "$OUT")' eval 'for w in mv ln append overwrite mv-onto ln-onto symlink link-read; do grep -qx "$w: refused" "$OUT" || exit 1; done'
+		'$(snip "$OUT")' read_as refused mv ln append overwrite mv-onto ln-onto symlink link-read
 	okl "moves: nothing was moved or linked, and .env is the user's" '$(ls -A "$UH/mv" | tr "\n" " ")' \
 		eval '[ "$(cat "$UH/mv/.env")" = S=1 ] && [ ! -e "$UH/mv/env.txt" ] && [ ! -e "$UH/asx-pat-x" ] && [ ! -e "$UH/mv/.env.prod" ] && [ ! -e "$UH/mv/.env.ln" ] && [ ! -L "$UH/mv/.env.sym" ]'
 	okl "moves: a new .env.local and key.pem are written by the open that creates them, and never read or opened again inside" \

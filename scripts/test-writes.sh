@@ -29,6 +29,11 @@
 #                 with no list directory, none can be made from inside
 #   own_list_link the user's list a symlink into another directory (a dotfiles manager's):
 #                 the file it points to cannot be changed from inside either
+#   ro_memo       the read-only walk's memos: writes in a directory first allowed are refused
+#                 once it is moved below a read-only directory entry outside, and allowed again
+#                 once it is moved back; a new `readonly DIR/` line is enforced where an allowed
+#                 write left a memo; a write memo never answers a read (a directory entry still
+#                 denies after writes there)
 #   ro_receive    a descriptor of a read-only file open for writing, sent in over SCM_RIGHTS
 #                 (by root: the user's outside processes cannot reach a socket made inside),
 #                 is not received; one open for reading is
@@ -48,7 +53,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink ro_symlink_chain read_entry own_list own_list_link ro_receive)
+CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink ro_symlink_chain read_entry own_list own_list_link ro_memo ro_receive)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -171,7 +176,7 @@ check_ro_dir() {
 		echo more >>"$1/ok.service" && echo "exception: written"' sh "$d"
 	okl "ro_dir: reading below a read-only directory entry works" '$(snip "$OUT")' has "[Unit]" "$OUT"
 	okl "ro_dir: a new unit, a subdirectory, a write, a rename and a symlink below it are refused" \
-		'$(snip "$OUT")' eval 'for w in new mkdir write mv symlink; do grep -qx "$w: refused" "$OUT" || exit 1; done'
+		'$(snip "$OUT")' acts_are refused new mkdir write mv symlink
 	okl "ro_dir: nothing was made or changed there" '$(ls -A "$d" | tr "\n" " ")' \
 		eval '[ ! -e "$d/x.service" ] && [ ! -e "$d/sub" ] && [ "$(cat "$d/a.service")" = "[Unit]" ]'
 	okl "ro_dir: an exception of the same list re-allows writing its file" '$(snip "$OUT")' \
@@ -304,6 +309,54 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
 socket.send_fds(s, [b"x"], [fd])
 print("sent")'
+
+# WRITES_IN DIR: inside, in DIR, an append to f, a new file, the removal of g, each
+# "<act>: ok" or "<act>: refused" (sh -c "$WRITES_IN" sh DIR; memo_files makes f and g first)
+# shellcheck disable=SC2016 # the sandboxed shell expands them
+WRITES_IN='cd "$1" || exit 1
+	if echo more >>f 2>/dev/null; then echo "append: ok"; else echo "append: refused"; fi
+	if echo n >new 2>/dev/null; then echo "create: ok"; else echo "create: refused"; fi
+	if rm -f g 2>/dev/null && [ ! -e g ]; then echo "rm: ok"; else echo "rm: refused"; fi
+	rm -f new 2>/dev/null'
+
+# memo_files DIR: outside, as the user, f and g in DIR (what WRITES_IN writes and removes)
+memo_files() { run_as "$USR" sh -c 'echo x >"$1/f" && echo y >"$1/g"' sh "$1"; }
+
+# acts_are RESULT ACT...: each "<ACT>: RESULT" line is in $OUT
+acts_are() {
+	local want=$1 a
+	shift
+	for a in "$@"; do
+		grep -qx "$a: $want" "$OUT" || return 1
+	done
+}
+
+check_ro_memo() {
+	local m=$UH/memo
+	run_as "$USR" sh -c 'rm -rf "$1" && mkdir -p "$1/ro" "$1/free/a" "$1/sec/b" && echo s >"$1/sec/b/s"' sh "$m"
+	memo_files "$m/free/a"
+	set_list "readonly ~/memo/ro/" "~/memo/sec/"
+	# Writes first (the memos of free/a and sec/b hold the read-only walk's part), then reads.
+	run_in "$USR" sh -c "$WRITES_IN"'; cd "$2" && { echo n >new; rm -f new; cat s; }' sh "$m/free/a" "$m/sec/b"
+	okl "ro_memo: in a free directory, append, create and rm work inside" '$(snip "$OUT")' \
+		acts_are ok append create rm
+	okl "ro_memo: a write memo never answers a read: a directory entry still denies after writes there" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'has "Operation not permitted" "$ERR" && ! grep -qx s "$OUT"'
+	mv "$m/free/a" "$m/ro/a"
+	memo_files "$m/ro/a"
+	run_in "$USR" sh -c "$WRITES_IN" sh "$m/ro/a"
+	okl "ro_memo: the same directory moved below a read-only entry outside: append, create, rm refused" \
+		'$(snip "$OUT")' acts_are refused append create rm
+	mv "$m/ro/a" "$m/free/a"
+	run_in "$USR" sh -c "$WRITES_IN" sh "$m/free/a"
+	okl "ro_memo: moved back outside: writes work again" '$(snip "$OUT")' acts_are ok append create rm
+	memo_files "$m/free/a"
+	set_list "readonly ~/memo/ro/" "~/memo/sec/" "readonly ~/memo/free/"
+	run_in "$USR" sh -c "$WRITES_IN" sh "$m/free/a"
+	okl "ro_memo: a new readonly line over a directory whose memo allowed writes: refused" \
+		'$(snip "$OUT")' acts_are refused append create rm
+	rm -rf "$m"
+}
 
 check_ro_receive() {
 	local d=$T/rx f=$UH/.bashrc

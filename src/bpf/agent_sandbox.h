@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 10
+#define AGENT_SANDBOX_LAYOUT_VERSION 11
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -26,8 +26,8 @@ enum agent_sandbox_max_deny { AGENT_SANDBOX_MAX_DENY = 1048576 };
 enum agent_sandbox_max_sandboxes { AGENT_SANDBOX_MAX_SANDBOXES = 65536 };
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
- * be used (maps.bpf.h: walk_memo_store): about 120 bytes each,
- * preallocated (2 MiB); not pinned, so not part of the layout.
+ * be used (maps.bpf.h: walk_memo_store): about 150 bytes each,
+ * preallocated (2.5 MiB); not pinned, so not part of the layout.
  */
 enum agent_sandbox_memo_hash_entries { AGENT_SANDBOX_MEMO_HASH_ENTRIES = 16384 };
 
@@ -304,25 +304,42 @@ struct walk_gens {
 };
 
 /*
- * A walk memo: the directory-entry walk's result from one directory up,
- * kept in inode storage on that directory's inode (walk_memos) for the next
- * open of a file in it by the same sandbox. `sb_*`: the state of each list
- * after the levels up to the root of the directory's superblock; `full_*`:
- * after the whole walk, across the mounts above the vfsmount `mnt` (0 when
- * not kept), valid while mount_lock's sequence count is `mount_seq`.
- * States are WALK_OPEN/WALK_DENY/WALK_ALLOW of the BPF program; a walk that
- * ran out of levels is kept as a deny. 40 bytes.
+ * One walk's answer from a directory up, in a walk memo (below). `sb_*`:
+ * the state of each list after the levels up to the root of the
+ * directory's superblock; `full_*`: after the whole walk, across the mounts
+ * above the vfsmount `mnt` (0 when not kept), valid while mount_lock's
+ * sequence count is `mount_seq`. States are WALK_OPEN/WALK_DENY/WALK_ALLOW
+ * of the BPF program; a walk that ran out of levels is kept as a deny.
+ * 16 bytes.
  */
-struct walk_memo {
-	__u64 cgid;
-	__u64 marks_gen;
-	__u64 moves_gen;
+struct walk_memo_part {
 	__u64 mnt;
 	__u32 mount_seq;
 	__u8 sb_base;
 	__u8 sb_user;
 	__u8 full_base;
 	__u8 full_user;
+};
+
+/* walk_memo.parts: which parts hold an answer (indexes of walk_memo.part). */
+#define AGENT_SANDBOX_MEMO_READ 0 /* the directory-entry walk of a read open */
+#define AGENT_SANDBOX_MEMO_RO 1   /* the read-only walk of a write */
+
+/*
+ * A walk memo: the walks' results from one directory up, kept in inode
+ * storage on that directory's inode (walk_memos) for the next open, write
+ * or new name in it by the same sandbox: part[AGENT_SANDBOX_MEMO_READ] for
+ * directory entries, part[AGENT_SANDBOX_MEMO_RO] for read-only entries,
+ * each valid only if its bit (1 << index) is set in `parts` and while the
+ * generations are `marks_gen` and `moves_gen`. 64 bytes.
+ */
+struct walk_memo {
+	__u64 cgid;
+	__u64 marks_gen;
+	__u64 moves_gen;
+	__u32 parts;
+	__u32 pad;
+	struct walk_memo_part part[2];
 };
 
 /*

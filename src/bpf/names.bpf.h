@@ -119,7 +119,7 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	    name_refused(cgid, dir, new_dentry, true) || pattern_covers(cgid, sbx, old_dentry) ||
 	    pattern_covers(cgid, sbx, new_dentry) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, NULL) || ro_dentry_denied(cgid, sbx, new_dentry, dir)) {
 		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
@@ -146,7 +146,8 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	    crosses_deep_scope(cgid, sbx, old_dentry, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_dentry_denied(cgid, sbx, old_dentry, 0) || ro_dentry_denied(cgid, sbx, new_dentry, 0)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, old_dir) ||
+	    ro_dentry_denied(cgid, sbx, new_dentry, new_dir)) {
 		report_dentry(AGENT_SANDBOX_OP_RENAME, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
@@ -160,7 +161,7 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (name_refused(cgid, dir, dentry, true) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
+	if (name_refused(cgid, dir, dentry, true) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -226,7 +227,7 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
-	    on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
+	    on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -240,7 +241,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, 0)) {
+	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}

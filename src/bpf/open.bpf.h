@@ -137,19 +137,34 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
 /*
  * Is an open of `file` for writing (or with O_TRUNC) refused: a read-only
  * entry of sandbox `cgid` protects it (ro_walk_denied(), from the file's
- * dentry across the mounts above it)? An overlayfs backing file is judged by
- * its real inode's first alias, within its filesystem.
+ * dentry across the mounts above it, with the directory's memo where the
+ * walk is whole)? An overlayfs backing file is judged by its real inode's
+ * first alias, within its filesystem.
  */
 static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
 	struct dentry *dentry = file->f_path.dentry;
-	__u64 d, mnt;
+	__u64 d, mnt = 0;
+	int verdict;
 
 	if (!(sbx & SBX_RO))
 		return false;
-	/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
-	if (!(sbx & SBX_RO_DIRS) && dentry->d_inode == file->f_inode && !ro_near_marks(dentry))
-		return false;
+	if (dentry->d_inode == file->f_inode) {
+		/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
+		if (!(sbx & SBX_RO_DIRS)) {
+			if (!ro_near_marks(dentry))
+				return false;
+		} else {
+			/* A whole walk: from its directory's memo (ro_memo_denied()). */
+			BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+			if (mnt)
+				mnt -= bpf_core_field_offset(struct mount, mnt);
+			verdict = ro_memo_denied(cgid, file->f_inode, dentry, dentry->d_parent->d_inode,
+						 (__u64)file->f_path.mnt, mnt);
+			if (verdict != PATH_WALK_WHOLE)
+				return verdict;
+		}
+	}
 	if (!file_walk_start(file, &d, &mnt))
 		return false;
 	return ro_walk_denied(cgid, sbx, d, mnt);

@@ -49,7 +49,12 @@
  * filesystems whose directories move only through vfs_rename()
  * (memo_fs()): on a network or FUSE filesystem d_splice_alias() may move a
  * directory's dentry on a lookup, without a rename here. A memo lives as
- * long as the directory's inode is in the inode cache.
+ * long as the directory's inode is in the inode cache. The read-only walk
+ * of a sandbox with read-only directory entries (SBX_RO_DIRS: every write,
+ * new name, removal and rename walks to the root) keeps its answer in the
+ * same memo, a part of its own (struct walk_memo: part[], parts), made and
+ * used by the same rules (memo_walk_denied()); a memo made for one walk
+ * never answers the other.
  *
  * inode_link, inode_rename and inode_symlink refuse a sandboxed task a name
  * that would carry a file or directory out of, or an inode of its own into,
@@ -73,6 +78,11 @@ extern const void mount_lock __ksym __weak;
 #define WALK_MODE_RO 2
 /* WALK_MODE_READ that also keeps what a walk memo needs (at_sb, sb_*, cross_memo). */
 #define WALK_MODE_READ_MEMO 3
+/* WALK_MODE_RO that keeps the same. */
+#define WALK_MODE_RO_MEMO 4
+
+/* Does walk mode `mode` keep what a memo needs? */
+#define WALK_MEMO_MODE(mode) ((mode) == WALK_MODE_READ_MEMO || (mode) == WALK_MODE_RO_MEMO)
 
 /* The state of one walk; its pointers are plain numbers, read through probe reads. */
 struct walk_ctx {
@@ -172,7 +182,7 @@ static __always_inline void walk_marks(struct walk_ctx *c, void *map, void *key,
 {
 	if (mode == WALK_MODE_AUDIT)
 		note_audit_marks(&c->base, &c->user, map, key, kind_field);
-	else if (mode == WALK_MODE_RO)
+	else if (mode == WALK_MODE_RO || mode == WALK_MODE_RO_MEMO)
 		note_ro_marks(&c->base, &c->user, map, key, kind_field);
 	else
 		note_marks(&c->base, &c->user, map, key, kind_field);
@@ -224,7 +234,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 		struct mount *m = (struct mount *)c->mnt;
 		struct mount *up;
 
-		if (mode == WALK_MODE_READ_MEMO && !c->at_sb) {
+		if (WALK_MEMO_MODE(mode) && !c->at_sb) {
 			c->at_sb = 1;
 			c->sb_base = c->base;
 			c->sb_user = c->user;
@@ -237,7 +247,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 		d = BPF_CORE_READ(m, mnt_mountpoint);
 		c->dentry = (__u64)d;
 		c->mnt = (__u64)up;
-		if (mode == WALK_MODE_READ_MEMO && !memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
+		if (WALK_MEMO_MODE(mode) && !memo_fs(BPF_CORE_READ(d, d_sb, s_magic)))
 			c->cross_memo = 0;
 		goto next;
 	}
@@ -270,7 +280,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 next:
 	if (walk_decided(c->base, c->user)) {
 		c->done = 1;
-		if (mode == WALK_MODE_READ_MEMO && !c->at_sb) {
+		if (WALK_MEMO_MODE(mode) && !c->at_sb) {
 			c->at_sb = 1;
 			c->sb_base = c->base;
 			c->sb_user = c->user;
@@ -309,6 +319,11 @@ static long walk_step_ro(__u64 index, void *ctx)
 	return walk_level(ctx, WALK_MODE_RO);
 }
 
+static long walk_step_ro_memo(__u64 index, void *ctx)
+{
+	return walk_level(ctx, WALK_MODE_RO_MEMO);
+}
+
 /* The first word of a seqlock_t at `lock` (its sequence count), or 0 if the kernel symbol is unknown. */
 static __always_inline __u32 seq_of(const void *lock)
 {
@@ -345,6 +360,8 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 			bpf_loop(depth, walk_step_ro, c, 0);
 		else if (mode == WALK_MODE_READ_MEMO)
 			bpf_loop(depth, walk_step_memo, c, 0);
+		else if (mode == WALK_MODE_RO_MEMO)
+			bpf_loop(depth, walk_step_ro_memo, c, 0);
 		else
 			bpf_loop(depth, walk_step, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
@@ -444,21 +461,6 @@ static __always_inline bool ro_near_marks(struct dentry *d)
 }
 
 /*
- * ro_walk_denied() for BTF-typed dentry `d` (the hooks that have one):
- * where the walk is two levels (no read-only directory entry but the
- * user's own lists'), ro_near_marks() first, and the walk only if it
- * answers yes.
- */
-static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentry *d, __u64 mnt)
-{
-	if (!(sbx & SBX_RO))
-		return false;
-	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
-		return false;
-	return ro_walk_refused(cgid, sbx, dentry_addr(d), mnt) != 0;
-}
-
-/*
  * Does a directory entry of sandbox `cgid` deny the (possibly negative)
  * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
  * the depth bound or when renames overlap both attempts.
@@ -492,15 +494,25 @@ __noinline int walk_refused(__u64 cgid, __u64 dentry, __u64 mnt)
  * for each, which made file_open's load the slowest part of the daemon's
  * start on 6.12 and 7.x).
  */
-__noinline int memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+static __always_inline int memo_walk_as(__u64 cgid, __u64 dentry, __u64 mnt, const __u32 mode)
 {
 	struct walk_ctx c;
 
-	if (!walk_from_as(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, WALK_MODE_READ_MEMO,
-			  true))
+	if (!walk_from_as(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, mode, true))
 		return MEMO_WALK_FAILED;
 	return (c.base & 3) | (c.user & 3) << 2 | (c.sb_base & 3) << 4 | (c.sb_user & 3) << 6 |
 	       (c.cross_memo & 1) << 8;
+}
+
+__noinline int memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	return memo_walk_as(cgid, dentry, mnt, WALK_MODE_READ_MEMO);
+}
+
+/* memo_walk() for read-only entries (the walk of ro_walk_refused(), kept in a memo). */
+__noinline int ro_memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	return memo_walk_as(cgid, dentry, mnt, WALK_MODE_RO_MEMO);
 }
 
 /* walk_refused(), a global function (verified once for its eight callers; see ro_walk_refused()). */
@@ -510,22 +522,28 @@ static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
 }
 
 /*
- * The marks of one level reached through BTF pointers: inode `inode`, named
- * `dentry` in directory `dir`, whose key_filter bits open_denied() found
- * (`bits`: BIT_FILE, BIT_DIR); the states of both lists in `base`, `user`.
+ * The marks of one level reached through BTF pointers: inode `inode` (NULL
+ * for a negative dentry), named `dentry` in directory `dir`, whose
+ * key_filter bits the caller found (`bits`: BIT_FILE, BIT_DIR); the states
+ * of both lists in `base`, `user`, for the entries walk mode `mode`
+ * (WALK_MODE_READ or WALK_MODE_RO, a constant) looks for.
  */
 static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct dentry *dentry,
-					struct inode *dir, __u32 bits, __u32 *base, __u32 *user)
+					struct inode *dir, __u32 bits, __u32 *base, __u32 *user,
+					const __u32 mode)
 {
 	struct deny_key dk = {};
 	struct name_key *nk;
 	__u32 zero = 0, len;
 	__u64 size;
 
-	if (bits & BIT_FILE) {
+	if ((bits & BIT_FILE) && inode) {
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
-		note_marks(base, user, &deny_map, &dk, &dk.file.kind);
+		if (mode == WALK_MODE_RO)
+			note_ro_marks(base, user, &deny_map, &dk, &dk.file.kind);
+		else
+			note_marks(base, user, &deny_map, &dk, &dk.file.kind);
 	}
 	if (!(bits & BIT_DIR))
 		return;
@@ -544,50 +562,57 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 	asm volatile("%[size] &= 255" : [size] "+r"(size));
 	if (bpf_probe_read_kernel(nk->name, size, dentry->d_name.name))
 		*base = *user = WALK_DENY; /* unreadable name: fail closed */
+	else if (mode == WALK_MODE_RO)
+		note_ro_marks(base, user, &name_map, nk, &nk->dir.kind);
 	else
 		note_marks(base, user, &name_map, nk, &nk->dir.kind);
 }
 
-/* path_walk_denied(): no memo can be used; walk from the file itself. */
+/* memo_walk_denied(): no memo can be used; walk from the name itself. */
 #define PATH_WALK_WHOLE 2
 
 /*
- * The walk for a file opened on its own path (`dentry` is the file's): the
- * file's level here, the rest from the memo of its parent directory, or
- * walked from there and then kept in its memo. 1: denied, 0: allowed,
- * PATH_WALK_WHOLE: the caller walks from the file (a mark on the file's
- * own level, or a file that is its own parent).
+ * The walk of `mode` (WALK_MODE_READ: directory entries; WALK_MODE_RO:
+ * read-only entries; a constant) for inode `self` (NULL for a negative
+ * dentry) named `dentry` in directory `dir`, whose key_filter bits are
+ * `bits`: this level here, the rest from the memo of `dir` (its part for
+ * `mode`), or walked from there and then kept in that memo beside the
+ * other part. `vmnt`: the address of the path's vfsmount, where the walk
+ * crosses the mounts above it (`mnt`: its struct mount), or 0 where it
+ * stops at the superblock's root (a hook that has no path). 1: denied, 0:
+ * allowed, PATH_WALK_WHOLE: the caller walks from the name (a mark on its
+ * own level, or a dentry that is its own parent).
  */
-
-static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
-					    __u32 bits)
+static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct inode *self,
+					    struct dentry *dentry, struct inode *dir, __u32 bits,
+					    __u64 vmnt, __u64 mnt)
 {
+	const __u32 at = mode == WALK_MODE_RO ? AGENT_SANDBOX_MEMO_RO : AGENT_SANDBOX_MEMO_READ;
+	const __u32 other = 1 - at;
 	struct dentry *parent = dentry->d_parent;
-	struct inode *dir = parent->d_inode;
 	struct walk_memo *memo, fresh = {};
+	struct walk_memo_part *part;
 	struct memo_key mk = {};
 	struct walk_gens *gens;
 	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
 	__u32 mseq, rest_base, rest_user;
 	int r;
-	__u64 mnt = 0, vmnt, p = 0;
+	__u64 p = 0;
 
-	level_marks(cgid, file->f_inode, dentry, dir, bits, &base, &user);
+	level_marks(cgid, self, dentry, dir, bits, &base, &user, mode);
 	if (base == WALK_DENY || user == WALK_DENY)
 		return true;
 	/*
-	 * A mark on the file's own level (an exception, or a walk that failed
-	 * closed there): one walk from the file itself, as without memos. A
+	 * A mark on the name's own level (an exception, or a walk that failed
+	 * closed there): one walk from the name itself, as without memos. A
 	 * walk from the parent stops at the first deny and leaves the other
-	 * list unwalked, which the file's exception must not then override.
+	 * list unwalked, which the name's exception must not then override.
 	 */
 	if (base != WALK_OPEN || user != WALK_OPEN)
 		goto whole;
 	gens = bpf_map_lookup_elem(&walk_gens, &zero);
 	if (!gens)
 		return true; /* cannot happen; fail closed */
-	/* The vfsmount's address, compared and kept as a number. */
-	vmnt = (__u64)file->f_path.mnt;
 	if (walk_memo_store == MEMO_INODE_STORAGE) {
 		memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
 	} else {
@@ -598,17 +623,26 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	}
 	if (memo && memo->cgid == cgid && memo->marks_gen == gens->marks &&
 	    memo->moves_gen == gens->moves) {
-		rest_base = memo->sb_base;
-		rest_user = memo->sb_user;
-		if (walk_decided(rest_base, rest_user))
-			goto combine;
-		if (memo->mnt == vmnt && vmnt && &mount_lock) {
-			mseq = seq_of(&mount_lock);
-			if (!(mseq & 1) && mseq == memo->mount_seq) {
-				rest_base = memo->full_base;
-				rest_user = memo->full_user;
+		if (memo->parts & (1U << at)) {
+			part = &memo->part[at];
+			rest_base = part->sb_base;
+			rest_user = part->sb_user;
+			/* Decided within the superblock, or a walk that stops at its root. */
+			if (walk_decided(rest_base, rest_user) || !vmnt)
 				goto combine;
+			if (part->mnt == vmnt && &mount_lock) {
+				mseq = seq_of(&mount_lock);
+				if (!(mseq & 1) && mseq == part->mount_seq) {
+					rest_base = part->full_base;
+					rest_user = part->full_user;
+					goto combine;
+				}
 			}
+		}
+		/* The other walk's part stays (made under the same generations). */
+		if (memo->parts & (1U << other)) {
+			fresh.part[other] = memo->part[other];
+			fresh.parts = 1U << other;
 		}
 	}
 	/* No memo to use: walk from the parent, then keep the result there. */
@@ -616,15 +650,14 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	fresh.marks_gen = gens->marks;
 	fresh.moves_gen = gens->moves;
 	mseq = seq_of(&mount_lock);
-	/* Through a probe read, so that the walk's arithmetic is on a number. */
-	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-	if (mnt)
-		mnt -= bpf_core_field_offset(struct mount, mnt);
 	bpf_probe_read_kernel(&p, sizeof(p), &parent);
 	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
-	if (p == (__u64)dentry)
+	if (p == dentry_addr(dentry))
 		goto whole;
-	r = memo_walk(cgid, p, mnt);
+	if (mode == WALK_MODE_RO)
+		r = ro_memo_walk(cgid, p, mnt);
+	else
+		r = memo_walk(cgid, p, mnt);
 	if (r & MEMO_WALK_FAILED)
 		return true;
 	rest_base = MEMO_WALK_STATE(r, 0);
@@ -635,14 +668,16 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 	 * rename (and its subdirectories are all encrypted too).
 	 */
 	if (memo_fs(dir->i_sb->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
-		fresh.sb_base = MEMO_WALK_STATE(r, 4);
-		fresh.sb_user = MEMO_WALK_STATE(r, 6);
-		fresh.full_base = rest_base;
-		fresh.full_user = rest_user;
+		part = &fresh.part[at];
+		part->sb_base = MEMO_WALK_STATE(r, 4);
+		part->sb_user = MEMO_WALK_STATE(r, 6);
+		part->full_base = rest_base;
+		part->full_user = rest_user;
 		if (MEMO_WALK_CROSS(r) && &mount_lock && !(mseq & 1) && vmnt) {
-			fresh.mnt = vmnt;
-			fresh.mount_seq = mseq;
+			part->mnt = vmnt;
+			part->mount_seq = mseq;
 		}
+		fresh.parts |= 1U << at;
 		if (walk_memo_store == MEMO_INODE_STORAGE) {
 			bpf_inode_storage_delete(&walk_memos, dir);
 			bpf_inode_storage_get(&walk_memos, dir, &fresh,
@@ -653,10 +688,73 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 		}
 	}
 combine:
-	/* Both lists were OPEN at the file's own level: the rest decides. */
+	/* Both lists were OPEN at the name's own level: the rest decides. */
 	return rest_base == WALK_DENY || rest_user == WALK_DENY;
 whole:
 	return PATH_WALK_WHOLE;
+}
+
+/*
+ * The directory-entry walk for a file opened on its own path (`dentry` is
+ * the file's; `bits` from open_denied()), with memos (memo_walk_denied()).
+ */
+static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
+					    __u32 bits)
+{
+	__u64 mnt = 0;
+
+	/* Through a probe read, so that the walk's arithmetic is on a number. */
+	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
+	if (mnt)
+		mnt -= bpf_core_field_offset(struct mount, mnt);
+	return memo_walk_denied(cgid, WALK_MODE_READ, file->f_inode, dentry,
+				dentry->d_parent->d_inode, bits, (__u64)file->f_path.mnt, mnt);
+}
+
+/*
+ * The read-only walk of a sandbox with read-only directory entries
+ * (SBX_RO_DIRS) for inode `self` (NULL: a negative dentry) named `dentry`
+ * in directory `dir`, with memos (memo_walk_denied(): `vmnt`, `mnt` as
+ * there). 1: refused, 0: allowed, PATH_WALK_WHOLE: walk from the name.
+ */
+static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, struct dentry *dentry,
+					  struct inode *dir, __u64 vmnt, __u64 mnt)
+{
+	__u32 bits = 0;
+
+	if (walk_memo_store == MEMO_NONE || !dir)
+		return PATH_WALK_WHOLE;
+	if (self && filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+		bits |= BIT_FILE;
+	if (filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
+		bits |= BIT_DIR;
+	return memo_walk_denied(cgid, WALK_MODE_RO, self, dentry, dir, bits, vmnt, mnt);
+}
+
+/*
+ * ro_walk_denied() for BTF-typed dentry `d` (the hooks that have one), in
+ * directory `dir` (the hook's own argument, or NULL where it has none),
+ * within its filesystem: where the walk is two levels (no read-only
+ * directory entry but the user's own lists'), ro_near_marks() first, and
+ * the walk only if it answers yes; where it is whole, from the memo of
+ * `dir` (ro_memo_denied()), walking only when that memo is missing or
+ * stale.
+ */
+static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentry *d,
+					     struct inode *dir)
+{
+	int verdict;
+
+	if (!(sbx & SBX_RO))
+		return false;
+	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
+		return false;
+	if ((sbx & SBX_RO_DIRS) && dir) {
+		verdict = ro_memo_denied(cgid, d->d_inode, d, dir, 0, 0);
+		if (verdict != PATH_WALK_WHOLE)
+			return verdict;
+	}
+	return ro_walk_refused(cgid, sbx, dentry_addr(d), 0) != 0;
 }
 
 /*

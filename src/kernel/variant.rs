@@ -71,7 +71,7 @@ impl Part {
             Part::MemoInodeStorage => {
                 "walk memos live in an LRU hash of 16,384 directories keyed by the inode's \
                  address (one hash lookup instead of an inode-storage lookup; a directory beyond \
-                 that is walked; 2 MiB preallocated), and every directory inode freed costs a \
+                 that is walked; 2.5 MiB preallocated), and every directory inode freed costs a \
                  hash delete"
             }
             Part::WalkMemos => {
