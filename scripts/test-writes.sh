@@ -11,7 +11,8 @@
 #
 # Checks (names for ASX_WRITES_ONLY / ASX_WRITES_SKIP):
 #   ro_file       `readonly ~/.bashrc`: read inside; append, sed -i (rename over), cp over,
-#                 mv away, rm, truncate, chmod, touch -d, a user xattr all refused inside
+#                 mv away, rm, truncate, chmod, touch -d, a user xattr, chattr (both ioctls)
+#                 and fsverity enable all refused inside
 #                 (EPERM) and reported; the same acts succeed outside
 #   ro_dir        `readonly ~/.config/systemd/user/`: a new unit, a new subdirectory, a write
 #                 to an existing unit, a rename within refused; reading works; an exception
@@ -70,7 +71,7 @@ set_list() {
 }
 
 # PY_ACTS FILE: each change of FILE a tool may make, one "<act>: <result>" line each
-PY_ACTS='import os, shutil, subprocess, sys
+PY_ACTS='import fcntl, os, shutil, struct, subprocess, sys
 f = sys.argv[1]
 def act(name, fn):
     try:
@@ -100,6 +101,28 @@ def xattr():
     os.setxattr(f, "user.asx", b"1")
 def rmxattr():
     os.removexattr(f, "user.asx")
+def ioctl_ro(cmd, arg):
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, cmd, arg)
+    finally:
+        os.close(fd)
+def chattr():
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        old = struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0]
+    finally:
+        os.close(fd)
+    ioctl_ro(0x40086602, struct.pack("l", old | 0x40))
+def fsxattr():
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        cur = fcntl.ioctl(fd, 0x801c581f, bytes(28))
+    finally:
+        os.close(fd)
+    ioctl_ro(0x401c5820, cur)
+def verity():
+    ioctl_ro(0x40806685, struct.pack("III", 1, 1, 4096) + bytes(116))
 act("append", append)
 act("sed-i", sed_i)
 act("cp-over", cp_over)
@@ -108,6 +131,9 @@ act("chmod", chmod)
 act("touch", touch)
 act("xattr", xattr)
 act("rmxattr", rmxattr)
+act("chattr", chattr)
+act("fsxattr", fsxattr)
+act("verity", verity)
 act("link", lambda: os.link(f, f + ".ln"))
 act("mv", lambda: os.rename(f, f + ".moved"))
 act("rm", lambda: os.unlink(f))'
@@ -141,8 +167,8 @@ check_ro_file() {
 	run_in "$USR" cat "$f"
 	okl "ro_file: a read-only file is read inside" '$(why)' has "# the user" "$OUT"
 	run_in "$USR" python3 -c "$PY_ACTS" "$f"
-	okl "ro_file: append, sed -i, a rename over, truncate, chmod, utime, setxattr, link, mv, rm: all refused inside" \
-		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate chmod touch xattr rmxattr link mv rm
+	okl "ro_file: append, sed -i, a rename over, truncate, chmod, utime, setxattr, chattr (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR), fsverity enable, link, mv, rm: all refused inside" \
+		'not refused: $NOT_REFUSED' refused append sed-i cp-over truncate chmod touch xattr rmxattr chattr fsxattr verity link mv rm
 	okl "ro_file: the file is unchanged" '$(snip "$f")' eval '[ "$(cat "$f")" = "# the user" ]'
 	run_as "$USR" "$LAUNCHER" --denials --json
 	okl "ro_file: the write-open is reported with its read-only line" '$(snip "$OUT")' \

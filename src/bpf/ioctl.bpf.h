@@ -2,8 +2,10 @@
 /*
  * The ioctls a sandboxed task may not issue (ioctl_refused()): btrfs
  * snapshots, inode flags of directories, and the terminal and SIGIO-owner
- * side doors of tasks.bpf.h ("Side doors II").
- * Uses: gate.bpf.h. Hooks: lsm/file_ioctl, lsm/file_ioctl_compat.
+ * side doors of tasks.bpf.h ("Side doors II"); and those that change a
+ * listed or read-only file's flags (ioctl_changes_file()).
+ * Uses: gate.bpf.h, names.bpf.h (write_protected()). Hooks: lsm/file_ioctl,
+ * lsm/file_ioctl_compat.
  */
 #ifndef AGENT_SANDBOX_IOCTL_BPF_H
 #define AGENT_SANDBOX_IOCTL_BPF_H
@@ -20,6 +22,15 @@
  *   case-insensitive (ext4, F2FS): _IOW('f', 2, long), whose 32-bit number
  *   FS_IOC32_SETFLAGS is _IOW('f', 2, int).
  */
+/*
+ * - FS_IOC_FSSETXATTR, _IOW('X', 32, struct fsxattr) (28 bytes on every
+ *   ABI), sets the same flags and the project id the XFS way (`xfs_io -c
+ *   chattr`); FS_IOC_ENABLE_VERITY, _IOW('f', 133, struct
+ *   fsverity_enable_arg) (128 bytes), needs only a read descriptor and
+ *   makes the file unwritable for good (include/uapi/linux/fsverity.h).
+ */
+#define FS_IOC_FSSETXATTR 0x401c5820U
+#define FS_IOC_ENABLE_VERITY 0x40806685U
 #define BTRFS_IOC_SNAP_CREATE 0x50009401U
 #define BTRFS_IOC_SNAP_CREATE_V2 0x50009417U
 #define FS_IOC_SETFLAGS 0x40086602U
@@ -73,18 +84,46 @@ static __always_inline bool ioctl_refused(struct file *file, unsigned int cmd)
 	}
 }
 
+/*
+ * Does `cmd` change a file's inode flags or attributes (chattr,
+ * `xfs_io -c chattr`, `fsverity enable`)? Refused on a listed or read-only
+ * file (names.bpf.h: write_protected()), like its mode, times and extended
+ * attributes.
+ */
+static __always_inline bool ioctl_changes_file(unsigned int cmd)
+{
+	switch (cmd) {
+	case FS_IOC_SETFLAGS:
+	case FS_IOC32_SETFLAGS:
+	case FS_IOC_FSSETXATTR:
+	case FS_IOC_ENABLE_VERITY:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* The shared body of both ioctl entry points. */
 static __always_inline int ioctl_check(struct file *file, unsigned int cmd, int ret)
 {
-	__u64 cgid;
+	__u64 cgid, d = 0;
+	bool changes;
+	__u32 sbx;
 
 	if (ret != 0)
 		return pass_on(ret);
-	if (!ioctl_refused(file, cmd))
+	changes = !ioctl_refused(file, cmd);
+	if (changes && !ioctl_changes_file(cmd))
 		return 0;
 	cgid = bpf_get_current_cgroup_id();
 	if (!in_sandbox(cgid))
 		return 0;
+	if (changes) {
+		sbx = sandbox_of(cgid);
+		BPF_CORE_READ_INTO(&d, file, f_path.dentry);
+		if (!d || !write_protected(cgid, sbx, d))
+			return 0;
+	}
 	report_other(AGENT_SANDBOX_OP_IOCTL, cgid, cmd, BPF_CORE_READ(file, f_inode, i_ino));
 	return -EPERM;
 }
