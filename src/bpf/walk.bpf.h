@@ -299,11 +299,6 @@ root:
  * field a callback writes multiplies the states the verifier explores
  * until they converge.
  */
-static long walk_step(__u64 index, void *ctx)
-{
-	return walk_level(ctx, WALK_MODE_READ);
-}
-
 static long walk_step_memo(__u64 index, void *ctx)
 {
 	return walk_level(ctx, WALK_MODE_READ_MEMO);
@@ -312,11 +307,6 @@ static long walk_step_memo(__u64 index, void *ctx)
 static long walk_step_audit(__u64 index, void *ctx)
 {
 	return walk_level(ctx, WALK_MODE_AUDIT);
-}
-
-static long walk_step_ro(__u64 index, void *ctx)
-{
-	return walk_level(ctx, WALK_MODE_RO);
 }
 
 static long walk_step_ro_memo(__u64 index, void *ctx)
@@ -356,14 +346,10 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 		c->cross_memo = 1;
 		if (mode == WALK_MODE_AUDIT)
 			bpf_loop(depth, walk_step_audit, c, 0);
-		else if (mode == WALK_MODE_RO)
-			bpf_loop(depth, walk_step_ro, c, 0);
-		else if (mode == WALK_MODE_READ_MEMO)
-			bpf_loop(depth, walk_step_memo, c, 0);
 		else if (mode == WALK_MODE_RO_MEMO)
 			bpf_loop(depth, walk_step_ro_memo, c, 0);
 		else
-			bpf_loop(depth, walk_step, c, 0);
+			bpf_loop(depth, walk_step_memo, c, 0);
 		if (!(seq & 1) && seq_of(&rename_lock) == seq) {
 			if (!c->done && fail_closed) {
 				/*
@@ -380,30 +366,67 @@ static __always_inline bool walk_from_as(struct walk_ctx *c, __u64 cgid, __u64 d
 	return false;
 }
 
-/* walk_from_as() for the enforced directory entries. */
-static __always_inline bool walk_from(struct walk_ctx *c, __u64 cgid, __u64 dentry, __u64 mnt,
-				      __u32 depth)
+/*
+ * A walk's answer packed into an int (what a global function can return):
+ * both lists' states at the top (bits 0-1, 2-3), as the first superblock
+ * root was reached (bits 4-5, 6-7), whether every mount crossed leads to a
+ * filesystem memo_fs() accepts (bit 8), and, alone, that renames
+ * overlapped both attempts (MEMO_WALK_FAILED: nothing else may be used).
+ */
+#define MEMO_WALK_FAILED (1 << 9)
+#define MEMO_WALK_STATE(r, shift) (((r) >> (shift)) & 3)
+#define MEMO_WALK_CROSS(r) (((r) >> 8) & 1)
+/* Does packed answer `r` deny (or did the walk fail: fail closed)? */
+#define MEMO_WALK_DENIES(r)                                                                       \
+	(((r) & MEMO_WALK_FAILED) || MEMO_WALK_STATE(r, 0) == WALK_DENY ||                         \
+	 MEMO_WALK_STATE(r, 2) == WALK_DENY)
+
+/* walk_from_as() of `mode` (a constant), packed as above. */
+static __always_inline int walk_packed(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth,
+				       bool fail_closed, const __u32 mode)
 {
-	return walk_from_as(c, cgid, dentry, mnt, depth, WALK_MODE_READ, true);
+	struct walk_ctx c;
+
+	if (!walk_from_as(&c, cgid, dentry, mnt, depth, mode, fail_closed))
+		return MEMO_WALK_FAILED;
+	return (c.base & 3) | (c.user & 3) << 2 | (c.sb_base & 3) << 4 | (c.sb_user & 3) << 6 |
+	       (c.cross_memo & 1) << 8;
 }
 
 /*
- * ro_walk_denied()'s walk, as a global function: the verifier checks it
- * once, not at each of the dozen hooks that ask (each inlined walk has its
- * bpf_loop() callback explored again, which made the load several times
- * slower on 6.12 and 7.x). Its arguments are plain numbers. 1: refused.
+ * The walk for directory entries from the (possibly negative) dentry at
+ * address `dentry` on mount `mnt` (0: within its filesystem), `depth`
+ * levels at most (fail closed past them), packed as above; and the same
+ * for read-only entries (`fail_closed`: whether running out of levels
+ * denies: a two-level read-only walk does not). Global functions: the
+ * verifier checks each once per program, whatever state a caller reaches
+ * it with (inlined, a bpf_loop() callback was explored again for each
+ * caller, which made the load several times slower on 6.12 and 7.x); one
+ * for every use of its kind (a whole walk, a memo's walk from the
+ * directory), so that each program verifies one callback of each kind.
  */
-__noinline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
+__noinline int read_walk(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth)
 {
-	struct walk_ctx c;
+	return walk_packed(cgid, dentry, mnt, depth, true, WALK_MODE_READ_MEMO);
+}
+
+__noinline int ro_walk(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth, __u32 fail_closed)
+{
+	return walk_packed(cgid, dentry, mnt, depth, fail_closed != 0, WALK_MODE_RO_MEMO);
+}
+
+/*
+ * ro_walk_denied()'s walk: the whole walk where the sandbox has read-only
+ * directory entries (SBX_RO_DIRS), else two levels. 1: refused.
+ */
+static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
+{
 	bool whole = sbx & SBX_RO_DIRS;
 
 	if (!dentry)
 		return 0;
-	if (!walk_from_as(&c, cgid, dentry, mnt, whole ? AGENT_SANDBOX_WALK_DEPTH : 2,
-			  WALK_MODE_RO, whole))
-		return 1;
-	return c.base == WALK_DENY || c.user == WALK_DENY;
+	return MEMO_WALK_DENIES(
+		ro_walk(cgid, dentry, mnt, whole ? AGENT_SANDBOX_WALK_DEPTH : 2, whole));
 }
 
 /*
@@ -462,63 +485,28 @@ static __always_inline bool ro_near_marks(struct dentry *d)
 
 /*
  * Does a directory entry of sandbox `cgid` deny the (possibly negative)
- * dentry at address `dentry`, on mount `mnt` (as walk_from())? Denied past
- * the depth bound or when renames overlap both attempts.
+ * dentry at address `dentry`, on mount `mnt` (0: within its filesystem)?
+ * Denied past the depth bound or when renames overlap both attempts.
  */
-__noinline int walk_refused(__u64 cgid, __u64 dentry, __u64 mnt)
-{
-	struct walk_ctx c;
-
-	if (!walk_from(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH))
-		return 1;
-	return c.base == WALK_DENY || c.user == WALK_DENY;
-}
-
-/*
- * The answer of memo_walk(), packed into an int (what a global function can
- * return): both lists' states at the top (bits 0-1, 2-3), as the first
- * superblock root was reached (bits 4-5, 6-7), whether every mount crossed
- * leads to a filesystem memo_fs() accepts (bit 8), and, alone, that renames
- * overlapped both attempts (MEMO_WALK_FAILED: nothing else may be used).
- */
-#define MEMO_WALK_FAILED (1 << 9)
-#define MEMO_WALK_STATE(r, shift) (((r) >> (shift)) & 3)
-#define MEMO_WALK_CROSS(r) (((r) >> 8) & 1)
-
-/*
- * The walk file_open keeps in a memo: from the directory dentry at address
- * `dentry` on mount `mnt` (0: within its filesystem), one level less than a
- * whole walk (the file's own level is judged by the caller), packed as
- * above. A global function: the verifier checks it once, whatever state the
- * caller reaches it with (inlined, its bpf_loop() callback was explored again
- * for each, which made file_open's load the slowest part of the daemon's
- * start on 6.12 and 7.x).
- */
-static __always_inline int memo_walk_as(__u64 cgid, __u64 dentry, __u64 mnt, const __u32 mode)
-{
-	struct walk_ctx c;
-
-	if (!walk_from_as(&c, cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, mode, true))
-		return MEMO_WALK_FAILED;
-	return (c.base & 3) | (c.user & 3) << 2 | (c.sb_base & 3) << 4 | (c.sb_user & 3) << 6 |
-	       (c.cross_memo & 1) << 8;
-}
-
-__noinline int memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
-{
-	return memo_walk_as(cgid, dentry, mnt, WALK_MODE_READ_MEMO);
-}
-
-/* memo_walk() for read-only entries (the walk of ro_walk_refused(), kept in a memo). */
-__noinline int ro_memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
-{
-	return memo_walk_as(cgid, dentry, mnt, WALK_MODE_RO_MEMO);
-}
-
-/* walk_refused(), a global function (verified once for its eight callers; see ro_walk_refused()). */
 static __always_inline bool walk_denied(__u64 cgid, __u64 dentry, __u64 mnt)
 {
-	return walk_refused(cgid, dentry, mnt) != 0;
+	return MEMO_WALK_DENIES(read_walk(cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH));
+}
+
+/*
+ * The walk a memo keeps: from the directory dentry at address `dentry` on
+ * mount `mnt` (0: within its filesystem), one level less than a whole walk
+ * (the name's own level is judged by the caller), packed as above.
+ */
+static __always_inline int memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	return read_walk(cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1);
+}
+
+/* memo_walk() for read-only entries. */
+static __always_inline int ro_memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
+{
+	return ro_walk(cgid, dentry, mnt, AGENT_SANDBOX_WALK_DEPTH - 1, 1);
 }
 
 /*
