@@ -96,6 +96,9 @@ read_as() {
 # shellcheck disable=SC2016 # the sandboxed shell expands them
 WRITES_INSIDE='t() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: ok"; else echo "$n: refused"; fi; }
 	t bashrc sh -c "echo x >>.bashrc"
+	t aliases sh -c "echo x >>.bash_aliases"
+	t usersite sh -c "mkdir -p .local/lib/python3/site-packages && echo >.local/lib/python3/site-packages/x.pth"
+	t userconf sh -c "mkdir -p .config/systemd && echo >.config/systemd/user.conf"
 	t profile sed -i s/PATH/PATH/ .profile
 	t unit sh -c "mkdir -p .config/systemd/user && echo >.config/systemd/user/x.service"
 	t autostart sh -c "mkdir -p .config/autostart && echo >.config/autostart/x.desktop"
@@ -336,8 +339,8 @@ check_defaults() {
 	# outside, cannot be planted from inside; the XDG base directories the launcher made keep
 	# tools' own directories makeable below them.
 	run_in "$u" sh -c "cd && $WRITES_INSIDE"
-	okl "defaults: ~/.bashrc appended, ~/.profile edited by sed -i, a user unit, an autostart entry, a ~/.local/bin shim and git config --global are refused inside" \
-		'$(snip "$OUT") $(snip "$ERR")' read_as refused bashrc profile unit autostart shim gitconfig
+	okl "defaults: ~/.bashrc and ~/.bash_aliases appended, ~/.profile edited by sed -i, a user unit, systemd's user.conf, an autostart entry, a ~/.local/bin shim, a .pth in the Python user site and git config --global are refused inside" \
+		'$(snip "$OUT") $(snip "$ERR")' read_as refused bashrc aliases profile unit userconf autostart shim usersite gitconfig
 	okl "defaults: tools still make their own directories in ~/.config, ~/.local/share and ~/.local/state inside" \
 		'$(snip "$OUT")' read_as ok tooldirs
 	run_as "$u" sh -c 'cd && echo "# outside" >>.bashrc && git config --global user.name t && echo fine'

@@ -143,7 +143,7 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
  */
 static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
 {
-	struct dentry *dentry = file->f_path.dentry;
+	struct dentry *dentry = file->f_path.dentry, *parent;
 	__u64 d, mnt = 0;
 	int verdict;
 
@@ -156,11 +156,12 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 				return false;
 		} else {
 			/* A whole walk: from its directory's memo (ro_memo_denied()). */
+			parent = dentry->d_parent;
 			BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
 			if (mnt)
 				mnt -= bpf_core_field_offset(struct mount, mnt);
-			verdict = ro_memo_denied(cgid, file->f_inode, dentry, dentry->d_parent->d_inode,
-						 (__u64)file->f_path.mnt, mnt);
+			verdict = ro_memo_denied(cgid, file->f_inode, true, dentry, parent,
+						 parent->d_inode, (__u64)file->f_path.mnt, mnt);
 			if (verdict != PATH_WALK_WHOLE)
 				return verdict;
 		}

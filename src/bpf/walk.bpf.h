@@ -510,9 +510,9 @@ static __always_inline int ro_memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
 }
 
 /*
- * The marks of one level reached through BTF pointers: inode `inode` (NULL
- * for a negative dentry), named `dentry` in directory `dir`, whose
- * key_filter bits the caller found (`bits`: BIT_FILE, BIT_DIR); the states
+ * The marks of one level reached through BTF pointers: inode `inode` (only
+ * looked at where `bits` has BIT_FILE), named `dentry` in directory `dir`,
+ * whose key_filter bits the caller found (`bits`: BIT_FILE, BIT_DIR); the states
  * of both lists in `base`, `user`, for the entries walk mode `mode`
  * (WALK_MODE_READ or WALK_MODE_RO, a constant) looks for.
  */
@@ -525,7 +525,7 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 	__u32 zero = 0, len;
 	__u64 size;
 
-	if ((bits & BIT_FILE) && inode) {
+	if (bits & BIT_FILE) {
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
 		if (mode == WALK_MODE_RO)
@@ -561,29 +561,32 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 
 /*
  * The walk of `mode` (WALK_MODE_READ: directory entries; WALK_MODE_RO:
- * read-only entries; a constant) for inode `self` (NULL for a negative
- * dentry) named `dentry` in directory `dir`, whose key_filter bits are
- * `bits`: this level here, the rest from the memo of `dir` (its part for
- * `mode`), or walked from there and then kept in that memo beside the
- * other part. `vmnt`: the address of the path's vfsmount, where the walk
- * crosses the mounts above it (`mnt`: its struct mount), or 0 where it
- * stops at the superblock's root (a hook that has no path). 1: denied, 0:
- * allowed, PATH_WALK_WHOLE: the caller walks from the name (a mark on its
- * own level, or a dentry that is its own parent).
+ * read-only entries; a constant) for inode `self` (only looked at where
+ * `bits` has BIT_FILE; a negative dentry has none) named `dentry` in
+ * directory `parent`, whose inode is `dir` (read once by the caller: a
+ * rename between two reads would pair one directory's memo with another's
+ * walk), and whose key_filter bits are `bits`: this level here, the rest
+ * from the memo of `dir` (its part for `mode`), or walked from `parent`
+ * and then kept in that memo beside the other part. `vmnt`: the address
+ * of the path's vfsmount, where the walk crosses the mounts above it
+ * (`mnt`: its struct mount), or 0 where it stops at the superblock's root
+ * (a hook that has no path). 1: denied, 0: allowed, PATH_WALK_WHOLE: the
+ * caller walks from the name (a mark on its own level, or a dentry that
+ * is its own parent).
  */
 static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct inode *self,
-					    struct dentry *dentry, struct inode *dir, __u32 bits,
-					    __u64 vmnt, __u64 mnt)
+					    struct dentry *dentry, struct dentry *parent,
+					    struct inode *dir, __u32 bits, __u64 vmnt, __u64 mnt)
 {
 	const __u32 at = mode == WALK_MODE_RO ? AGENT_SANDBOX_MEMO_RO : AGENT_SANDBOX_MEMO_READ;
 	const __u32 other = 1 - at;
-	struct dentry *parent = dentry->d_parent;
 	struct walk_memo *memo, fresh = {};
 	struct walk_memo_part *part;
 	struct memo_key mk = {};
 	struct walk_gens *gens;
 	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
 	__u32 mseq, rest_base, rest_user;
+	__u64 marks, moves;
 	int r;
 	__u64 p = 0;
 
@@ -601,6 +604,9 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 	gens = bpf_map_lookup_elem(&walk_gens, &zero);
 	if (!gens)
 		return true; /* cannot happen; fail closed */
+	/* Once: the memo is judged and the new one stamped under the same counts. */
+	marks = gens->marks;
+	moves = gens->moves;
 	if (walk_memo_store == MEMO_INODE_STORAGE) {
 		memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
 	} else {
@@ -609,8 +615,7 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 		mk.ino = dir->i_ino;
 		memo = bpf_map_lookup_elem(&walk_memo_hash, &mk);
 	}
-	if (memo && memo->cgid == cgid && memo->marks_gen == gens->marks &&
-	    memo->moves_gen == gens->moves) {
+	if (memo && memo->cgid == cgid && memo->marks_gen == marks && memo->moves_gen == moves) {
 		if (memo->parts & (1U << at)) {
 			part = &memo->part[at];
 			rest_base = part->sb_base;
@@ -627,16 +632,21 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 				}
 			}
 		}
-		/* The other walk's part stays (made under the same generations). */
-		if (memo->parts & (1U << other)) {
+		/*
+		 * The other walk's part stays (made under the same counts), in
+		 * inode storage only: an element of the preallocated LRU hash
+		 * can be reused while another CPU reads it, and a part copied
+		 * from a half-read element would stay.
+		 */
+		if (walk_memo_store == MEMO_INODE_STORAGE && (memo->parts & (1U << other))) {
 			fresh.part[other] = memo->part[other];
 			fresh.parts = 1U << other;
 		}
 	}
 	/* No memo to use: walk from the parent, then keep the result there. */
 	fresh.cgid = cgid;
-	fresh.marks_gen = gens->marks;
-	fresh.moves_gen = gens->moves;
+	fresh.marks_gen = marks;
+	fresh.moves_gen = moves;
 	mseq = seq_of(&mount_lock);
 	bpf_probe_read_kernel(&p, sizeof(p), &parent);
 	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
@@ -689,34 +699,38 @@ whole:
 static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
 					    __u32 bits)
 {
+	struct dentry *parent = dentry->d_parent;
 	__u64 mnt = 0;
 
 	/* Through a probe read, so that the walk's arithmetic is on a number. */
 	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
 	if (mnt)
 		mnt -= bpf_core_field_offset(struct mount, mnt);
-	return memo_walk_denied(cgid, WALK_MODE_READ, file->f_inode, dentry,
-				dentry->d_parent->d_inode, bits, (__u64)file->f_path.mnt, mnt);
+	return memo_walk_denied(cgid, WALK_MODE_READ, file->f_inode, dentry, parent,
+				parent->d_inode, bits, (__u64)file->f_path.mnt, mnt);
 }
 
 /*
  * The read-only walk of a sandbox with read-only directory entries
- * (SBX_RO_DIRS) for inode `self` (NULL: a negative dentry) named `dentry`
- * in directory `dir`, with memos (memo_walk_denied(): `vmnt`, `mnt` as
- * there). 1: refused, 0: allowed, PATH_WALK_WHOLE: walk from the name.
+ * (SBX_RO_DIRS) for the name `dentry` in directory `parent` (inode `dir`,
+ * read once by the caller), of inode `self` where `has_inode` (a negative
+ * dentry's d_inode is not loaded: see keys.bpf.h, positive()), with memos
+ * (memo_walk_denied(): `vmnt`, `mnt` as there). 1: refused, 0: allowed,
+ * PATH_WALK_WHOLE: walk from the name.
  */
-static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, struct dentry *dentry,
+static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool has_inode,
+					  struct dentry *dentry, struct dentry *parent,
 					  struct inode *dir, __u64 vmnt, __u64 mnt)
 {
 	__u32 bits = 0;
 
 	if (walk_memo_store == MEMO_NONE || !dir)
 		return PATH_WALK_WHOLE;
-	if (self && filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+	if (has_inode && filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
 		bits |= BIT_FILE;
 	if (filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		bits |= BIT_DIR;
-	return memo_walk_denied(cgid, WALK_MODE_RO, self, dentry, dir, bits, vmnt, mnt);
+	return memo_walk_denied(cgid, WALK_MODE_RO, self, dentry, parent, dir, bits, vmnt, mnt);
 }
 
 /*
@@ -738,7 +752,8 @@ static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentr
 	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
 		return false;
 	if ((sbx & SBX_RO_DIRS) && dir) {
-		verdict = ro_memo_denied(cgid, d->d_inode, d, dir, 0, 0);
+		/* The hook holds `dir` locked: d's parent stays d_parent. */
+		verdict = ro_memo_denied(cgid, d->d_inode, positive(d), d, d->d_parent, dir, 0, 0);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;
 	}
