@@ -525,7 +525,7 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 	__u32 zero = 0, len;
 	__u64 size;
 
-	if (bits & BIT_FILE) {
+	if ((bits & BIT_FILE) && inode) {
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
 		if (mode == WALK_MODE_RO)
@@ -726,7 +726,12 @@ static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool h
 
 	if (walk_memo_store == MEMO_NONE || !dir)
 		return PATH_WALK_WHOLE;
-	if (has_inode && filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+	/*
+	 * Both tests: `has_inode` for 6.6 to 6.12, whose verifier takes
+	 * d_inode for never NULL and may drop a test of the pointer; the
+	 * pointer's own for 7.x, whose verifier takes it for nullable.
+	 */
+	if (has_inode && self && filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
 		bits |= BIT_FILE;
 	if (filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		bits |= BIT_DIR;
