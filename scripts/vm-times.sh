@@ -5,7 +5,8 @@
 #   STARTED  the run's start (seconds since the epoch)
 #   GUEST    a guest name of VM_SUITES (DIST or DIST+KSUITE); its logs are
 #            build/vm-GUEST.log and build/vm-GUEST-no-bpf.log, and
-#            build/vm-GUEST.times holds "NO_BPF_START START END" (epoch seconds)
+#            build/vm-GUEST.times holds "NO_BPF_START START END" (epoch seconds) of its
+#            lane (the first guest's lane also boots every kernel without bpf)
 #
 # For each guest: the image build (when this run built it), the whole VM run
 # of the suites, each suite (scripts/guest-suite.sh's "== suite-time:" lines),
