@@ -124,7 +124,7 @@ readonly H_ERRNO="Too many open files"
 readonly F_CAUSE="MemoryMax=20M"
 readonly F_ERRNO="Cannot allocate memory"
 readonly H_FAIL_S=60       # the first start under the drop-in has failed by then
-readonly H_RETRY_S=150     # StartLimitBurst more restarts (RestartSec=5s each) by then
+readonly H_RETRY_S=300     # StartLimitBurst more restarts (RestartSec=5s each) by then (each failed start parses the kernel BTF first: 150 s was too short with five guests on two cores)
 readonly H_BACK_S=300      # after the drop-in is gone, the next automatic start serves by then
 
 PASS_N=0 FAIL_N=0
