@@ -1147,20 +1147,29 @@ main() {
 		fail "setup (test user and files)" "see stderr"
 		finish
 	fi
-	if step_setup; then
-		step_a_kill
-		step_b_stop
-		step_c_restart
-		step_d_reinstall
-		step_e_upgrade
-		step_f_disable
-		step_h_record
-		step_h_transient
+	if timed step_setup; then
+		timed step_a_kill
+		timed step_b_stop
+		timed step_c_restart
+		timed step_d_reinstall
+		timed step_e_upgrade
+		timed step_f_disable
+		timed step_h_record
+		timed step_h_transient
 	else
 		fail "steps a-f, h, i" "not run: the sandboxed loop did not start"
 	fi
-	step_g_purge
+	timed step_g_purge
 	finish
+}
+
+# timed STEP: run the step function STEP, then note how long it took (for the
+# time table: this suite is the longest of the guest run); its status is STEP's
+timed() {
+	local t0=$SECONDS rc=0
+	"$1" || rc=$?
+	note "$1: $((SECONDS - t0)) s"
+	return "$rc"
 }
 
 # Sourcing the file (for trying single functions) runs nothing.
