@@ -38,7 +38,8 @@
 #               and .pub readable and git working; startup files, user units, autostart
 #               entries, ~/.local/bin and ~/.gitconfig unwritable inside (written outside), tools'
 #               own directories below ~/.config and ~/.local makeable; the user's exception,
-#               `defaults off GROUP` and `defaults off` take effect (the last says it protects less)
+#               `defaults off GROUP` and `defaults off` take effect (the last says it protects less);
+#               a misspelt group is warned about
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -356,6 +357,10 @@ check_defaults() {
 	run_in "$u" sh -c "cd && $READS" sh .aws/credentials .config/gh/hosts.yml .ssh/id_ed25519
 	okl "defaults: \`defaults off cloud\` turns that group off only" '$(snip "$OUT")' \
 		eval 'readable .aws/credentials && denied .config/gh/hosts.yml .ssh/id_ed25519'
+	printf '%s\n' "defaults off clouds" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $READS" sh .aws/credentials
+	okl "defaults: a misspelt group (\`defaults off clouds\`) turns nothing off and the launch says so" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'denied .aws/credentials && has "no group of the shipped defaults has that name" "$ERR"'
 	printf '%s\n' "defaults off startup git-config" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
 	run_in "$u" sh -c "cd && $WRITES_INSIDE"
 	okl "defaults: \`defaults off startup git-config\` lets ~/.bashrc and ~/.gitconfig be written inside; units stay refused" \

@@ -26,7 +26,9 @@ use crate::lists::include;
 use crate::lists::pattern::scope_dir;
 use crate::os::paths::{CATALOG_DIR, DEFAULTS_LIST, HOME_LIST, Paths};
 use crate::resolve::keys::{FileKind, KeyContext, KeyError, LastComponent, ListingSink};
-use crate::resolve::list_file::{Trust, read_defaults, read_include};
+use crate::resolve::list_file::{
+    Defaults, Trust, read_defaults, read_include, unknown_group_warning,
+};
 use crate::resolve::witness::NoWitness;
 
 /// Exit status of `--check` when every line is in force and none looks
@@ -831,24 +833,38 @@ fn check_defaults(
     };
     let path = Path::new(DEFAULTS_LIST);
     match read_defaults(path, off.as_deref()) {
-        Ok(Some(e)) => e
-            .files
-            .iter()
-            .map(|f| {
-                let p = Path::new(OsStr::from_bytes(&f.path));
-                let mut r = check_bytes(p, &f.bytes, false, home, ctx, in_sandbox);
-                r.included_from = Some(match f.from {
-                    Some((i, line)) => {
-                        format!("{}:{line}", String::from_utf8_lossy(&e.files[i].path))
-                    }
-                    None => "the shipped defaults, with which every user's list starts \
+        Ok(Defaults {
+            list: Some(e),
+            unknown_off,
+        }) => {
+            let mut reports: Vec<ListReport> = e
+                .files
+                .iter()
+                .map(|f| {
+                    let p = Path::new(OsStr::from_bytes(&f.path));
+                    let mut r = check_bytes(p, &f.bytes, false, home, ctx, in_sandbox);
+                    r.included_from = Some(match f.from {
+                        Some((i, line)) => {
+                            format!("{}:{line}", String::from_utf8_lossy(&e.files[i].path))
+                        }
+                        None => "the shipped defaults, with which every user's list starts \
                              (`defaults off [GROUP...]` in your list turns them off)"
-                        .to_string(),
-                });
-                r
-            })
-            .collect(),
-        Ok(None) => Vec::new(),
+                            .to_string(),
+                    });
+                    r
+                })
+                .collect();
+            // A `defaults off` name that names no group: said with the defaults.
+            if let Some(first) = reports.first_mut() {
+                for g in &unknown_off {
+                    first
+                        .parse_warnings
+                        .push(format!("your list: {}", unknown_group_warning(g, Some(&e))));
+                }
+            }
+            reports
+        }
+        Ok(Defaults { list: None, .. }) => Vec::new(),
         Err((at, why)) => {
             let mut r = ListReport::empty(path, false);
             r.parse_warnings

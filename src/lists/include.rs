@@ -155,17 +155,43 @@ impl Expanded {
     }
 
     /// Drops the files named `dir/GROUP` for each of `groups` (the
-    /// catalogue groups a user turned off), with what they alone include
-    /// left in (a group includes no other).
-    pub fn drop_groups(&mut self, dir: &[u8], groups: &[Vec<u8>]) {
-        self.files.retain(|f| {
-            !groups.iter().any(|g| {
-                f.path.len() == dir.len() + 1 + g.len()
-                    && f.path.starts_with(dir)
-                    && f.path[dir.len()] == b'/'
-                    && f.path.ends_with(g)
+    /// catalogue groups a user turned off). A group includes no other; a
+    /// file of `dir` that includes others (`recommended`) is no group and
+    /// stays (dropping it alone would leave its groups in). Returns the
+    /// names among `groups` that named no group here, each once, for the
+    /// user's warning.
+    pub fn drop_groups(&mut self, dir: &[u8], groups: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let named = |f: &ListFile, g: &[u8]| {
+            f.path.len() == dir.len() + 1 + g.len()
+                && f.path.starts_with(dir)
+                && f.path[dir.len()] == b'/'
+                && f.path.ends_with(g)
+        };
+        let includer: Vec<bool> = (0..self.files.len())
+            .map(|i| {
+                self.files
+                    .iter()
+                    .any(|f| f.from.is_some_and(|(from, _)| from == i))
             })
+            .collect();
+        let mut unknown: Vec<Vec<u8>> = Vec::new();
+        for g in groups {
+            let group = self
+                .files
+                .iter()
+                .zip(&includer)
+                .any(|(f, inc)| !inc && named(f, g));
+            if !group && !unknown.contains(g) {
+                unknown.push(g.clone());
+            }
+        }
+        let mut i = 0;
+        self.files.retain(|f| {
+            let keep = includer[i] || !groups.iter().any(|g| named(f, g));
+            i += 1;
+            keep
         });
+        unknown
     }
 
     /// Just the list itself (no include followed): for a list read
@@ -548,7 +574,15 @@ mod tests {
             None,
             &mut read,
         );
-        e.drop_groups(b"/c", &[b"ssh".to_vec()]);
+        let unknown = e.drop_groups(
+            b"/c",
+            &[
+                b"ssh".to_vec(),
+                b"clouds".to_vec(),
+                b"recommended".to_vec(),
+                b"clouds".to_vec(),
+            ],
+        );
         assert_eq!(
             paths(&e),
             [
@@ -558,6 +592,10 @@ mod tests {
                 "/c/cloud"
             ]
         );
+        // A misspelt group, and the file that includes the groups (no group:
+        // it stays, with its groups), are named back, once each.
+        assert_eq!(unknown, [b"clouds".to_vec(), b"recommended".to_vec()]);
+        assert_eq!(e.files[3].from, Some((1, 3)), "indexes still hold");
         let mut read = reader(&[("/home/u/more", "defaults off cloud\n", 5)]);
         let own = expand(
             b"/home/u/list",

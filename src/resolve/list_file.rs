@@ -215,26 +215,34 @@ fn untrusted(uid: u32, mode: u32, trust: Trust) -> Option<String> {
     None
 }
 
+/// The shipped defaults as one user has them: see [`read_defaults`].
+#[derive(Debug, Default)]
+pub struct Defaults {
+    /// The defaults and the files they include, less the groups the user
+    /// turned off; None when there are none or every one is off.
+    pub list: Option<Expanded>,
+    /// The names of the user's `defaults off` lines that name no group of
+    /// them (a misspelling, `recommended`): they turned nothing off.
+    pub unknown_off: Vec<Vec<u8>>,
+}
+
 /// The shipped defaults at `path` (root's file, read with [`Trust::Root`],
 /// with the files it includes) less the catalogue groups `off` names
-/// ([`Expanded::defaults_off`]): None when `path` does not exist or `off`
+/// ([`Expanded::defaults_off`]); no list when `path` does not exist or `off`
 /// turns every default off.
 ///
 /// # Errors
 /// `(at, why)`: the file or one it includes may not be read (not root's
 /// alone, a symbolic link on its way); the administrator's defaults are not
 /// dropped quietly (the resolver refuses the launch, `--check` says so).
-pub fn read_defaults(
-    path: &Path,
-    off: Option<&[Vec<u8>]>,
-) -> Result<Option<Expanded>, (String, String)> {
+pub fn read_defaults(path: &Path, off: Option<&[Vec<u8>]>) -> Result<Defaults, (String, String)> {
     use std::os::unix::ffi::OsStrExt;
     if off.is_some_and(<[Vec<u8>]>::is_empty) {
-        return Ok(None);
+        return Ok(Defaults::default());
     }
     let (bytes, id) = match read_include(path, Trust::Root) {
         Read::Bytes(bytes, id) => (bytes, id),
-        Read::Missing => return Ok(None),
+        Read::Missing => return Ok(Defaults::default()),
         Read::Refused(why) => return Err((path.display().to_string(), why)),
     };
     let mut e = expand(
@@ -247,15 +255,65 @@ pub fn read_defaults(
     if let Some(refused) = e.first_refused(|_| true) {
         return Err(refused);
     }
-    if let Some(off) = off {
-        e.drop_groups(CATALOG_DIR.as_bytes(), off);
-    }
-    Ok(Some(e))
+    let unknown_off = match off {
+        Some(off) => e.drop_groups(CATALOG_DIR.as_bytes(), off),
+        None => Vec::new(),
+    };
+    Ok(Defaults {
+        list: Some(e),
+        unknown_off,
+    })
+}
+
+/// The warning for `defaults off GROUP` whose GROUP (`g`) names no group
+/// of the shipped defaults `defaults` (as the user has them).
+pub fn unknown_group_warning(g: &[u8], defaults: Option<&Expanded>) -> String {
+    let prefix = format!("{CATALOG_DIR}/");
+    let groups: Vec<String> = defaults
+        .map(|d| {
+            d.files
+                .iter()
+                .filter_map(|f| f.path.strip_prefix(prefix.as_bytes()))
+                .filter(|n| *n != b"recommended")
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "defaults off {}: no group of the shipped defaults has that name, so it turns nothing off \
+         (`defaults off` alone turns every default off){}",
+        String::from_utf8_lossy(g),
+        if groups.is_empty() {
+            String::new()
+        } else {
+            format!("; their groups now: {}", groups.join(" "))
+        }
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The warning names the misspelt group and the groups there are,
+    /// `recommended` (which includes them) not among them.
+    #[test]
+    fn an_unknown_group_is_named_with_the_groups_there_are() {
+        let file = |name: &str| crate::lists::include::ListFile {
+            path: format!("{CATALOG_DIR}/{name}").into_bytes(),
+            bytes: Vec::new(),
+            from: None,
+        };
+        let e = Expanded {
+            files: vec![file("recommended"), file("ssh"), file("cloud")],
+            ..Expanded::default()
+        };
+        let w = unknown_group_warning(b"clouds", Some(&e));
+        assert!(w.starts_with("defaults off clouds: "), "{w}");
+        assert!(w.contains("turns nothing off"), "{w}");
+        assert!(w.ends_with("their groups now: ssh cloud"), "{w}");
+        assert!(!unknown_group_warning(b"x", None).contains("groups now"));
+    }
 
     #[test]
     fn an_include_must_be_its_owner_s_alone() {

@@ -54,7 +54,9 @@ use crate::proto::resolver::{
 use crate::resolve::keys::{
     KeyContext, KeyError, LastComponent, ListingSink, MAX_SCAN_KEYS, MAX_SYMLINKS,
 };
-use crate::resolve::list_file::{Trust, open_list, read_all, read_defaults, read_include};
+use crate::resolve::list_file::{
+    Trust, open_list, read_all, read_defaults, read_include, unknown_group_warning,
+};
 use crate::resolver::reuse::Reuse;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -340,6 +342,9 @@ pub(crate) struct Inputs {
     /// what the user's list turns off (`defaults off [GROUP...]`); None
     /// when there are none, all are off, or for the base process.
     pub(crate) defaults: Option<Expanded>,
+    /// The groups the user's `defaults off` lines name that the defaults
+    /// do not have (each line naming one gets a warning).
+    pub(crate) unknown_off: Vec<Vec<u8>>,
 }
 
 impl Inputs {
@@ -373,6 +378,7 @@ impl Inputs {
                 home: Vec::new(),
                 own: None,
                 defaults: None,
+                unknown_off: Vec::new(),
             });
         };
         let home = user.dir.as_os_str().as_bytes().to_vec();
@@ -412,7 +418,8 @@ impl Inputs {
             base,
             home,
             own,
-            defaults,
+            defaults: defaults.list,
+            unknown_off: defaults.unknown_off,
         })
     }
 }
@@ -761,6 +768,23 @@ pub(crate) fn resolve_user(
         let parsed = denylist::parse(&file.bytes);
         for w in &parsed.warnings {
             sink.record(b'U', &format!("{}:{}: {}", own.describe(i), w.line, w.kind));
+        }
+        for off in &parsed.defaults_off {
+            for g in off
+                .groups
+                .iter()
+                .filter(|g| inputs.unknown_off.iter().any(|u| u == *g))
+            {
+                sink.record(
+                    b'U',
+                    &format!(
+                        "{}:{}: {}",
+                        own.describe(i),
+                        off.line,
+                        unknown_group_warning(g, inputs.defaults.as_ref())
+                    ),
+                );
+            }
         }
         for e in &parsed.entries {
             let path = match e.anchor {
