@@ -1394,7 +1394,7 @@ check_request_flood() {
 	# niced: the test measures the daemon's admission, not CPU scheduling
 	# (any busy loop competes for the CPU with a launch). The process that
 	# holds connections runs at nice 10, its 24 busy connectors at 19, so
-	# that on one vCPU they do not starve it of the time to open its 2000.
+	# that on one vCPU they do not starve it of the time to open its 1500 and more.
 	timeout -k 5 $((flood_s + 30)) runuser -u "$ALICE" -- nice -n 10 \
 		python3 -c "$FLOOD_PY" "$flood_s" 3000 24 </dev/null >"$T/flood.out" 2>"$T/flood.err" &
 	bg=$!
@@ -1415,8 +1415,10 @@ check_request_flood() {
 	stats=$(cat "$T/flood.out")
 	note "flood: $ALICE's flooder: ${stats:-<no output>} $(snip "$T/flood.err")"
 	held=$(sed -n 's/.*held=\([0-9]*\).*/\1/p' "$T/flood.out")
-	ok "flood: $ALICE held at least 2000 connections open at once (the flood was real)" \
-		"held '${held:-}'" test "${held:-0}" -ge 2000
+	# Real: well past the daemon's total cap (src/policy/admission.rs: MAX_TOTAL, 1024). It
+	# aims at 3000 in 40 s; a host loaded with other guests reached 1902.
+	ok "flood: $ALICE held at least 1500 connections open at once (the flood was real)" \
+		"held '${held:-}'" test "${held:-0}" -ge 1500
 	sleep 3 # the daemon's housekeeping
 	after=$(avail_run)
 	note "flood: /run had $before bytes free before the flood, $after after it"
