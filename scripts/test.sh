@@ -1158,7 +1158,7 @@ elif mode == "big":
     print(answer())
 elif mode == "silent":
     # From before the connect, on the monotonic clock: the deadline of the daemon runs from its
-    # accept, which comes after the connect (a guest's wall clock may step).
+    # accept, which comes after the connect (the wall clock of a guest may step).
     a = answer(20)
     print("%s after %d s" % ("closed" if a == "closed" else a, time.monotonic() - t0))
 elif mode == "passed":
