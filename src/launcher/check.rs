@@ -459,6 +459,36 @@ fn read_list(path: &Path) -> Result<Option<(Vec<u8>, include::FileId)>, String> 
 /// [`check_list`] of a list and then of each file it includes, read as the
 /// daemon's resolvers read them (a base list's includes must be root's
 /// alone, a user's the user's or root's: [`Trust`]): one report per file,
+/// One report per file of `expanded` (a list and the files it includes,
+/// checked as [`check_bytes`] does: `base`, `home`, `ctx`, `in_sandbox` as
+/// there), each naming where it was included (`LIST:LINE`); the list
+/// itself is named so by `top` (None: not at all).
+fn file_reports(
+    expanded: &include::Expanded,
+    base: bool,
+    home: &[u8],
+    ctx: &mut KeyContext,
+    in_sandbox: bool,
+    top: Option<&str>,
+) -> Vec<ListReport> {
+    expanded
+        .files
+        .iter()
+        .map(|f| {
+            let p = Path::new(OsStr::from_bytes(&f.path));
+            let mut r = check_bytes(p, &f.bytes, base, home, ctx, in_sandbox);
+            r.included_from = match f.from {
+                Some((i, line)) => Some(format!(
+                    "{}:{line}",
+                    String::from_utf8_lossy(&expanded.files[i].path)
+                )),
+                None => top.map(str::to_string),
+            };
+            r
+        })
+        .collect()
+}
+
 /// an include that included nothing a warning of the file that names it.
 pub fn check_list_and_includes(
     path: &Path,
@@ -483,21 +513,7 @@ pub fn check_list_and_includes(
         (!base).then_some(home),
         &mut |p| read_include(Path::new(OsStr::from_bytes(p)), trust),
     );
-    let mut reports: Vec<ListReport> = expanded
-        .files
-        .iter()
-        .map(|f| {
-            let p = Path::new(OsStr::from_bytes(&f.path));
-            let mut r = check_bytes(p, &f.bytes, base, home, ctx, in_sandbox);
-            r.included_from = f.from.map(|(i, line)| {
-                format!(
-                    "{}:{line}",
-                    String::from_utf8_lossy(&expanded.files[i].path)
-                )
-            });
-            r
-        })
-        .collect();
+    let mut reports = file_reports(&expanded, base, home, ctx, in_sandbox, None);
     for w in &expanded.warnings {
         // A file that may not be read refuses every launch, as the
         // resolvers do (resolver::Inputs::read); the rest are warnings.
@@ -837,23 +853,9 @@ fn check_defaults(
             list: Some(e),
             unknown_off,
         }) => {
-            let mut reports: Vec<ListReport> = e
-                .files
-                .iter()
-                .map(|f| {
-                    let p = Path::new(OsStr::from_bytes(&f.path));
-                    let mut r = check_bytes(p, &f.bytes, false, home, ctx, in_sandbox);
-                    r.included_from = Some(match f.from {
-                        Some((i, line)) => {
-                            format!("{}:{line}", String::from_utf8_lossy(&e.files[i].path))
-                        }
-                        None => "the shipped defaults, with which every user's list starts \
-                             (`defaults off [GROUP...]` in your list turns them off)"
-                            .to_string(),
-                    });
-                    r
-                })
-                .collect();
+            let top = "the shipped defaults, with which every user's list starts \
+                       (`defaults off [GROUP...]` in your list turns them off)";
+            let mut reports = file_reports(&e, false, home, ctx, in_sandbox, Some(top));
             // A `defaults off` name that names no group: said with the defaults.
             if let Some(first) = reports.first_mut() {
                 for g in &unknown_off {
