@@ -464,7 +464,7 @@ pub(crate) fn resolve_base(
         );
         return Ok(());
     };
-    record_include_warnings(base, sink);
+    record_include_warnings(base, b'A', sink);
     for (i, file) in base.files.iter().enumerate() {
         let parsed = denylist::parse(&file.bytes);
         for w in &parsed.warnings {
@@ -751,17 +751,7 @@ pub(crate) fn resolve_user(
     let Some(own) = &inputs.own else {
         return Ok(());
     };
-    for w in &own.warnings {
-        sink.record(
-            b'U',
-            &format!(
-                "{}:{}: include: {}",
-                own.describe(w.file),
-                w.line,
-                w.problem
-            ),
-        );
-    }
+    record_include_warnings(own, b'U', sink);
     protect_included(&own.named, keys, sink)?;
     for (i, file) in own.files.iter().enumerate() {
         let at = ListAt::of(file);
@@ -837,17 +827,23 @@ fn emit_user_line(
     )
 }
 
-/// The include warnings of root's files `e` (the base list, the defaults),
-/// for the administrator's log: each names its file, line and the path.
-fn record_include_warnings(e: &Expanded, sink: &mut Sink<'_>) {
+/// The include warnings of `e` under `tag`: b'A' for root's files (the
+/// base list, the defaults), for the administrator's log, each naming its
+/// file, line and the path; b'U' for the user's list, by file and line
+/// (the path is the user's own line).
+fn record_include_warnings(e: &Expanded, tag: u8, sink: &mut Sink<'_>) {
     for w in &e.warnings {
+        let path = if tag == b'A' {
+            format!(" {}", String::from_utf8_lossy(&w.path))
+        } else {
+            String::new()
+        };
         sink.record(
-            b'A',
+            tag,
             &format!(
-                "{}:{}: include {}: {}",
+                "{}:{}: include{path}: {}",
                 e.describe(w.file),
                 w.line,
-                String::from_utf8_lossy(&w.path),
                 w.problem
             ),
         );
@@ -865,7 +861,7 @@ fn resolve_defaults(
     sink: &mut Sink<'_>,
 ) -> Result<(), ResolveError> {
     let mut joined = Vec::new();
-    record_include_warnings(defaults, sink);
+    record_include_warnings(defaults, b'A', sink);
     for (i, file) in defaults.files.iter().enumerate() {
         let at = ListAt {
             path: Path::new(OsStr::from_bytes(&file.path)),
