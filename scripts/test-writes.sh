@@ -39,6 +39,14 @@
 #                 (by root: the user's outside processes cannot reach a socket made inside),
 #                 is not received; one open for reading is
 #
+#   repo_guard    `readonly **/.git/` (the repository guard): in the user's repository, a new
+#                 hook, `git config core.fsmonitor` and `core.hooksPath`, an append to
+#                 .git/config, a chmod of it, commondir, a new .git/modules/NAME, moving
+#                 .git/hooks or .git away: all refused inside; a hook planted in a repository
+#                 cloned outside after the launch: refused; add, commit, checkout -b, stash work
+#                 inside; `git init` and `git clone` inside work, and in that repository of the
+#                 agent's, its config and hooks can be changed; outside, the user's git config works
+#
 #   ASX_WRITES_ONLY="name ..."  run only these checks;  ASX_WRITES_SKIP="name ..."  skip these
 # Prints PASS:/FAIL:/SKIP: lines; ends with ALL PASS or N FAILED (exit 1).
 
@@ -54,7 +62,7 @@ readonly USR=asx-wr
 readonly GECOS="agent-sandbox-exec writes test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 
-CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink ro_symlink_chain read_entry own_list own_list_link ro_memo ro_receive)
+CHECKS=(ro_file ro_dir ro_missing ro_missing_parent ro_symlink ro_symlink_chain read_entry own_list own_list_link ro_memo ro_receive repo_guard)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
 
@@ -349,6 +357,59 @@ WRITES_IN='cd "$1" || exit 1
 memo_files() { run_as "$USR" sh -c 'echo x >"$1/f" && echo y >"$1/g"' sh "$1"; }
 
 # acts_are RESULT ACT...: each "<ACT>: RESULT" line is in $OUT
+# SH_TRY: `try NAME CMD...` prints "NAME: done", or "NAME: refused" when CMD fails with EPERM
+# (its stderr says "Operation not permitted"), else "NAME: failed: <stderr>"
+SH_TRY='try() {
+	n=$1
+	shift
+	if e=$("$@" 2>&1 >/dev/null); then echo "$n: done"
+	elif printf "%s" "$e" | grep -q "Operation not permitted"; then echo "$n: refused"
+	else echo "$n: failed: $(printf "%s" "$e" | tr "\n" " ")"; fi
+}'
+
+check_repo_guard() {
+	local r=$UH/repos id="-c user.email=u@example.org -c user.name=u"
+	run_as "$USR" sh -c 'rm -rf "$1" && mkdir -p "$1" && cd "$1" && git init -q src &&
+		git -C src $2 commit -q --allow-empty -m init && git clone -q src mine' sh "$r" "$id"
+	okl "repo_guard: control: outside, the user clones a repository" '$(why)' test -d "$r/mine/.git/hooks"
+	set_list "readonly **/.git/"
+	run_in "$USR" sh -c "$SH_TRY"'
+		cd "$1/mine" || exit 1
+		try hook sh -c "echo cat ~/.ssh/id_ed25519 >.git/hooks/pre-commit"
+		try fsmonitor git config core.fsmonitor "cat ~/.ssh/id_ed25519"
+		try hookspath git config core.hooksPath /tmp
+		try append sh -c "echo [core] >>.git/config"
+		try chmod chmod 600 .git/config
+		try commondir sh -c "echo /tmp/evil >.git/commondir"
+		try module mkdir -p .git/modules/x
+		try hooks-mv mv .git/hooks .git/hooks.old
+		try git-mv mv .git .git.old
+		try commit sh -c "echo a >f && git add f && git $2 commit -q -m add"
+		try branch git checkout -q -b topic
+		try stash sh -c "echo b >>f && git stash -q && git stash pop -q"
+		try init git init -q ../fresh
+		try clone git clone -q ../src ../agents
+		cd ../agents || exit 1
+		try own-config git config core.fsmonitor true
+		try own-hook sh -c "echo true >.git/hooks/pre-commit"' sh "$r" "$id"
+	okl "repo_guard: in the user's repository a new hook, core.fsmonitor, core.hooksPath, an append to .git/config, its chmod, commondir, a new module, moving hooks or .git: all refused inside" \
+		'$(snip "$OUT") $(snip "$ERR")' acts_are refused hook fsmonitor hookspath append chmod commondir module hooks-mv git-mv
+	okl "repo_guard: add, commit, checkout -b and stash work inside" '$(snip "$OUT")' \
+		acts_are "done" commit branch stash
+	okl "repo_guard: git init and git clone work inside, and the agent's own clone's config and hooks are its to change" \
+		'$(snip "$OUT")' acts_are "done" init clone own-config own-hook
+	okl "repo_guard: the user's repository is unchanged where it matters" '$(ls -A "$r/mine/.git/hooks" | tr "\n" " ")' \
+		eval '[ ! -e "$r/mine/.git/hooks/pre-commit" ] && ! grep -q fsmonitor "$r/mine/.git/config" && [ -d "$r/mine/.git" ]'
+	# A repository cloned outside while the sandbox runs: guarded as well.
+	run_in_after "$USR" "runuser -u $USR -- git clone -q $r/src $r/later >/dev/null 2>&1" \
+		sh -c "$SH_TRY"'; try later-hook sh -c "echo x >$1/later/.git/hooks/post-checkout"' sh "$r"
+	okl "repo_guard: a hook planted in a repository cloned after the launch is refused" \
+		'$(snip "$OUT") $(snip "$ERR")' acts_are refused later-hook
+	run_as "$USR" git -C "$r/mine" config core.fsmonitor false
+	okl "repo_guard: control: outside, the user changes the repository's config" '$(why)' \
+		has fsmonitor "$r/mine/.git/config"
+}
+
 acts_are() {
 	local want=$1 a
 	shift

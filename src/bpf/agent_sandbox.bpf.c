@@ -62,6 +62,11 @@
  * lsm/socket_bind stores a bound UDP socket's owner for them ("Side doors
  * III" in loopback.bpf.h).
  *
+ * The repository guard (repo.bpf.h), part of the read-only checks, keeps a
+ * sandboxed task from changing the hooks and configuration of every git
+ * repository it did not make; fexit/vfs_mkdir records the git directories
+ * it makes.
+ *
  * Every refusal is reported to the daemon through the ring buffer
  * `denials`, rate-limited (events.bpf.h).
  *
@@ -84,6 +89,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "events.bpf.h"     /* denial events: report_file(), report_dentry(), report_other() */
 #include "keys.bpf.h"       /* file keys, key_filter, listed and marked inodes and names */
 #include "walk.bpf.h"       /* directory entries: the walk and its memos; fexit/vfs_rename */
+#include "repo.bpf.h"       /* the repository guard: repo_guarded(); fexit/vfs_mkdir */
 #include "patterns.bpf.h"   /* name patterns: pattern_states() */
 #include "proc.bpf.h"       /* write-opens of an outside task's /proc/<pid>/ files */
 #include "open.bpf.h"       /* lsm/file_open */

@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 11
+#define AGENT_SANDBOX_LAYOUT_VERSION 12
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -24,6 +24,12 @@
 enum agent_sandbox_max_deny { AGENT_SANDBOX_MAX_DENY = 1048576 };
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
 enum agent_sandbox_max_sandboxes { AGENT_SANDBOX_MAX_SANDBOXES = 65536 };
+/*
+ * made_repos capacity (maps.bpf.h): git directories made inside a sandbox
+ * and still in the inode cache, shared by all sandboxes; entries allocated
+ * on demand.
+ */
+enum agent_sandbox_max_made_repos { AGENT_SANDBOX_MAX_MADE_REPOS = 65536 };
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
  * be used (maps.bpf.h: walk_memo_store): about 150 bytes each,
@@ -222,6 +228,14 @@ enum agent_sandbox_kind {
 	AGENT_SANDBOX_KIND_PAT_DEEP_EXC_USER = 28,
 	AGENT_SANDBOX_KIND_DEEP_SCOPE = 29,
 	AGENT_SANDBOX_KIND_HAS_DEEP = 30,
+/*
+ * KIND_REPO_GUARD, on the all-zero file key (deny_map): the sandbox has the
+ * repository guard (list line `readonly **` then `/.git/`; repo.bpf.h):
+ * the files git runs or takes its configuration from, in every
+ * repository's git directory, are read-only unless a sandboxed task of the
+ * same uid made that git directory. No key_filter bit.
+ */
+	AGENT_SANDBOX_KIND_REPO_GUARD = 31,
 };
 
 /*

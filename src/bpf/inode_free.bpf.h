@@ -3,7 +3,7 @@
  * The keys of a freed inode: its deny_map keys and marks and its sock_allow
  * keys in every sandbox, and its walk memo in walk_memo_hash, so that a new
  * inode reusing its number or its memory inherits none of them.
- * Uses: maps.bpf.h, keys.bpf.h. Hooks: lsm/inode_free_security.
+ * Uses: maps.bpf.h, keys.bpf.h, repo.bpf.h (repo_forget()). Hooks: lsm/inode_free_security.
  */
 #ifndef AGENT_SANDBOX_INODE_FREE_BPF_H
 #define AGENT_SANDBOX_INODE_FREE_BPF_H
@@ -80,6 +80,8 @@ int BPF_PROG(inode_free_security, struct inode *inode)
 		mk.ino = inode->i_ino;
 		bpf_map_delete_elem(&walk_memo_hash, &mk);
 	}
+	if ((inode->i_mode & S_IFMT) == S_IFDIR)
+		repo_forget(inode);
 	if (inode->i_nlink != 0)
 		return 0;
 	sock = (inode->i_mode & S_IFMT) == S_IFSOCK;

@@ -135,6 +135,23 @@ struct {
 	__type(value, struct walk_memo);
 } walk_memo_hash SEC(".maps");
 
+/* ---- The repository guard (repo.bpf.h) ---- */
+
+/*
+ * The git directories a sandboxed task made (fexit/vfs_mkdir): their file
+ * key (kind 0) -> the uid of the task that made them. Deleted when the
+ * directory's inode is freed (evicted or removed: a directory read back
+ * from disk later is the user's again, fail closed). Full: a new git
+ * directory is not recorded (it is guarded like the user's).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AGENT_SANDBOX_MAX_MADE_REPOS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct file_key);
+	__type(value, __u32);
+} made_repos SEC(".maps");
+
 /* ---- Side doors I (sockets.bpf.h) ---- */
 
 /* Room for allowed sockets, shared by all sandboxes (a few per user). */

@@ -135,7 +135,8 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
 }
 
 /*
- * Is an open of `file` for writing (or with O_TRUNC) refused: a read-only
+ * Is an open of `file` for writing (or with O_TRUNC) refused: the
+ * repository guard (repo_guarded(), by its path's names) or a read-only
  * entry of sandbox `cgid` protects it (ro_walk_denied(), from the file's
  * dentry across the mounts above it, with the directory's memo where the
  * walk is whole)? An overlayfs backing file is judged by its real inode's
@@ -149,6 +150,8 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 
 	if (!(sbx & SBX_RO))
 		return false;
+	if (repo_guarded(cgid, dentry_addr(dentry)))
+		return true;
 	if (dentry->d_inode == file->f_inode) {
 		/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
 		if (!(sbx & SBX_RO_DIRS)) {

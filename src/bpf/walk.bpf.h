@@ -415,6 +415,9 @@ __noinline int ro_walk(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth, __u32 f
 	return walk_packed(cgid, dentry, mnt, depth, fail_closed != 0, WALK_MODE_RO_MEMO);
 }
 
+/* repo.bpf.h: the repository guard, which the read-only checks below apply too. */
+__noinline int repo_guarded(__u64 cgid, __u64 d);
+
 /*
  * ro_walk_denied()'s walk: the whole walk where the sandbox has read-only
  * directory entries (SBX_RO_DIRS), else two levels. 1: refused.
@@ -431,7 +434,8 @@ static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, 
 
 /*
  * Is the (possibly negative) dentry at address `dentry` read-only for
- * sandbox `cgid` of sandbox_of() `sbx`: a read-only file or name at it, or
+ * sandbox `cgid` of sandbox_of() `sbx`: the repository guard's
+ * (repo_guarded()), a read-only file or name at it, or
  * a read-only directory entry above it that no nearer exception of the same
  * list re-allows (on mount `mnt`, 0 to not cross mounts)? Only sandboxes
  * with read-only entries walk, and only two levels (the dentry and its
@@ -441,7 +445,8 @@ static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, 
  */
 static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
 {
-	return (sbx & SBX_RO) && ro_walk_refused(cgid, sbx, dentry, mnt) != 0;
+	return (sbx & SBX_RO) &&
+	       (repo_guarded(cgid, dentry) || ro_walk_refused(cgid, sbx, dentry, mnt) != 0);
 }
 
 /*
@@ -754,6 +759,8 @@ static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentr
 
 	if (!(sbx & SBX_RO))
 		return false;
+	if (repo_guarded(cgid, dentry_addr(d)))
+		return true;
 	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
 		return false;
 	if ((sbx & SBX_RO_DIRS) && dir) {

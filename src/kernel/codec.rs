@@ -290,6 +290,10 @@ mod tests {
                 e::KIND_HAS_DEEP,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_HAS_DEEP,
             ),
+            (
+                e::KIND_REPO_GUARD,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_REPO_GUARD,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);

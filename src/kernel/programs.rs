@@ -658,6 +658,7 @@ mod tests {
                 "deny_map",
                 "host_addrs",
                 "key_filter",
+                "made_repos",
                 "name_map",
                 "pattern_shapes",
                 "port_allow",

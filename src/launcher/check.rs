@@ -61,6 +61,9 @@ pub enum State {
     /// A name pattern (`**/NAME`, `DIR/NAME` with `*` or `?`): live, by
     /// name; holds what it matches now.
     Pattern(String),
+    /// The repository guard (`readonly **/.git/`): live, in every git
+    /// repository.
+    RepoGuard,
 }
 
 impl State {
@@ -76,6 +79,12 @@ impl State {
                 .into(),
             State::Absent => "not on this machine: its directory does not exist (protected \
                  from the first launch after it exists)"
+                .into(),
+            State::RepoGuard => "repository guard, live: in every git repository not made \
+                 inside a sandbox, its hooks and what git reads its configuration from \
+                 (.git/config, config.worktree, commondir, hooks/; submodules' and worktrees' \
+                 too) cannot be changed from inside, so git config, git remote add, git push -u \
+                 and new tracking branches fail there"
                 .into(),
             State::Pattern(now) => format!(
                 "name pattern, live (every file given a matching name later is covered too; \
@@ -558,6 +567,19 @@ fn check_bytes(
     let mut denied_keys = Vec::new();
     let mut joined = Vec::new();
     for e in &parsed.entries {
+        if e.repo_guard {
+            report.lines.push(LineReport {
+                line: e.line,
+                text: String::from_utf8_lossy(denylist::REPO_GUARD_LINE).into_owned(),
+                state: State::RepoGuard,
+                mistakes: Vec::new(),
+                as_root: false,
+                audit: false,
+                readonly: false,
+                dir: false,
+            });
+            continue;
+        }
         if let Some(p) = &e.pattern {
             let mut text = match e.anchor {
                 Anchor::Anywhere => [&b"**/"[..], e.path].concat(),
@@ -753,7 +775,7 @@ pub fn render(reports: &[ListReport]) -> String {
                 State::Refuses(_) => 3,
                 State::Exception => 4,
                 State::Absent => 5,
-                State::Pattern(_) => 6,
+                State::Pattern(_) | State::RepoGuard => 6,
             }] += 1;
         }
         if r.lines.iter().any(|l| l.as_root) {

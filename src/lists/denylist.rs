@@ -98,7 +98,17 @@ pub struct Entry<'a> {
     /// A deep name pattern (`DIR/**/NAME`): the pattern covers NAME at any
     /// depth below DIR (`path` as written, `**` included).
     pub deep: bool,
+    /// The repository guard, the line `readonly **/.git/` (`path` is
+    /// [`REPO_GUARD_LINE`] without `readonly `): the hooks and
+    /// configuration of every git repository are read-only, except in the
+    /// repositories a sandboxed task made (src/bpf/repo.bpf.h says which
+    /// names). No other field but `line` and `readonly` is set.
+    pub repo_guard: bool,
 }
+
+/// The repository guard's list line, as written: one fixed line, not a
+/// name pattern (a pattern names a file by its last component only).
+pub const REPO_GUARD_LINE: &[u8] = b"readonly **/.git/";
 
 /// A line that was skipped, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -409,6 +419,21 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
             }
             None => (false, text),
         };
+        if readonly && text == &REPO_GUARD_LINE[b"readonly ".len()..] {
+            parsed.entries.push(Entry {
+                line,
+                anchor: Anchor::Anywhere,
+                path: b"**/.git/",
+                dir: true,
+                exception: false,
+                audit: false,
+                readonly: true,
+                pattern: None,
+                deep: false,
+                repo_guard: true,
+            });
+            continue;
+        }
         let (exception, text) = match text.strip_prefix(b"!") {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -426,6 +451,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                     readonly: false,
                     pattern: Some(pattern),
                     deep,
+                    repo_guard: false,
                 });
                 continue;
             }
@@ -453,6 +479,7 @@ pub fn parse(contents: &[u8]) -> Parsed<'_> {
                 readonly,
                 pattern: None,
                 deep: false,
+                repo_guard: false,
             }),
             Err(kind) => parsed.warnings.push(LineWarning { line, kind }),
         }
@@ -1198,6 +1225,33 @@ mod tests {
             paths(&p),
             vec![(9, Anchor::Root, b"/includes/are/paths".to_vec())]
         );
+    }
+
+    #[test]
+    fn the_repository_guard_is_one_fixed_line() {
+        let p = parse(
+            b"readonly **/.git/\n  readonly   **/.git/  \n**/.git/\nreadonly **/.git\n\
+              readonly !**/.git/\naudit readonly **/.git/\nreadonly **/.Git/\n",
+        );
+        let guards: Vec<usize> = p
+            .entries
+            .iter()
+            .filter(|e| e.repo_guard)
+            .map(|e| e.line)
+            .collect();
+        assert_eq!(guards, vec![1, 2], "{p:?}");
+        assert!(p.entries.iter().filter(|e| e.repo_guard).all(|e| e.readonly
+            && e.dir
+            && !e.exception
+            && !e.audit
+            && e.pattern.is_none()
+            && e.anchor == Anchor::Anywhere));
+        // Anything else spelt like it is not the guard, and skipped with a
+        // warning: a directory pattern, a read-only pattern, a read-only
+        // exception, an audit one, another case.
+        assert!(p.entries.iter().all(|e| e.repo_guard));
+        let warned: Vec<usize> = p.warnings.iter().map(|w| w.line).collect();
+        assert_eq!(warned, vec![3, 4, 5, 6, 7], "{:?}", p.warnings);
     }
 
     #[test]

@@ -120,6 +120,19 @@ pub const KIND_DEEP_SCOPE: u32 = 29;
 /// name patterns.
 pub const KIND_HAS_DEEP: u32 = 30;
 
+/// `AGENT_SANDBOX_KIND_REPO_GUARD`: on the all-zero key, the sandbox has
+/// the repository guard (the list line `readonly **/.git/`;
+/// src/bpf/repo.bpf.h).
+pub const KIND_REPO_GUARD: u32 = 31;
+
+/// The key that says a sandbox has the repository guard ([`KIND_REPO_GUARD`]).
+pub const REPO_GUARD_KEY: FileKey = FileKey {
+    dev: 0,
+    ino: 0,
+    subvol: 0,
+    kind: KIND_REPO_GUARD,
+};
+
 /// The key that says a sandbox has deep name patterns ([`KIND_HAS_DEEP`]).
 pub const HAS_DEEP_KEY: FileKey = FileKey {
     dev: 0,

@@ -647,7 +647,8 @@ mod tests {
             assert!(
                 p.entries.iter().all(|e| !e.audit
                     && (e.anchor == Anchor::Home
-                        || (e.anchor == Anchor::Anywhere && e.pattern.is_some()))),
+                        || (e.anchor == Anchor::Anywhere
+                            && (e.pattern.is_some() || e.repo_guard)))),
                 "{g}: the groups name files in the home, or names anywhere, enforced"
             );
             for e in p.entries.iter().filter_map(|e| e.pattern.as_ref()) {

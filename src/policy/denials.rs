@@ -233,6 +233,15 @@ fn at_or_below(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path.get(dir.len()) == Some(&b'/'))
 }
 
+/// Whether the repository guard (`readonly **/.git/`: a pattern entry
+/// ending in `/`, the only one) covers `path`: a component of it is `.git`
+/// (ASCII case folded, as the hook compares), so the refusal of a change of
+/// a repository's hook or configuration is traced to that line.
+fn repo_guard_covers(path: &[u8]) -> bool {
+    path.split(|&b| b == b'/')
+        .any(|c| c.eq_ignore_ascii_case(b".git"))
+}
+
 /// Whether name-pattern line `line` (`**/NAME`, or `DIR/NAME` or
 /// `DIR/**/NAME` with `~/` joined) covers `path`: its last component
 /// matches, in any directory, in DIR itself, or at any depth below DIR.
@@ -269,7 +278,9 @@ pub fn attribute<'e>(entries: &'e [ListEntry], path: &[u8], class: Class) -> Opt
             .iter()
             .filter(|e| e.origin == origin && (e.exception || class.takes(e)))
             .filter(|e| {
-                if e.pattern {
+                if e.pattern && e.dir {
+                    repo_guard_covers(path)
+                } else if e.pattern {
                     pattern_covers(&e.path, path)
                 } else if e.dir {
                     at_or_below(path, &e.path)
@@ -666,6 +677,36 @@ mod tests {
             readonly: false,
             ..entry(ListOrigin::User, line, path, dir, false)
         }
+    }
+
+    #[test]
+    fn a_repository_guard_refusal_is_traced_to_its_line() {
+        let guard = ListEntry {
+            pattern: true,
+            readonly: true,
+            ..entry(ListOrigin::User, 3, "**/.git", true, false)
+        };
+        let env = ListEntry {
+            pattern: true,
+            ..entry(ListOrigin::User, 4, "**/.env", false, false)
+        };
+        let entries = [guard, env];
+        for path in [
+            "/home/u/r/.git/config",
+            "/home/u/r/.GIT/hooks/pre-commit",
+            "/home/u/r/.git",
+        ] {
+            let got = attribute_op(&entries, path.as_bytes(), Op::WriteOpen).map(|e| e.line);
+            assert_eq!(got, Some(3), "{path}");
+        }
+        assert_eq!(
+            attribute_op(&entries, b"/home/u/r/git/config", Op::WriteOpen).map(|e| e.line),
+            None
+        );
+        assert_eq!(
+            attribute_op(&entries, b"/home/u/r/.env", Op::Open).map(|e| e.line),
+            Some(4)
+        );
     }
 
     fn denial(uid: u32, op: Op) -> Denial {

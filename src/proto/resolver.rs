@@ -37,8 +37,8 @@
 use crate::lists::entries::{
     DenySet, FileKey, HAS_AUDIT_KEY, HAS_DEEP_KEY, HAS_DIRS_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY,
     HAS_RO_KEY, KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR,
-    KIND_LISTED_DIR, KIND_OPEN, KIND_PAT_SHAPE, KIND_PATH, KIND_RO_DIR_BASE, KIND_RO_DIR_USER,
-    ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_pattern, is_ro,
+    KIND_LISTED_DIR, KIND_OPEN, KIND_PAT_SHAPE, KIND_PATH, KIND_REPO_GUARD, KIND_RO_DIR_BASE,
+    KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_pattern, is_ro,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -108,7 +108,8 @@ pub fn parse_output(outs: &[&[u8]]) -> Resolution {
                     .map(|(k, after)| {
                         has_dirs |= k.kind == KIND_DIR_BASE || k.kind == KIND_DIR_USER;
                         has_audit |= is_audit(k.kind);
-                        has_ro |= is_ro(k.kind);
+                        // The repository guard is a read-only check (SBX_RO).
+                        has_ro |= is_ro(k.kind) || k.kind == KIND_REPO_GUARD;
                         has_ro_dirs |= whole_ro_dir(k.kind);
                         has_deep |= k.kind == KIND_DEEP_SCOPE;
                         files.push(k);
@@ -186,7 +187,8 @@ fn whole_ro_dir(kind: u32) -> bool {
 }
 
 /// A mark kind byte: one of `KIND_DIR_*`, `KIND_EXC_*`, [`KIND_AUDIT`](crate::lists::entries::KIND_AUDIT),
-/// `KIND_AUDIT_DIR_*`, [`KIND_RO`](crate::lists::entries::KIND_RO), `KIND_RO_DIR_*`.
+/// `KIND_AUDIT_DIR_*`, [`KIND_RO`](crate::lists::entries::KIND_RO), `KIND_RO_DIR_*`, the pattern
+/// kinds, [`KIND_DEEP_SCOPE`], [`KIND_REPO_GUARD`].
 pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
     let (&kind, rest) = b.split_first()?;
     let kind = u32::from(kind);
@@ -195,7 +197,8 @@ pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
         || is_ro(kind)
         || is_pattern(kind)
         || kind == KIND_PAT_SHAPE
-        || kind == KIND_DEEP_SCOPE)
+        || kind == KIND_DEEP_SCOPE
+        || kind == KIND_REPO_GUARD)
         .then_some((kind, rest))
 }
 
@@ -574,6 +577,18 @@ mod tests {
         out.truncate(out.len() - 2);
         let cut = parse_output(&[&out]);
         assert!(cut.fatal.unwrap().contains("malformed 'E' record"));
+    }
+
+    #[test]
+    fn the_repository_guard_key_makes_the_sandbox_read_only_checked() {
+        let mut buf = Vec::new();
+        Sink { out: &mut buf }.file(crate::lists::entries::REPO_GUARD_KEY);
+        let r = parse_output(&[&buf]);
+        assert_eq!(r.fatal, None);
+        assert_eq!(
+            r.deny.files(),
+            &[HAS_RO_KEY, crate::lists::entries::REPO_GUARD_KEY][..]
+        );
     }
 
     #[test]

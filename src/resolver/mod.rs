@@ -43,7 +43,7 @@ use crate::lists::entries::{
     KIND_EXC_USER, KIND_OPEN, KIND_PAT_BASE, KIND_PAT_DEEP_BASE, KIND_PAT_DEEP_EXC_BASE,
     KIND_PAT_DEEP_EXC_USER, KIND_PAT_DEEP_USER, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER,
     KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO, KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry,
-    ListOrigin, audit_dir_kind, ro_dir_kind,
+    ListOrigin, REPO_GUARD_KEY, audit_dir_kind, ro_dir_kind,
 };
 use crate::lists::include::{Expanded, ListFile, expand};
 use crate::os::fd;
@@ -475,6 +475,10 @@ pub(crate) fn resolve_base(
         }
         let at = ListAt::of(file);
         for e in parsed.entries.iter().filter(|e| e.anchor != Anchor::Home) {
+            if e.repo_guard {
+                emit_repo_guard(sink, Source::Base, &at, e.line);
+                continue;
+            }
             if e.pattern.is_some() {
                 emit_pattern(sink, Source::Base, &at, e, e.path, keys)?;
                 continue;
@@ -506,6 +510,32 @@ pub(crate) fn emit_base(
         LastComponent::Follow,
         context(keys)?,
     )
+}
+
+/// The repository guard's line (`readonly **/.git/`, line `line` of
+/// `list`): its entry and the sandbox's [`REPO_GUARD_KEY`]. Nothing to
+/// resolve: the hooks judge every repository by its names
+/// (src/bpf/repo.bpf.h).
+pub(crate) fn emit_repo_guard(sink: &mut Sink<'_>, source: Source, list: &ListAt<'_>, line: usize) {
+    sink.entry(&ListEntry {
+        pattern: true,
+        origin: match source {
+            Source::Base => ListOrigin::Base,
+            Source::Home => ListOrigin::User,
+        },
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        dir: true,
+        exception: false,
+        audit: false,
+        readonly: true,
+        path: b"**/.git".to_vec(),
+        file: if list.included {
+            list.path.as_os_str().as_bytes().to_vec()
+        } else {
+            Vec::new()
+        },
+    });
+    sink.file(REPO_GUARD_KEY);
 }
 
 /// Resolves a name-pattern line `e` (its pattern parsed; `path` the
@@ -812,6 +842,10 @@ fn emit_user_line(
     path: &[u8],
     keys: &mut Option<Keys>,
 ) -> Result<(), ResolveError> {
+    if e.repo_guard {
+        emit_repo_guard(sink, Source::Home, at, e.line);
+        return Ok(());
+    }
     if e.pattern.is_some() {
         return emit_pattern(sink, Source::Home, at, e, path, keys);
     }
