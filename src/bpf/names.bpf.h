@@ -7,7 +7,8 @@
  * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, patterns.bpf.h. Hooks: lsm/inode_link,
  * lsm/inode_rename, lsm/inode_create, lsm/inode_mknod, lsm/inode_symlink,
  * lsm/inode_mkdir, lsm/inode_unlink, lsm/inode_rmdir, lsm/inode_setattr,
- * lsm/inode_setxattr, lsm/inode_removexattr, lsm/inode_set_acl.
+ * lsm/inode_setxattr, lsm/inode_removexattr, lsm/inode_set_acl,
+ * lsm/inode_remove_acl, lsm/inode_file_setattr.
  */
 #ifndef AGENT_SANDBOX_NAMES_BPF_H
 #define AGENT_SANDBOX_NAMES_BPF_H
@@ -422,6 +423,28 @@ SEC("lsm/inode_remove_acl")
 int BPF_PROG(inode_remove_acl)
 {
 	return xattr_verdict(ctx, false);
+}
+
+/*
+ * inode_file_setattr takes (dentry, struct file_kattr *) (since 6.17,
+ * "lsm: introduce new hooks for setting/getting inode fsxattr"):
+ * vfs_fileattr_set() calls it for the FS_IOC_SETFLAGS and
+ * FS_IOC_FSSETXATTR ioctls and for file_setattr(2), which reaches no ioctl
+ * hook. A change of a listed or read-only file's attribute flags (chattr)
+ * is refused, as the ioctls are (ioctl.bpf.h). Loaded where the hook exists
+ * (the daemon checks bpf_lsm_inode_file_setattr).
+ */
+SEC("lsm/inode_file_setattr")
+int BPF_PROG(inode_file_setattr, struct dentry *dentry, void *fa, int ret)
+{
+	__u64 cgid, d;
+	__u32 sbx;
+
+	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	d = dentry_addr(dentry);
+	if (write_protected(cgid, sbx, d))
+		return refuse_dentry(AGENT_SANDBOX_OP_SETATTR, cgid, d);
+	return 0;
 }
 
 #endif /* AGENT_SANDBOX_NAMES_BPF_H */

@@ -33,6 +33,12 @@ pub(super) const SET_ACL_HOOK: &str = "bpf_lsm_inode_set_acl";
 /// it, and `lsm/inode_removexattr` covers the removal where it does not.
 pub(super) const REMOVE_ACL_HOOK: &str = "bpf_lsm_inode_remove_acl";
 
+/// The hook kernels since 6.17 call for a change of a file's attribute
+/// flags (vfs_fileattr_set(), fs/file_attr.c): the FS_IOC_SETFLAGS and
+/// FS_IOC_FSSETXATTR ioctls and file_setattr(2), which no ioctl hook sees.
+/// `lsm/inode_file_setattr` is attached where the kernel's BTF has it.
+pub(super) const FILE_SETATTR_HOOK: &str = "bpf_lsm_inode_file_setattr";
+
 /// Whether the running kernel's BTF has the function `name` (a BPF LSM
 /// attach point is `bpf_lsm_<hook>`, kernel/bpf/bpf_lsm.c). False when the
 /// kernel BTF cannot be read (the load then fails on its own, saying so).

@@ -19,8 +19,8 @@ use crate::kernel::filter::{FILTER_WORDS, Filter, SLOTS, WALK_GENS, WordArray};
 use crate::kernel::maps::Maps;
 use crate::kernel::pins::{remove_empty_pin_dirs, remove_other_links};
 use crate::kernel::preflight::{
-    COMPAT_IOCTL_HOOK, REMOVE_ACL_HOOK, SET_ACL_HOOK, kernel_has_func, probe_memo_store,
-    warn_hidden_ksyms,
+    COMPAT_IOCTL_HOOK, FILE_SETATTR_HOOK, REMOVE_ACL_HOOK, SET_ACL_HOOK, kernel_has_func,
+    probe_memo_store, warn_hidden_ksyms,
 };
 use crate::kernel::skel::{AgentSandboxSkel, AgentSandboxSkelBuilder};
 use crate::kernel::variant::{self, Part, Variant, Why};
@@ -253,6 +253,9 @@ pub(super) fn configure(
     open.progs
         .inode_remove_acl
         .set_autoload(kernel_has_func(REMOVE_ACL_HOOK));
+    open.progs
+        .inode_file_setattr
+        .set_autoload(kernel_has_func(FILE_SETATTR_HOOK));
     // The hash memos' map takes memory only where they are used.
     if variant::memo_store(variant) != 2 {
         open.maps
@@ -703,6 +706,7 @@ mod tests {
             "inode_removexattr",
             "inode_set_acl",
             "inode_remove_acl",
+            "inode_file_setattr",
             "socket_bind",
         ] {
             assert!(has(format!("lsm/{p}").as_bytes()), "{p}");
@@ -711,6 +715,7 @@ mod tests {
             assert!(has(format!("cgroup/{p}").as_bytes()), "{p}");
         }
         assert!(has(b"fexit/vfs_rename"), "vfs_rename");
+        assert!(has(b"fexit/vfs_mkdir"), "vfs_mkdir");
         for m in [
             "deny_map",
             "name_map",
