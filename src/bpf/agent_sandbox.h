@@ -236,6 +236,14 @@ enum agent_sandbox_kind {
  * same uid made that git directory. No key_filter bit.
  */
 	AGENT_SANDBOX_KIND_REPO_GUARD = 31,
+/*
+ * KIND_PAT_PREFILTER: name_map keys (all-zero directory) that say which
+ * bit of pattern_prefilter a pattern of the sandbox needs: name `h` and the
+ * pattern's first two bytes, `t` and its last two, or `*` (neither is
+ * fixed: the prefilter is off). Like KIND_PAT_SHAPE keys, the daemon keeps
+ * their union in pattern_prefilter and the hooks never look them up.
+ */
+	AGENT_SANDBOX_KIND_PAT_PREFILTER = 32,
 };
 
 /*
@@ -276,6 +284,36 @@ struct pattern_shape {
 	__u8 deep;       /* 1: the shape of deep patterns (KIND_PAT_DEEP_*), looked up above the name */
 	__u8 pad[2];
 };
+
+/*
+ * The first test of a name against the patterns (patterns.bpf.h): a bit
+ * per end of a pattern, set when some sandbox's pattern begins (side 0) or
+ * ends (side 1) with 2 or 3 fixed bytes (ASCII-folded), at
+ * agent_sandbox_prefilter_bit(); `always` is 1 when a pattern has neither
+ * two fixed bytes at its start nor at its end. A name of two or more bytes
+ * whose first two and three and last two and three bytes find no bit (and
+ * `always` 0) matches no pattern, and the shapes are not hashed. The union
+ * over every sandbox, written by the daemon (src/kernel/patterns.rs) before
+ * the keys that need a bit and cleared after they are gone. 8,200 bytes.
+ */
+enum agent_sandbox_prefilter_words { AGENT_SANDBOX_PREFILTER_WORDS = 1024 };
+struct pattern_prefilter {
+	__u64 bits[AGENT_SANDBOX_PREFILTER_WORDS];
+	__u32 always;
+	__u32 pad;
+};
+
+/*
+ * The bit of pattern_prefilter for `k` (2 or 3) bytes b0, b1, b2 (0 when
+ * k is 2) at side `side` (0 the start, 1 the end, bytes in name order):
+ * 16 bits of a multiplicative hash. src/lists/pattern.rs: prefilter_bit().
+ */
+static inline __u32 agent_sandbox_prefilter_bit(__u32 side, __u32 k, __u32 b0, __u32 b1, __u32 b2)
+{
+	__u64 x = (__u64)b0 | (__u64)b1 << 8 | (__u64)b2 << 16 | (__u64)k << 24 | (__u64)side << 28;
+
+	return (__u32)((x * 0x9E3779B97F4A7C15ULL) >> 48);
+}
 
 /* One word into a pattern hash. src/lists/pattern.rs: mix(). */
 static inline __u64 agent_sandbox_mix(__u64 h, __u64 w)

@@ -232,6 +232,14 @@ struct {
 	__type(value, struct pattern_shape);
 } pattern_shapes SEC(".maps");
 
+/* The patterns' first test (struct pattern_prefilter); written only by agent-sandbox-execd. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pattern_prefilter);
+} pattern_prefilter SEC(".maps");
+
 /* The state of one pattern_states() pass (patterns.bpf.h), kept in its room (below). */
 struct pattern_ctx {
 	__u64 cgid;

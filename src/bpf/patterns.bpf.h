@@ -15,7 +15,10 @@
  * hash as AGENT_SANDBOX_PATTERN_KEY_CHARS characters}: scope the all-zero
  * key (every directory) or the parent directory's key (`DIR/NAME`). So an
  * open costs one pass over the name's first and last 64 bytes and one
- * hash per shape, whatever the number of patterns.
+ * hash per shape, whatever the number of patterns; and a name that no
+ * pattern begins or ends as (pattern_prefilter: four bits, of its first
+ * two and three and its last two and three bytes) costs none of the
+ * hashes.
  *
  * In a case-insensitive directory (keys.bpf.h: case_insensitive()), where
  * Unicode case folding could spell a covered name with other bytes than
@@ -242,6 +245,36 @@ static __always_inline bool has_tilde(__u64 w)
 	return ((x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL) != 0;
 }
 
+/* Is bit `b` of the prefilter `pf` set? */
+static __always_inline bool prefilter_has(const struct pattern_prefilter *pf, __u32 b)
+{
+	return (pf->bits[(b >> 6) & (AGENT_SANDBOX_PREFILTER_WORDS - 1)] >> (b & 63)) & 1;
+}
+
+/*
+ * Could a pattern of any sandbox match the name of `len` (>= 2) bytes
+ * whose folded first and last bytes the room `r` holds? pattern_prefilter's
+ * bits of its first two and three and its last two and three bytes
+ * (agent_sandbox.h), read as bytes (the same on either byte order). True
+ * when the prefilter is off.
+ */
+static __always_inline bool prefilter_passes(struct pattern_room *r, __u32 len)
+{
+	struct pattern_prefilter *pf;
+	const __u8 *h = (const __u8 *)r->head;
+	const __u8 *t = (const __u8 *)r->tail_words;
+	__u32 zero = 0;
+
+	pf = bpf_map_lookup_elem(&pattern_prefilter, &zero);
+	if (!pf || pf->always)
+		return true;
+	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, h[0], h[1], 0)) ||
+	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, t[6], t[7], 0)))
+		return true;
+	return len >= 3 && (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 3, h[0], h[1], h[2])) ||
+			    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, t[5], t[6], t[7])));
+}
+
 /* pattern_states() for both lists: denied (fail closed). */
 #define PAT_DENY_BOTH (WALK_DENY | WALK_DENY << 2)
 
@@ -299,6 +332,9 @@ static __always_inline int pattern_states_in(struct pattern_room *r, __u64 cgid,
 		return PAT_DENY_BOTH;
 	if ((folds & FOLDS_SHORT) && tilde)
 		return PAT_DENY_BOTH;
+	/* No pattern begins or ends as this name does: none matches it. */
+	if (len >= 2 && !prefilter_passes(r, len))
+		return 0;
 	/* The pass's state lives in the room: bpf_loop() callbacks find it there (stack is short). */
 	__builtin_memset(c, 0, sizeof(*c));
 	c->cgid = cgid;

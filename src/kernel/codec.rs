@@ -294,6 +294,10 @@ mod tests {
                 e::KIND_REPO_GUARD,
                 agent_sandbox_kind::AGENT_SANDBOX_KIND_REPO_GUARD,
             ),
+            (
+                e::KIND_PAT_PREFILTER,
+                agent_sandbox_kind::AGENT_SANDBOX_KIND_PAT_PREFILTER,
+            ),
         ];
         for (ours, c) in kinds {
             assert_eq!(ours, c.0);

@@ -29,11 +29,12 @@ pub struct Maps {
     pub(super) walk_gens: MapHandle,
     pub(super) key_filter: MapHandle,
     pub(super) pattern_shapes: MapHandle,
+    pub(super) pattern_prefilter: MapHandle,
 }
 
 /// The names of [`Maps`]' fields, as the object names the maps (at most
 /// 15 bytes each, so the kernel's copy of a name is whole).
-pub(super) const NAMES: [&str; 14] = [
+pub(super) const NAMES: [&str; 15] = [
     "deny_map",
     "name_map",
     "agent_cgid_set",
@@ -48,6 +49,7 @@ pub(super) const NAMES: [&str; 14] = [
     "walk_gens",
     "key_filter",
     "pattern_shapes",
+    "pattern_prefilter",
 ];
 
 impl Maps {
@@ -93,6 +95,7 @@ impl Maps {
             walk_gens: take("walk_gens")?,
             key_filter: take("key_filter")?,
             pattern_shapes: take("pattern_shapes")?,
+            pattern_prefilter: take("pattern_prefilter")?,
         })
     }
 }

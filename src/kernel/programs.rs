@@ -309,6 +309,8 @@ pub struct Bpf {
     pub(super) ksyms_shown: bool,
     /// What pattern_shapes' slots hold ([`crate::kernel::patterns`]).
     pub(super) shapes: crate::kernel::patterns::ShapeSlots,
+    /// pattern_prefilter as last written (None: not yet this start).
+    pub(super) prefilter: Option<crate::kernel::patterns::Prefilter>,
 }
 
 impl Bpf {
@@ -604,6 +606,7 @@ impl Bpf {
             variant: Variant::default(),
             ksyms_shown: true,
             shapes: Default::default(),
+            prefilter: None,
         };
         bpf.load_mirror();
         Ok(bpf)
@@ -663,6 +666,7 @@ mod tests {
                 "key_filter",
                 "made_repos",
                 "name_map",
+                "pattern_prefilter",
                 "pattern_shapes",
                 "port_allow",
                 "sandbox_slots",

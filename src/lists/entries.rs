@@ -120,6 +120,12 @@ pub const KIND_DEEP_SCOPE: u32 = 29;
 /// name patterns.
 pub const KIND_HAS_DEEP: u32 = 30;
 
+/// `AGENT_SANDBOX_KIND_PAT_PREFILTER`: a bit of the patterns' first test
+/// a pattern of the sandbox needs, as the kind of a name key with the
+/// all-zero directory ([`crate::lists::pattern::NamePattern::prefilter`]);
+/// never looked up by the hooks.
+pub const KIND_PAT_PREFILTER: u32 = 32;
+
 /// `AGENT_SANDBOX_KIND_REPO_GUARD`: on the all-zero key, the sandbox has
 /// the repository guard (the list line `readonly **/.git/`;
 /// src/bpf/repo.bpf.h).
@@ -174,15 +180,15 @@ pub fn is_entry_file(f: &FileKey) -> bool {
 }
 
 /// Whether name key `n` is a listed entry ([`DenySet::entries`]): any but
-/// an audit one or a pattern's shape.
+/// an audit one or a pattern's shape or prefilter bit.
 pub fn is_entry_name(n: &NameKey) -> bool {
-    !is_audit(n.dir.kind) && n.dir.kind != KIND_PAT_SHAPE
+    !is_audit(n.dir.kind) && n.dir.kind != KIND_PAT_SHAPE && n.dir.kind != KIND_PAT_PREFILTER
 }
 
 /// Whether a name key of `kind` denies a read (a listed name, a directory
 /// entry or exception by name): not an audit or read-only one.
 pub fn denies_read(kind: u32) -> bool {
-    !is_audit(kind) && !is_ro(kind) && kind != KIND_PAT_SHAPE
+    !is_audit(kind) && !is_ro(kind) && kind != KIND_PAT_SHAPE && kind != KIND_PAT_PREFILTER
 }
 
 /// The read-only directory-entry kind of a list whose directory-entry kind

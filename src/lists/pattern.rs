@@ -234,6 +234,30 @@ impl NamePattern {
         out
     }
 
+    /// The bit of the patterns' first test (`struct pattern_prefilter`,
+    /// agent_sandbox.h) every name this pattern matches sets, as the name of
+    /// its [`crate::lists::entries::KIND_PAT_PREFILTER`] key: `h` and the
+    /// pattern's first three (or, when only two are fixed, two) bytes, else
+    /// `t` and its last three or two (the end of the tail after `*`, or of
+    /// the whole pattern without one), else `*` (the test cannot rule a
+    /// name out: the prefilter is off while the pattern is used). Bytes are
+    /// ASCII-folded, as the hook folds the name's.
+    pub fn prefilter(&self) -> Vec<u8> {
+        let fixed = |part: &[Slot]| -> Vec<u8> { part.iter().map_while(|s| *s).take(3).collect() };
+        let start = fixed(&self.head);
+        let end: Vec<u8> = match &self.tail {
+            Some(t) => t.iter().rev().map_while(|s| *s).take(3).collect(),
+            None => self.head.iter().rev().map_while(|s| *s).take(3).collect(),
+        };
+        if start.len() >= 2 {
+            [&b"h"[..], &start].concat()
+        } else if end.len() >= 2 {
+            std::iter::once(b't').chain(end.into_iter().rev()).collect()
+        } else {
+            b"*".to_vec()
+        }
+    }
+
     /// The shape the hook hashes this pattern's names under.
     pub fn shape(&self) -> Shape {
         Shape::parse(&self.shape_text()).expect("a parsed pattern's shape text is valid")
@@ -283,6 +307,15 @@ fn tail_word(bytes: &[u8], j: usize) -> u64 {
         }
     }
     u64::from_ne_bytes(w)
+}
+
+/// The bit of `struct pattern_prefilter` for `bytes` (2 or 3, in name
+/// order) at `side` (0 a name's start, 1 its end): as
+/// agent_sandbox_prefilter_bit() in agent_sandbox.h computes it.
+pub fn prefilter_bit(side: u8, bytes: &[u8]) -> usize {
+    let b = |i: usize| u64::from(bytes.get(i).copied().unwrap_or(0));
+    let x = b(0) | b(1) << 8 | b(2) << 16 | (bytes.len() as u64) << 24 | u64::from(side) << 28;
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize
 }
 
 /// `agent_sandbox_mix()` (agent_sandbox.h): one word into the hash.
@@ -634,6 +667,16 @@ mod tests {
             mix(0x0123_4567_89ab_cdef, u64::from_le_bytes(*b".env\0\0\0\0")),
             GCC_MIX_ENV
         );
+    }
+
+    /// agent_sandbox_prefilter_bit() computed with gcc from
+    /// src/bpf/agent_sandbox.h (x86-64).
+    #[test]
+    fn the_prefilter_bit_equals_the_c_header_s() {
+        assert_eq!(prefilter_bit(0, b".e"), 50172);
+        assert_eq!(prefilter_bit(0, b".en"), 52016);
+        assert_eq!(prefilter_bit(1, b"pem"), 46009);
+        assert_eq!(prefilter_bit(1, b"rs"), 27477);
     }
 
     const GCC_MIX_0_0: u64 = 0;

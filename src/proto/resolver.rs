@@ -37,8 +37,9 @@
 use crate::lists::entries::{
     DenySet, FileKey, HAS_AUDIT_KEY, HAS_DEEP_KEY, HAS_DIRS_KEY, HAS_PATTERNS_KEY, HAS_RO_DIRS_KEY,
     HAS_RO_KEY, KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_USER, KIND_FOLDING_DIR,
-    KIND_LISTED_DIR, KIND_OPEN, KIND_PAT_SHAPE, KIND_PATH, KIND_REPO_GUARD, KIND_RO_DIR_BASE,
-    KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit, is_pattern, is_ro,
+    KIND_LISTED_DIR, KIND_OPEN, KIND_PAT_PREFILTER, KIND_PAT_SHAPE, KIND_PATH, KIND_REPO_GUARD,
+    KIND_RO_DIR_BASE, KIND_RO_DIR_USER, ListEntry, ListOrigin, NAME_MAX, NameKey, is_audit,
+    is_pattern, is_ro,
 };
 use crate::resolve::keys::ListingSink;
 
@@ -197,6 +198,7 @@ pub(crate) fn take_kind(b: &[u8]) -> Option<(u32, &[u8])> {
         || is_ro(kind)
         || is_pattern(kind)
         || kind == KIND_PAT_SHAPE
+        || kind == KIND_PAT_PREFILTER
         || kind == KIND_DEEP_SCOPE
         || kind == KIND_REPO_GUARD)
         .then_some((kind, rest))

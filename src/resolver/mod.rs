@@ -42,8 +42,8 @@ use crate::lists::entries::{
     FileKey, KIND_AUDIT, KIND_DEEP_SCOPE, KIND_DIR_BASE, KIND_DIR_USER, KIND_EXC_BASE,
     KIND_EXC_USER, KIND_OPEN, KIND_PAT_BASE, KIND_PAT_DEEP_BASE, KIND_PAT_DEEP_EXC_BASE,
     KIND_PAT_DEEP_EXC_USER, KIND_PAT_DEEP_USER, KIND_PAT_EXC_BASE, KIND_PAT_EXC_USER,
-    KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO, KIND_RO_DIR_BASE, KIND_RO_DIR_OWN, ListEntry,
-    ListOrigin, REPO_GUARD_KEY, audit_dir_kind, ro_dir_kind,
+    KIND_PAT_PREFILTER, KIND_PAT_SHAPE, KIND_PAT_USER, KIND_RO, KIND_RO_DIR_BASE, KIND_RO_DIR_OWN,
+    ListEntry, ListOrigin, REPO_GUARD_KEY, audit_dir_kind, ro_dir_kind,
 };
 use crate::lists::include::{Expanded, ListFile, expand};
 use crate::os::fd;
@@ -625,6 +625,13 @@ pub(crate) fn emit_pattern(
         subvol: 0,
         kind: KIND_PAT_SHAPE,
     };
+    // The bit of the patterns' first test it needs (exceptions too: a name
+    // an exception matches must reach the lookups).
+    ListingSink::name(
+        sink,
+        zero.with_kind(KIND_PAT_PREFILTER),
+        &pattern.prefilter(),
+    );
     if e.deep {
         ListingSink::name(sink, zero, &pattern.deep_shape_text());
         ListingSink::name(sink, scope.with_kind(kind), &pattern.deep_key_name());
@@ -1483,6 +1490,9 @@ mod tests {
         };
         assert!(has(KIND_PAT_BASE, 0, &env.key_name()), "{r:?}");
         assert!(has(KIND_PAT_SHAPE, 0, b"xxxx"));
+        // The bits of the patterns' first test, an exception's too.
+        assert!(has(KIND_PAT_PREFILTER, 0, b"h.en"));
+        assert!(has(KIND_PAT_PREFILTER, 0, b"hid_"));
         let example = crate::lists::pattern::NamePattern::parse(b".env.example").unwrap();
         assert!(has(KIND_PAT_EXC_BASE, 0, &example.key_name()));
         let id = crate::lists::pattern::NamePattern::parse(b"id_*").unwrap();
