@@ -92,6 +92,7 @@ enum bpf_map_type {
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 #define S_IFSOCK 0140000
+#define S_IFLNK 0120000
 /* include/linux/dcache.h (v6.1 .. v6.12): dentry->d_flags, d_op->d_compare is set */
 #define DCACHE_OP_COMPARE 0x00000002
 
@@ -117,6 +118,7 @@ struct inode {
 	struct super_block *i_sb;
 	unsigned int i_nlink; /* in an anonymous union with __i_nlink; CO-RE finds it there */
 	struct hlist_head i_dentry; /* the inode's dentries (aliases), linked by d_u.d_alias */
+	__u32 i_generation;
 };
 
 /* include/linux/dcache.h; hash and len sit in an anonymous struct in a union. */

@@ -388,9 +388,11 @@ check_check() {
 }
 
 check_workflow() {
-	as_user 'rm -rf wf && mkdir wf' >/dev/null 2>&1
+	as_user 'rm -rf wf' >/dev/null 2>&1
 	set_list "${LINES[@]}"
-	run_in "$USR" sh -c 'cd && cd wf && git init -q . && echo A= >.env.example && echo x >a.txt &&
+	# The project's directory made inside (the repository guard of the defaults lets a
+	# sandbox make a `.git` only in a directory made inside).
+	run_in "$USR" sh -c 'cd && mkdir wf && cd wf && git init -q . && echo A= >.env.example && echo x >a.txt &&
 		git add . && git -c user.email=t@t -c user.name=t commit -qm one &&
 		git checkout -q -b feature && echo y >>a.txt && git stash -q && git stash pop -q &&
 		git -c user.email=t@t -c user.name=t commit -qam two && git checkout -q - && echo fine'

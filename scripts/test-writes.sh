@@ -42,7 +42,10 @@
 #   repo_guard    `readonly **/.git/` (the repository guard): in the user's repository, a new
 #                 hook, `git config core.fsmonitor` and `core.hooksPath`, an append to
 #                 .git/config, a chmod of it, commondir, a new .git/modules/NAME, moving
-#                 .git/hooks or .git away: all refused inside; a hook planted in a repository
+#                 .git/hooks or .git away, a submodule's git directory named with a `/` (its
+#                 config, hooks, a new sibling, a move), a tree of modules moved in, a new .git in
+#                 a directory of the user's (above the repository, beside it, a gitdir: file):
+#                 all refused inside; git fetch in the submodule works; a hook planted in a repository
 #                 cloned outside after the launch: refused; add, commit, checkout -b, stash work
 #                 inside; `git init` and `git clone` inside work, and in that repository of the
 #                 agent's, its config and hooks can be changed; outside, the user's git config works
@@ -388,8 +391,12 @@ SH_TRY='try() {
 
 check_repo_guard() {
 	local r=$UH/repos id="-c user.email=u@example.org -c user.name=u"
-	run_as "$USR" sh -c 'rm -rf "$1" && mkdir -p "$1" && cd "$1" && git init -q src &&
-		git -C src $2 commit -q --allow-empty -m init && git clone -q src mine' sh "$r" "$id"
+	# The user's repository, with the git directory of a submodule named with a `/` (as git
+	# names one after its path) and an empty directory of the user's.
+	run_as "$USR" sh -c 'rm -rf "$1" && mkdir -p "$1/plain" && cd "$1" && git init -q src &&
+		git -C src $2 commit -q --allow-empty -m init && git clone -q src mine &&
+		git clone -q --bare src mine/.git/modules/third_party/lib &&
+		git -C src $2 commit -q --allow-empty -m two' sh "$r" "$id"
 	okl "repo_guard: control: outside, the user clones a repository" '$(why)' test -d "$r/mine/.git/hooks"
 	set_list "readonly **/.git/"
 	run_in "$USR" sh -c "$SH_TRY"'
@@ -403,6 +410,15 @@ check_repo_guard() {
 		try module mkdir -p .git/modules/x
 		try hooks-mv mv .git/hooks .git/hooks.old
 		try git-mv mv .git .git.old
+		try sub-config sh -c "echo [core] >>.git/modules/third_party/lib/config"
+		try sub-hook sh -c "echo x >.git/modules/third_party/lib/hooks/post-checkout"
+		try sub-plant mkdir .git/modules/third_party/other
+		try sub-mv mv .git/modules/third_party .git/modules/tp
+		try modules-plant sh -c "mkdir -p .git/m/lib && mv .git/m .git/modules2 && mv .git/modules2 .git/modules/x"
+		try git-above git init -q ..
+		try git-plain git init -q ../plain
+		try git-file sh -c "echo gitdir: /tmp/evil >../plain/.git"
+		try fetch-sub git -C .git/modules/third_party/lib fetch -q "$1/src"
 		try commit sh -c "echo a >f && git add f && git $2 commit -q -m add"
 		try branch git checkout -q -b topic
 		try stash sh -c "echo b >>f && git stash -q && git stash pop -q"
@@ -413,6 +429,12 @@ check_repo_guard() {
 		try own-hook sh -c "echo true >.git/hooks/pre-commit"' sh "$r" "$id"
 	okl "repo_guard: in the user's repository a new hook, core.fsmonitor, core.hooksPath, an append to .git/config, its chmod, commondir, a new module, moving hooks or .git: all refused inside" \
 		'$(snip "$OUT") $(snip "$ERR")' acts_are refused hook fsmonitor hookspath append chmod commondir module hooks-mv git-mv
+	okl "repo_guard: a submodule's git directory named with a /: its config, a hook, a new sibling, moving it, and a tree of modules moved in: refused inside" \
+		'$(snip "$OUT")' acts_are refused sub-config sub-hook sub-plant sub-mv modules-plant
+	okl "repo_guard: no .git (directory or gitdir: file) in a directory of the user's, above the repository or beside it" \
+		'$(snip "$OUT")' acts_are refused git-above git-plain git-file
+	okl "repo_guard: git fetch into the submodule's git directory works inside" '$(snip "$OUT")' \
+		acts_are "done" fetch-sub
 	okl "repo_guard: add, commit, checkout -b and stash work inside" '$(snip "$OUT")' \
 		acts_are "done" commit branch stash
 	okl "repo_guard: git init and git clone work inside, and the agent's own clone's config and hooks are its to change" \

@@ -25,11 +25,11 @@ enum agent_sandbox_max_deny { AGENT_SANDBOX_MAX_DENY = 1048576 };
 /* agent_cgid_set capacity: one entry per sandbox cgroup (one per uid). */
 enum agent_sandbox_max_sandboxes { AGENT_SANDBOX_MAX_SANDBOXES = 65536 };
 /*
- * made_repos capacity (maps.bpf.h): git directories made inside a sandbox
- * and still in the inode cache, shared by all sandboxes; entries allocated
- * on demand.
+ * made_dirs capacity (maps.bpf.h): directories made inside a sandbox and
+ * still in the inode cache, shared by all sandboxes; entries allocated on
+ * demand (about 100 bytes each).
  */
-enum agent_sandbox_max_made_repos { AGENT_SANDBOX_MAX_MADE_REPOS = 65536 };
+enum agent_sandbox_max_made_dirs { AGENT_SANDBOX_MAX_MADE_DIRS = 1048576 };
 /*
  * Walk memos kept in the LRU hash walk_memo_hash when inode storage cannot
  * be used (maps.bpf.h: walk_memo_store): about 150 bytes each,
@@ -233,7 +233,8 @@ enum agent_sandbox_kind {
  * repository guard (list line `readonly **` then `/.git/`; repo.bpf.h):
  * the files git runs or takes its configuration from, in every
  * repository's git directory, are read-only unless a sandboxed task of the
- * same uid made that git directory. No key_filter bit.
+ * same uid made that git directory (or the directory a new `.git` is
+ * made in). No key_filter bit.
  */
 	AGENT_SANDBOX_KIND_REPO_GUARD = 31,
 /*

@@ -137,20 +137,26 @@ struct {
 
 /* ---- The repository guard (repo.bpf.h) ---- */
 
+/* What made_dirs holds for a directory a sandboxed task made. */
+struct made_dir {
+	__u32 uid;        /* the task's uid */
+	__u32 generation; /* the inode's i_generation: a reused number is not the same directory */
+};
+
 /*
- * The git directories a sandboxed task made (fexit/vfs_mkdir): their file
- * key (kind 0) -> the uid of the task that made them. Deleted when the
- * directory's inode is freed (evicted or removed: a directory read back
- * from disk later is the user's again, fail closed). Full: a new git
- * directory is not recorded (it is guarded like the user's).
+ * The directories sandboxed tasks made (fexit/vfs_mkdir): their file key
+ * (kind 0) -> struct made_dir. Deleted when the directory's inode is freed
+ * (evicted or removed: a directory read back from disk later is the
+ * user's again, fail closed). Full: a new directory is not recorded (it is
+ * guarded like the user's).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, AGENT_SANDBOX_MAX_MADE_REPOS);
+	__uint(max_entries, AGENT_SANDBOX_MAX_MADE_DIRS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct file_key);
-	__type(value, __u32);
-} made_repos SEC(".maps");
+	__type(value, struct made_dir);
+} made_dirs SEC(".maps");
 
 /* ---- Side doors I (sockets.bpf.h) ---- */
 

@@ -120,11 +120,25 @@ int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct de
 	    name_refused(cgid, dir, new_dentry, true) || pattern_covers(cgid, sbx, old_dentry) ||
 	    pattern_covers(cgid, sbx, new_dentry) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_dentry_denied(cgid, sbx, old_dentry, NULL) || ro_dentry_denied(cgid, sbx, new_dentry, dir)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, NULL, 0) ||
+	    ro_dentry_denied(cgid, sbx, new_dentry, dir, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_LINK, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
 	return 0;
+}
+
+/* repo_guarded()'s `how` for a name `d` moves to: REPO_MAKES_DIR for a directory or symlink. */
+static __always_inline __u32 makes_dir(struct dentry *d)
+{
+	struct inode *inode = NULL;
+	__u32 mode = 0;
+
+	BPF_CORE_READ_INTO(&inode, d, d_inode);
+	if (inode)
+		BPF_CORE_READ_INTO(&mode, inode, i_mode);
+	mode &= S_IFMT;
+	return (mode == S_IFDIR || mode == S_IFLNK) ? REPO_MAKES_DIR : 0;
 }
 
 /*
@@ -147,22 +161,26 @@ int BPF_PROG(inode_rename, struct inode *old_dir, struct dentry *old_dentry, str
 	    crosses_deep_scope(cgid, sbx, old_dentry, new_dentry) || on_path(cgid, old_dentry->d_inode) ||
 	    (positive(new_dentry) && on_path(cgid, new_dentry->d_inode)) ||
 	    moves_across_entry(cgid, sbx, old_dentry, new_dentry) ||
-	    ro_dentry_denied(cgid, sbx, old_dentry, old_dir) ||
-	    ro_dentry_denied(cgid, sbx, new_dentry, new_dir)) {
+	    ro_dentry_denied(cgid, sbx, old_dentry, old_dir, 0) ||
+	    ro_dentry_denied(cgid, sbx, new_dentry, new_dir, makes_dir(old_dentry))) {
 		report_dentry(AGENT_SANDBOX_OP_RENAME, cgid, dentry_addr(old_dentry));
 		return -EPERM;
 	}
 	return 0;
 }
 
-/* The shared body of the hooks that make one name in `dir`. */
-static __always_inline int name_change(struct inode *dir, struct dentry *dentry, int ret)
+/*
+ * The shared body of the hooks that make one name in `dir`; `how`
+ * REPO_MAKES_DIR for a directory or symlink (repo_guarded()).
+ */
+static __always_inline int name_change(struct inode *dir, struct dentry *dentry, int ret,
+				       const __u32 how)
 {
 	__u64 cgid;
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (name_refused(cgid, dir, dentry, true) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
+	if (name_refused(cgid, dir, dentry, true) || ro_dentry_denied(cgid, sbx, dentry, dir, how)) {
 		report_dentry(AGENT_SANDBOX_OP_CREATE, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -172,14 +190,14 @@ static __always_inline int name_change(struct inode *dir, struct dentry *dentry,
 SEC("lsm/inode_create")
 int BPF_PROG(inode_create, struct inode *dir, struct dentry *dentry, unsigned short mode, int ret)
 {
-	return name_change(dir, dentry, ret);
+	return name_change(dir, dentry, ret, 0);
 }
 
 SEC("lsm/inode_mknod")
 int BPF_PROG(inode_mknod, struct inode *dir, struct dentry *dentry, unsigned short mode, dev_t dev,
 	     int ret)
 {
-	return name_change(dir, dentry, ret);
+	return name_change(dir, dentry, ret, 0);
 }
 
 SEC("lsm/inode_symlink")
@@ -188,7 +206,7 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 	__u64 cgid, d = 0;
 	__u32 sbx;
 
-	ret = name_change(dir, dentry, ret);
+	ret = name_change(dir, dentry, ret, REPO_MAKES_DIR);
 	if (ret != 0)
 		return ret;
 	cgid = bpf_get_current_cgroup_id();
@@ -216,7 +234,7 @@ int BPF_PROG(inode_symlink, struct inode *dir, struct dentry *dentry, const char
 SEC("lsm/inode_mkdir")
 int BPF_PROG(inode_mkdir, struct inode *dir, struct dentry *dentry, unsigned short mode, int ret)
 {
-	return name_change(dir, dentry, ret);
+	return name_change(dir, dentry, ret, REPO_MAKES_DIR);
 }
 
 /* A symlink on the way to a listed name is removed by unlink. */
@@ -228,7 +246,7 @@ int BPF_PROG(inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (name_listed(cgid, dir, dentry) || inode_listed(cgid, dentry->d_inode) ||
-	    on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
+	    on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}
@@ -242,7 +260,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir)) {
+	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir, 0)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}

@@ -5,27 +5,37 @@
  * launch, a sandboxed task may not change what git runs or takes its
  * configuration from, which the user's next `git status` or `git commit`
  * outside would run with the user's rights (`core.fsmonitor`,
- * `core.hooksPath`, a hook). Guarded, by the names of the dentry and of
- * the directories above it (live, no path strings):
- *   - in a git directory G: `config`, `config.worktree`, `commondir` (it
- *     moves where git reads `config` from) and `hooks` with every name
- *     directly in it;
- *   - G itself, a `.git` that exists (a directory, or the `gitdir:` file
- *     of a linked worktree or submodule): not renamed, removed or changed,
- *     so a repository's git directory cannot be swapped for a new one;
- * where G is a directory named `.git`, or one directly in a `modules` or
- * `worktrees` directory of a `.git` (submodules and linked worktrees; a
- * submodule nested deeper is not recognised). Names compare ASCII
- * case-insensitively (a case-insensitive directory finds `CONFIG` for
- * `config`).
+ * `core.hooksPath`, a hook). By the names of the dentry and of the
+ * directories above it (live, no path strings; repo_guarded()), with G the
+ * nearest `.git` above (or at) the dentry, and a git directory being G, a
+ * directory directly in G/worktrees, or one below G/.../modules (a
+ * submodule's, whose name may hold `/`) reached through no name git makes
+ * inside a git directory (repo_internal: objects, refs, logs, ...), it
+ * refuses:
+ *   - in a git directory: a change, creation, removal or rename of
+ *     `config`, `config.worktree`, `commondir` (it moves where git reads
+ *     `config` from) and `hooks`, and of every name directly in `hooks`;
+ *   - G itself, a submodule's git directory, G/modules and G/worktrees
+ *     that exist: no rename, removal or change (no swap for another);
+ *   - a new G/modules, and a new directory or symlink below G/.../modules
+ *     (not below a name of repo_internal): a submodule's git directory
+ *     planted before the user initialises it;
+ *   - a new `.git` (a directory, a `gitdir:` file, a symlink, made or
+ *     moved there) in a directory no sandboxed task of the uid made, so
+ *     that no directory of the user's becomes a repository (or a
+ *     repository above one, which git falls back to when it finds the
+ *     nearer `.git` unusable).
+ * Names compare ASCII case-insensitively (a case-insensitive directory
+ * finds `CONFIG` for `config`).
  *
- * A git directory a sandboxed task made (mkdir, recorded by
- * fexit/vfs_mkdir in made_repos with the task's uid) is not guarded for
+ * Every directory a sandboxed task makes is recorded (fexit/vfs_mkdir) in
+ * made_dirs with the task's uid and the inode's generation; a git
+ * directory so made (G, or the git directory itself) is not guarded for
  * sandboxed tasks of that uid: `git init` and `git clone` inside write its
  * config and hook samples, and the agent's own repository is the agent's.
  * The record goes with the directory's inode (inode_free_security), so a
- * git directory read back from disk after eviction is guarded again (fail
- * closed), as is every git directory after the maps are made anew.
+ * directory read back from disk after eviction is the user's again (fail
+ * closed), as is every directory after the maps are made anew.
  *
  * Uses: maps.bpf.h, gate.bpf.h, walk.bpf.h (read_key()). Hooks:
  * fexit/vfs_mkdir. repo_guarded() is declared in walk.bpf.h, whose
@@ -41,6 +51,13 @@
 #define REPO_NAME_CONFIG 3	/* config, config.worktree, commondir */
 #define REPO_NAME_MODULES 4
 #define REPO_NAME_WORKTREES 5
+#define REPO_NAME_INTERNAL 6	/* a directory git makes inside a git directory */
+
+/* repo_guarded()'s `how`: the dentry is about to become a directory or symlink (mkdir, symlink, a rename of one). */
+#define REPO_MAKES_DIR 1U
+
+/* Levels repo_guarded() reads: the dentry and the directories above it. */
+#define REPO_DEPTH 16
 
 /* Every byte or-ed with 0x20: ASCII letters compare without case. */
 #define REPO_FOLD 0x2020202020202020ULL
@@ -61,48 +78,77 @@ static __always_inline bool repo_name_is(const __u64 *w, __u32 len, const char *
 	return w[0] == (c[0] | REPO_FOLD) && w[1] == (c[1] | REPO_FOLD);
 }
 
-/*
- * Which of the guard's names (REPO_NAME_*) the dentry at address `d` has;
- * its parent's address into `*parent` (0 when `d` is 0). Probe reads only.
- */
-static __always_inline int repo_name(__u64 d, __u64 *parent)
+/* Which of the guard's names (REPO_NAME_*) the dentry at address `d` has. Probe reads only. */
+static __always_inline int repo_name_of(__u64 d)
 {
 	struct dentry *dentry = (struct dentry *)d;
 	const unsigned char *name = NULL;
 	__u64 w[2] = {};
 	__u32 len = 0;
 
-	*parent = 0;
 	if (!d)
 		return REPO_NAME_OTHER;
-	BPF_CORE_READ_INTO(parent, dentry, d_parent);
 	BPF_CORE_READ_INTO(&len, dentry, d_name.len);
 	BPF_CORE_READ_INTO(&name, dentry, d_name.name);
-	if (len < 4 || len > 15 || !name)
+	if (len < 3 || len > 15 || !name)
 		return REPO_NAME_OTHER;
 	if (bpf_probe_read_kernel(w, len & 15, name))
 		return REPO_NAME_OTHER;
 	w[0] |= REPO_FOLD;
 	w[1] |= REPO_FOLD;
-	if (repo_name_is(w, len, ".git", 4))
-		return REPO_NAME_GIT;
-	if (repo_name_is(w, len, "hooks", 5))
-		return REPO_NAME_HOOKS;
-	if (repo_name_is(w, len, "config", 6) || repo_name_is(w, len, "config.worktree", 15) ||
-	    repo_name_is(w, len, "commondir", 9))
-		return REPO_NAME_CONFIG;
-	if (repo_name_is(w, len, "modules", 7))
-		return REPO_NAME_MODULES;
-	if (repo_name_is(w, len, "worktrees", 9))
-		return REPO_NAME_WORKTREES;
+	switch (len) {
+	case 3:
+		return repo_name_is(w, len, "lfs", 3) ? REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 4:
+		if (repo_name_is(w, len, ".git", 4))
+			return REPO_NAME_GIT;
+		return (repo_name_is(w, len, "refs", 4) || repo_name_is(w, len, "logs", 4) ||
+			repo_name_is(w, len, "info", 4)) ? REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 5:
+		return repo_name_is(w, len, "hooks", 5) ? REPO_NAME_HOOKS : REPO_NAME_OTHER;
+	case 6:
+		return repo_name_is(w, len, "config", 6) ? REPO_NAME_CONFIG : REPO_NAME_OTHER;
+	case 7:
+		if (repo_name_is(w, len, "modules", 7))
+			return REPO_NAME_MODULES;
+		return (repo_name_is(w, len, "objects", 7) || repo_name_is(w, len, "remotes", 7)) ?
+			REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 8:
+		return (repo_name_is(w, len, "rr-cache", 8) || repo_name_is(w, len, "branches", 8)) ?
+			REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 9:
+		if (repo_name_is(w, len, "commondir", 9))
+			return REPO_NAME_CONFIG;
+		if (repo_name_is(w, len, "worktrees", 9))
+			return REPO_NAME_WORKTREES;
+		return repo_name_is(w, len, "sequencer", 9) ? REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 12:
+		return (repo_name_is(w, len, "rebase-merge", 12) ||
+			repo_name_is(w, len, "rebase-apply", 12)) ? REPO_NAME_INTERNAL : REPO_NAME_OTHER;
+	case 15:
+		return repo_name_is(w, len, "config.worktree", 15) ? REPO_NAME_CONFIG : REPO_NAME_OTHER;
+	}
 	return REPO_NAME_OTHER;
 }
 
-/* Do names `a` (a directory's), `b` (its parent's), `c` (the grandparent's) make the directory a git directory? */
-static __always_inline bool repo_git_dir(int a, int b, int c)
+/*
+ * repo_name_of() of the dentry at address `d`, as a number the verifier
+ * does not know (copied through bpf_probe_read_kernel()): a walk over the
+ * levels would otherwise be explored once per combination of the names
+ * each level could have (past the verifier's million steps). Its parent's
+ * address into `*parent` (0 when `d` is 0).
+ */
+static __always_inline int repo_name(__u64 d, __u64 *parent)
 {
-	return a == REPO_NAME_GIT ||
-	       ((b == REPO_NAME_MODULES || b == REPO_NAME_WORKTREES) && c == REPO_NAME_GIT);
+	int n, out = REPO_NAME_OTHER;
+
+	*parent = 0;
+	if (!d)
+		return REPO_NAME_OTHER;
+	BPF_CORE_READ_INTO(parent, (struct dentry *)d, d_parent);
+	n = repo_name_of(d);
+	bpf_probe_read_kernel(&out, sizeof(out), &n);
+	return out;
 }
 
 /* The inode at dentry address `d`, as a number (0 for a negative dentry). */
@@ -115,76 +161,182 @@ static __always_inline __u64 repo_inode(__u64 d)
 }
 
 /*
- * 1 if a sandboxed task of sandbox `cgid` may not change the (possibly
- * negative) dentry at address `d` by the repository guard: its name and
- * those above it make it guarded (this file's head), the sandbox has the
- * guard (KIND_REPO_GUARD), and its git directory was not made by a
- * sandboxed task of the current uid (made_repos). A global function: the
- * verifier checks it once per program.
+ * What repo_guarded() read of a path, small (the caller's stack is
+ * file_open's too): the names of levels 0 (the dentry) up, the first three
+ * levels' dentries and the `.git`'s.
  */
-__noinline int repo_guarded(__u64 cgid, __u64 d)
-{
-	__u64 p1, p2, p3, p4, p5, git = 0, inode;
-	struct deny_key dk = {};
-	struct file_key k = {};
-	int n0, n1, n2, n3, n4;
-	bool positive;
-	__u32 *uid;
+struct repo_path {
+	__u64 dentry[3];	/* levels 0, 1, 2 (0 while not read) */
+	__u64 git_dentry;	/* the `.git`'s, 0 if none was read */
+	__u8 name[REPO_DEPTH];
+	int git;	/* the level of the nearest `.git`, -1 if none was read */
+	int modules;	/* the nearest level below it named `modules`, -1 if none */
+};
 
-	n0 = repo_name(d, &p1);
-	n1 = repo_name(p1, &p2);
-	/* Most names: neither one of the guard's nor in a directory of one. */
-	if (n0 == REPO_NAME_OTHER && n1 == REPO_NAME_OTHER)
+/* Are levels [lo, hi) of `p` free of repo_internal names (REPO_NAME_INTERNAL)? */
+static __always_inline bool repo_plain(const struct repo_path *p, int lo, int hi)
+{
+	int i;
+
+	for (i = 0; i < REPO_DEPTH; i++) {
+		if (i < lo || i >= hi)
+			continue;
+		if (p->name[i] == REPO_NAME_INTERNAL)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Is level `lv` of `p` (below its `.git`, level p->git) a git directory:
+ * the `.git` itself, a directory directly in its `worktrees`, or one below
+ * its nearest `modules` through no repo_internal name?
+ */
+static __always_inline bool repo_git_dir_at(const struct repo_path *p, int lv)
+{
+	if (lv < 0 || lv >= REPO_DEPTH || p->git < 0)
+		return false;
+	if (lv == p->git)
+		return true;
+	if (lv + 2 == p->git && p->name[(lv + 1) & (REPO_DEPTH - 1)] == REPO_NAME_WORKTREES)
+		return true;
+	return p->modules > lv && repo_plain(p, lv, p->modules);
+}
+
+/*
+ * Is the directory at dentry address `d` recorded in made_dirs as made by
+ * a sandboxed task of the current uid (its inode's generation too)? `k`:
+ * room for its key.
+ */
+static __always_inline bool repo_made_here(__u64 d, struct file_key *k)
+{
+	struct inode *inode = (struct inode *)repo_inode(d);
+	struct made_dir *m;
+
+	if (!inode)
+		return false;
+	read_key(k, inode, BPF_CORE_READ(inode, i_ino));
+	m = bpf_map_lookup_elem(&made_dirs, k);
+	return m && m->uid == (__u32)bpf_get_current_uid_gid() &&
+	       m->generation == BPF_CORE_READ(inode, i_generation);
+}
+
+/*
+ * 1 if a sandboxed task of sandbox `cgid` may not change the (possibly
+ * negative) dentry at address `d` by the repository guard (this file's
+ * head), `how` REPO_MAKES_DIR when it is to become a directory or symlink:
+ * the sandbox has the guard (KIND_REPO_GUARD) and neither the git
+ * directory concerned nor its `.git` was made by a sandboxed task of the
+ * current uid (made_dirs). A global function: the verifier checks it once
+ * per program.
+ */
+__noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how)
+{
+	struct deny_key dk = {};
+	struct repo_path p = {};
+	__u64 dir = 0, git_dir = 0, cur = d, up = 0, prev = 0;
+	bool positive, is_dir = false;
+	__u32 mode = 0;
+	int i, lv;
+
+	if (!d)
 		return 0;
-	n2 = repo_name(p2, &p3);
-	n3 = repo_name(p3, &p4);
-	n4 = repo_name(p4, &p5);
 	positive = repo_inode(d) != 0;
-	if ((n0 == REPO_NAME_CONFIG || n0 == REPO_NAME_HOOKS) && repo_git_dir(n1, n2, n3))
-		git = p1;	/* G/config, G/hooks */
-	else if (n1 == REPO_NAME_HOOKS && repo_git_dir(n2, n3, n4))
-		git = p2;	/* G/hooks/NAME */
-	else if (positive && repo_git_dir(n0, n1, n2))
-		git = d;	/* G itself */
-	else if (positive && (n0 == REPO_NAME_MODULES || n0 == REPO_NAME_WORKTREES) &&
-		 n1 == REPO_NAME_GIT)
-		git = p1;	/* .git/modules, .git/worktrees */
-	else if (!positive && n1 == REPO_NAME_MODULES && n2 == REPO_NAME_GIT)
-		git = p2;	/* a new .git/modules/NAME: a submodule's git directory planted */
-	if (!git)
-		return 0;
+	if (positive) {
+		BPF_CORE_READ_INTO(&mode, (struct inode *)repo_inode(d), i_mode);
+		is_dir = (mode & S_IFMT) == S_IFDIR;
+	}
+	p.git = -1;
+	p.modules = -1;
+	/* The names up to the nearest `.git` (REPO_DEPTH levels, not past the root). */
+	for (i = 0; i < REPO_DEPTH; i++) {
+		if (!cur || cur == prev)
+			break;
+		if (i < 3)
+			p.dentry[i] = cur;
+		p.name[i] = repo_name(cur, &up);
+		if (i == 1) {
+			/* Most names: a file, neither one of the guard's nor in a `hooks`. */
+			if ((p.name[0] == REPO_NAME_OTHER || p.name[0] == REPO_NAME_INTERNAL) &&
+			    p.name[1] != REPO_NAME_HOOKS && !is_dir && !(how & REPO_MAKES_DIR))
+				return 0;
+			/*
+			 * A new `.git`, or a `gitdir:` file or symlink: only in a
+			 * directory made inside (the exemption is the directory's).
+			 */
+			if (p.name[0] == REPO_NAME_GIT && !is_dir) {
+				dir = cur;
+				break;
+			}
+		}
+		/*
+		 * The levels kept as numbers the verifier does not know (a
+		 * known one per level found would multiply the states of the
+		 * code after the walk by the levels).
+		 */
+		lv = i;
+		barrier_var(lv);
+		/* (A `.git` at level 0 that is no directory: its directory decides, above.) */
+		if (p.name[i] == REPO_NAME_GIT && (i > 0 || is_dir)) {
+			p.git = lv;
+			p.git_dentry = cur;
+			break;
+		}
+		if (p.name[i] == REPO_NAME_MODULES && p.modules < 0)
+			p.modules = lv;
+		prev = cur;
+		cur = up;
+	}
+	if (!dir) {
+		if (p.git < 0)
+			return 0;
+		if ((p.name[0] == REPO_NAME_CONFIG || p.name[0] == REPO_NAME_HOOKS) &&
+		    repo_git_dir_at(&p, 1))
+			git_dir = p.dentry[1];	/* G/config, G/hooks */
+		else if (p.name[1] == REPO_NAME_HOOKS && repo_git_dir_at(&p, 2))
+			git_dir = p.dentry[2];	/* G/hooks/NAME */
+		else if (is_dir && repo_git_dir_at(&p, 0))
+			git_dir = d;		/* a git directory itself */
+		else if ((p.name[0] == REPO_NAME_MODULES ||
+			  (positive && p.name[0] == REPO_NAME_WORKTREES)) && p.git == 1)
+			git_dir = p.dentry[1];	/* G/modules (new or not), G/worktrees */
+		else if (!positive && (how & REPO_MAKES_DIR) && p.modules >= 1 &&
+			 repo_plain(&p, 0, p.modules))
+			git_dir = p.git_dentry;	/* a submodule's git directory planted */
+		if (!git_dir)
+			return 0;
+	}
 	dk.cgid = cgid;
 	dk.file.kind = AGENT_SANDBOX_KIND_REPO_GUARD;
 	if (!bpf_map_lookup_elem(&deny_map, &dk))
 		return 0;
-	inode = repo_inode(git);
-	if (!inode)
-		return 1;
-	read_key(&k, (struct inode *)inode, BPF_CORE_READ((struct inode *)inode, i_ino));
-	uid = bpf_map_lookup_elem(&made_repos, &k);
-	return !uid || *uid != (__u32)bpf_get_current_uid_gid();
+	if (dir)
+		return !repo_made_here(dir, &dk.file);
+	if (repo_made_here(git_dir, &dk.file))
+		return 0;
+	return !(p.git_dentry && repo_made_here(p.git_dentry, &dk.file));
 }
 
-/* Set once a git directory was recorded: inode_free_security looks in made_repos only then. */
+/* Set once a directory was recorded: inode_free_security looks in made_dirs only then. */
 __u32 repo_recorded = 0;
 
 /*
- * After a mkdir (vfs_mkdir() in fs/namei.c) by a sandboxed task: a new git
- * directory (repo_git_dir() by its name and those above it) is recorded in
- * made_repos with the task's uid. The dentry made is the third argument
- * while vfs_mkdir() returns an int (0: made), and its return value since it
- * returns a dentry (6.15: "Change inode_operations.mkdir to return struct
- * dentry *"), told apart by the value: 0, or a kernel address below the
- * error range. A filesystem whose mkdir leaves the dentry negative records
- * nothing (guarded as the user's).
+ * After a mkdir (vfs_mkdir() in fs/namei.c) by a sandboxed task: the new
+ * directory is recorded in made_dirs with the task's uid and the inode's
+ * generation. The dentry made is the third argument while vfs_mkdir()
+ * returns an int (0: made), and its return value since it returns a dentry
+ * (6.15: "Change inode_operations.mkdir to return struct dentry *"), told
+ * apart by the value: 0, or a kernel address below the error range. A
+ * filesystem whose mkdir leaves the dentry negative records nothing (its
+ * new directories are the user's). A full map records nothing either.
  */
 SEC("fexit/vfs_mkdir")
 int BPF_PROG(vfs_mkdir_exit)
 {
-	__u64 ret = 0, d = 0, p1, p2, p3, inode;
+	__u64 ret = 0, d = 0;
 	struct file_key k = {};
-	__u32 uid;
-	int n0, n1, n2;
+	struct made_dir m = {};
+	struct inode *inode;
 
 	if (!sandbox_of(bpf_get_current_cgroup_id()))
 		return 0;
@@ -198,22 +350,18 @@ int BPF_PROG(vfs_mkdir_exit)
 	} else {
 		return 0;
 	}
-	n0 = repo_name(d, &p1);
-	n1 = repo_name(p1, &p2);
-	n2 = repo_name(p2, &p3);
-	if (!repo_git_dir(n0, n1, n2))
-		return 0;
-	inode = repo_inode(d);
+	inode = (struct inode *)repo_inode(d);
 	if (!inode)
 		return 0;
-	read_key(&k, (struct inode *)inode, BPF_CORE_READ((struct inode *)inode, i_ino));
-	uid = (__u32)bpf_get_current_uid_gid();
-	if (bpf_map_update_elem(&made_repos, &k, &uid, BPF_ANY) == 0)
+	read_key(&k, inode, BPF_CORE_READ(inode, i_ino));
+	m.uid = (__u32)bpf_get_current_uid_gid();
+	m.generation = BPF_CORE_READ(inode, i_generation);
+	if (bpf_map_update_elem(&made_dirs, &k, &m, BPF_ANY) == 0 && !repo_recorded)
 		repo_recorded = 1;
 	return 0;
 }
 
-/* Forgets directory `inode` in made_repos (inode_free_security: before its number can be another's). */
+/* Forgets directory `inode` in made_dirs (inode_free_security: before its number can be another's). */
 static __always_inline void repo_forget(struct inode *inode)
 {
 	struct file_key k = {};
@@ -221,7 +369,7 @@ static __always_inline void repo_forget(struct inode *inode)
 	if (!repo_recorded)
 		return;
 	read_key(&k, inode, inode->i_ino);
-	bpf_map_delete_elem(&made_repos, &k);
+	bpf_map_delete_elem(&made_dirs, &k);
 }
 
 #endif /* AGENT_SANDBOX_REPO_BPF_H */

@@ -416,7 +416,7 @@ __noinline int ro_walk(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth, __u32 f
 }
 
 /* repo.bpf.h: the repository guard, which the read-only checks below apply too. */
-__noinline int repo_guarded(__u64 cgid, __u64 d);
+__noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how);
 
 /*
  * ro_walk_denied()'s walk: the whole walk where the sandbox has read-only
@@ -446,7 +446,7 @@ static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, 
 static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
 {
 	return (sbx & SBX_RO) &&
-	       (repo_guarded(cgid, dentry) || ro_walk_refused(cgid, sbx, dentry, mnt) != 0);
+	       (repo_guarded(cgid, dentry, 0) || ro_walk_refused(cgid, sbx, dentry, mnt) != 0);
 }
 
 /*
@@ -746,6 +746,7 @@ static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool h
 /*
  * ro_walk_denied() for BTF-typed dentry `d` (the hooks that have one), in
  * directory `dir` (the hook's own argument, or NULL where it has none),
+ * `how` repo_guarded()'s (REPO_MAKES_DIR: `d` is to be a directory),
  * within its filesystem: where the walk is two levels (no read-only
  * directory entry but the user's own lists'), ro_near_marks() first, and
  * the walk only if it answers yes; where it is whole, from the memo of
@@ -753,13 +754,13 @@ static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool h
  * stale.
  */
 static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentry *d,
-					     struct inode *dir)
+					     struct inode *dir, __u32 how)
 {
 	int verdict;
 
 	if (!(sbx & SBX_RO))
 		return false;
-	if (repo_guarded(cgid, dentry_addr(d)))
+	if (repo_guarded(cgid, dentry_addr(d), how))
 		return true;
 	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
 		return false;

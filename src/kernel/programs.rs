@@ -664,7 +664,7 @@ mod tests {
                 "deny_map",
                 "host_addrs",
                 "key_filter",
-                "made_repos",
+                "made_dirs",
                 "name_map",
                 "pattern_prefilter",
                 "pattern_shapes",

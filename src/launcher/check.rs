@@ -83,8 +83,9 @@ impl State {
             State::RepoGuard => "repository guard, live: in every git repository not made \
                  inside a sandbox, its hooks and what git reads its configuration from \
                  (.git/config, config.worktree, commondir, hooks/; submodules' and worktrees' \
-                 too) cannot be changed from inside, so git config, git remote add, git push -u \
-                 and new tracking branches fail there"
+                 too) cannot be changed from inside, nor a .git made in a directory of yours, \
+                 so git config, git remote add, git push -u, new tracking branches and git init \
+                 in your directories fail there"
                 .into(),
             State::Pattern(now) => format!(
                 "name pattern, live (every file given a matching name later is covered too; \
@@ -338,6 +339,23 @@ pub struct LineReport {
     pub dir: bool,
 }
 
+impl LineReport {
+    /// The report of line `line` (shown as `text`) judged by name, live (a
+    /// name pattern, the repository guard): no mistakes, nothing resolved.
+    fn live(line: usize, text: String, state: State) -> LineReport {
+        LineReport {
+            line,
+            text,
+            state,
+            mistakes: Vec::new(),
+            as_root: false,
+            audit: false,
+            readonly: false,
+            dir: false,
+        }
+    }
+}
+
 /// One list file and its lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListReport {
@@ -568,16 +586,11 @@ fn check_bytes(
     let mut joined = Vec::new();
     for e in &parsed.entries {
         if e.repo_guard {
-            report.lines.push(LineReport {
-                line: e.line,
-                text: String::from_utf8_lossy(denylist::REPO_GUARD_LINE).into_owned(),
-                state: State::RepoGuard,
-                mistakes: Vec::new(),
-                as_root: false,
-                audit: false,
-                readonly: false,
-                dir: false,
-            });
+            report.lines.push(LineReport::live(
+                e.line,
+                String::from_utf8_lossy(denylist::REPO_GUARD_LINE).into_owned(),
+                State::RepoGuard,
+            ));
             continue;
         }
         if let Some(p) = &e.pattern {
@@ -609,16 +622,11 @@ fn check_bytes(
             if e.exception {
                 text.insert(0, b'!');
             }
-            report.lines.push(LineReport {
-                line: e.line,
-                text: crate::proto::request::one_line(&String::from_utf8_lossy(&text)),
+            report.lines.push(LineReport::live(
+                e.line,
+                crate::proto::request::one_line(&String::from_utf8_lossy(&text)),
                 state,
-                mistakes: Vec::new(),
-                as_root: false,
-                audit: false,
-                readonly: false,
-                dir: false,
-            });
+            ));
             continue;
         }
         let (full, text) = match e.anchor {
