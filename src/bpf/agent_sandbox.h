@@ -291,9 +291,9 @@ struct pattern_shape {
  * per end of a pattern, set when some sandbox's pattern begins (side 0) or
  * ends (side 1) with 2 or 3 fixed bytes (ASCII-folded), at
  * agent_sandbox_prefilter_bit(); `always` is 1 when a pattern has neither
- * two fixed bytes at its start nor at its end. A name of two or more bytes
- * whose first two and three and last two and three bytes find no bit (and
- * `always` 0) matches no pattern, and the shapes are not hashed. The union
+ * two fixed bytes at its start nor at its end. With `always` 0, a name of
+ * one byte, or one whose first two and three and last two and three bytes
+ * find no bit, matches no pattern, and the shapes are not hashed. The union
  * over every sandbox, written by the daemon (src/kernel/patterns.rs) before
  * the keys that need a bit and cleared after they are gone. 8,200 bytes.
  */

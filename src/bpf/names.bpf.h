@@ -260,7 +260,7 @@ int BPF_PROG(inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir, 0)) {
+	if (on_path(cgid, dentry->d_inode) || ro_dentry_denied(cgid, sbx, dentry, dir, REPO_IS_DIR)) {
 		report_dentry(AGENT_SANDBOX_OP_UNLINK, cgid, dentry_addr(dentry));
 		return -EPERM;
 	}

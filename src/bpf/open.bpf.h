@@ -150,7 +150,7 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 
 	if (!(sbx & SBX_RO))
 		return false;
-	if (repo_guarded(cgid, dentry_addr(dentry), 0))
+	if (repo_may_guard(dentry, 0) && repo_guarded(cgid, dentry_addr(dentry), 0))
 		return true;
 	if (dentry->d_inode == file->f_inode) {
 		/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */

@@ -252,8 +252,8 @@ static __always_inline bool prefilter_has(const struct pattern_prefilter *pf, __
 }
 
 /*
- * Could a pattern of any sandbox match the name of `len` (>= 2) bytes
- * whose folded first and last bytes the room `r` holds? pattern_prefilter's
+ * Could a pattern of any sandbox match the name of `len` bytes whose
+ * folded first and last bytes the room `r` holds? pattern_prefilter's
  * bits of its first two and three and its last two and three bytes
  * (agent_sandbox.h), read as bytes (the same on either byte order). True
  * when the prefilter is off.
@@ -268,6 +268,9 @@ static __always_inline bool prefilter_passes(struct pattern_room *r, __u32 len)
 	pf = bpf_map_lookup_elem(&pattern_prefilter, &zero);
 	if (!pf || pf->always)
 		return true;
+	/* Every pattern has two fixed bytes: none matches a one-byte name. */
+	if (len < 2)
+		return false;
 	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, h[0], h[1], 0)) ||
 	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, t[6], t[7], 0)))
 		return true;
@@ -333,7 +336,7 @@ static __always_inline int pattern_states_in(struct pattern_room *r, __u64 cgid,
 	if ((folds & FOLDS_SHORT) && tilde)
 		return PAT_DENY_BOTH;
 	/* No pattern begins or ends as this name does: none matches it. */
-	if (len >= 2 && !prefilter_passes(r, len))
+	if (!prefilter_passes(r, len))
 		return 0;
 	/* The pass's state lives in the room: bpf_loop() callbacks find it there (stack is short). */
 	__builtin_memset(c, 0, sizeof(*c));

@@ -53,9 +53,6 @@
 #define REPO_NAME_WORKTREES 5
 #define REPO_NAME_INTERNAL 6	/* a directory git makes inside a git directory */
 
-/* repo_guarded()'s `how`: the dentry is about to become a directory or symlink (mkdir, symlink, a rename of one). */
-#define REPO_MAKES_DIR 1U
-
 /* Levels repo_guarded() reads: the dentry and the directories above it. */
 #define REPO_DEPTH 16
 

@@ -419,6 +419,27 @@ __noinline int ro_walk(__u64 cgid, __u64 dentry, __u64 mnt, __u32 depth, __u32 f
 __noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how);
 
 /*
+ * repo_guarded()'s `how`: the dentry is about to become a directory or
+ * symlink (mkdir, symlink, a rename of one), or is a directory (rmdir).
+ */
+#define REPO_MAKES_DIR 1U
+#define REPO_IS_DIR 2U
+
+/*
+ * Could repo_guarded() refuse BTF-typed dentry `d`, a file unless `how`
+ * says otherwise? Two direct loads: only a directory or a name of one of
+ * the guard's lengths (`.git` 4, `hooks` 5, `config` 6, `modules` 7,
+ * `commondir` and `worktrees` 9, `config.worktree` 15) or in a directory
+ * named like `hooks` can be, so most writes skip its probe reads.
+ */
+static __always_inline bool repo_may_guard(struct dentry *d, __u32 how)
+{
+	__u32 l0 = d->d_name.len, l1 = d->d_parent->d_name.len;
+
+	return how || l0 == 4 || l0 == 5 || l0 == 6 || l0 == 7 || l0 == 9 || l0 == 15 || l1 == 5;
+}
+
+/*
  * ro_walk_denied()'s walk: the whole walk where the sandbox has read-only
  * directory entries (SBX_RO_DIRS), else two levels. 1: refused.
  */
@@ -760,7 +781,7 @@ static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentr
 
 	if (!(sbx & SBX_RO))
 		return false;
-	if (repo_guarded(cgid, dentry_addr(d), how))
+	if (repo_may_guard(d, how) && repo_guarded(cgid, dentry_addr(d), how))
 		return true;
 	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
 		return false;
