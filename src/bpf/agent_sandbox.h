@@ -239,10 +239,10 @@ enum agent_sandbox_kind {
 	AGENT_SANDBOX_KIND_REPO_GUARD = 31,
 /*
  * KIND_PAT_PREFILTER: name_map keys (all-zero directory) that say which
- * bit of pattern_prefilter a pattern of the sandbox needs: name `h` and the
+ * bit of pat_prefilter a pattern of the sandbox needs: name `h` and the
  * pattern's first two bytes, `t` and its last two, or `*` (neither is
  * fixed: the prefilter is off). Like KIND_PAT_SHAPE keys, the daemon keeps
- * their union in pattern_prefilter and the hooks never look them up.
+ * their union in pat_prefilter and the hooks never look them up.
  */
 	AGENT_SANDBOX_KIND_PAT_PREFILTER = 32,
 };
@@ -305,7 +305,7 @@ struct pattern_prefilter {
 };
 
 /*
- * The bit of pattern_prefilter for `k` (2 or 3) bytes b0, b1, b2 (0 when
+ * The bit of pat_prefilter for `k` (2 or 3) bytes b0, b1, b2 (0 when
  * k is 2) at side `side` (0 the start, 1 the end, bytes in name order):
  * 16 bits of a multiplicative hash. src/lists/pattern.rs: prefilter_bit().
  */

@@ -244,7 +244,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct pattern_prefilter);
-} pattern_prefilter SEC(".maps");
+} pat_prefilter SEC(".maps");
 
 /* The state of one pattern_states() pass (patterns.bpf.h), kept in its room (below). */
 struct pattern_ctx {

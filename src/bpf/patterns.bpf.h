@@ -16,7 +16,7 @@
  * key (every directory) or the parent directory's key (`DIR/NAME`). So an
  * open costs one pass over the name's first and last 64 bytes and one
  * hash per shape, whatever the number of patterns; and a name that no
- * pattern begins or ends as (pattern_prefilter: four bits, of its first
+ * pattern begins or ends as (pat_prefilter: four bits, of its first
  * two and three and its last two and three bytes) costs none of the
  * hashes.
  *
@@ -253,7 +253,7 @@ static __always_inline bool prefilter_has(const struct pattern_prefilter *pf, __
 
 /*
  * Could a pattern of any sandbox match the name of `len` bytes whose
- * folded first and last bytes the room `r` holds? pattern_prefilter's
+ * folded first and last bytes the room `r` holds? pat_prefilter's
  * bits of its first two and three and its last two and three bytes
  * (agent_sandbox.h), read as bytes (the same on either byte order). True
  * when the prefilter is off.
@@ -265,7 +265,7 @@ static __always_inline bool prefilter_passes(struct pattern_room *r, __u32 len)
 	const __u8 *t = (const __u8 *)r->tail_words;
 	__u32 zero = 0;
 
-	pf = bpf_map_lookup_elem(&pattern_prefilter, &zero);
+	pf = bpf_map_lookup_elem(&pat_prefilter, &zero);
 	if (!pf || pf->always)
 		return true;
 	/* Every pattern has two fixed bytes: none matches a one-byte name. */

@@ -29,7 +29,7 @@ pub struct Maps {
     pub(super) walk_gens: MapHandle,
     pub(super) key_filter: MapHandle,
     pub(super) pattern_shapes: MapHandle,
-    pub(super) pattern_prefilter: MapHandle,
+    pub(super) pat_prefilter: MapHandle,
 }
 
 /// The names of [`Maps`]' fields, as the object names the maps (at most
@@ -49,7 +49,7 @@ pub(super) const NAMES: [&str; 15] = [
     "walk_gens",
     "key_filter",
     "pattern_shapes",
-    "pattern_prefilter",
+    "pat_prefilter",
 ];
 
 impl Maps {
@@ -95,7 +95,7 @@ impl Maps {
             walk_gens: take("walk_gens")?,
             key_filter: take("key_filter")?,
             pattern_shapes: take("pattern_shapes")?,
-            pattern_prefilter: take("pattern_prefilter")?,
+            pat_prefilter: take("pat_prefilter")?,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! slot while it is rewritten can only miss keys that are not there yet or
 //! any more.
 //!
-//! The patterns' first test, `pattern_prefilter` ([`Prefilter`]), follows
+//! The patterns' first test, `pat_prefilter` ([`Prefilter`]), follows
 //! the same order: the bits a sandbox's patterns need
 //! ([`KIND_PAT_PREFILTER`] keys) are set before its keys are written, and
 //! the union is computed again from the mirrors after removals.
@@ -170,9 +170,9 @@ impl Bpf {
             return Ok(());
         }
         self.maps
-            .pattern_prefilter
+            .pat_prefilter
             .update(&0u32.to_ne_bytes(), &p.bytes(), MapFlags::ANY)
-            .map_err(lb("write the patterns' first test into pattern_prefilter"))?;
+            .map_err(lb("write the patterns' first test into pat_prefilter"))?;
         self.prefilter = Some(p);
         Ok(())
     }

@@ -309,7 +309,7 @@ pub struct Bpf {
     pub(super) ksyms_shown: bool,
     /// What pattern_shapes' slots hold ([`crate::kernel::patterns`]).
     pub(super) shapes: crate::kernel::patterns::ShapeSlots,
-    /// pattern_prefilter as last written (None: not yet this start).
+    /// pat_prefilter as last written (None: not yet this start).
     pub(super) prefilter: Option<crate::kernel::patterns::Prefilter>,
 }
 
@@ -653,6 +653,16 @@ mod tests {
             .filter(|n| pinned_map(n))
             .collect();
         pinned.sort();
+        // The kernel keeps 15 bytes of a map's name (BPF_OBJ_NAME_LEN): a
+        // longer one would not be found by its pin when a restart adopts
+        // the programs (seen: `pattern_prefilter`, a full load at every
+        // restart).
+        for n in &pinned {
+            assert!(
+                n.len() <= 15,
+                "map name {n} is longer than the kernel keeps"
+            );
+        }
         assert_eq!(
             pinned,
             [
@@ -666,7 +676,7 @@ mod tests {
                 "key_filter",
                 "made_dirs",
                 "name_map",
-                "pattern_prefilter",
+                "pat_prefilter",
                 "pattern_shapes",
                 "port_allow",
                 "sandbox_slots",
