@@ -325,6 +325,16 @@ pub(crate) enum Source {
     Home,
 }
 
+impl Source {
+    /// The list an entry of this source is reported as.
+    fn origin(self) -> ListOrigin {
+        match self {
+            Source::Base => ListOrigin::Base,
+            Source::Home => ListOrigin::User,
+        }
+    }
+}
+
 /// What a resolution reads besides the filesystem: the lists' bytes (with
 /// the files they include) and, for a user process, the home directory.
 /// Two resolutions of equal inputs find the same keys if nothing they
@@ -519,21 +529,14 @@ pub(crate) fn emit_base(
 pub(crate) fn emit_repo_guard(sink: &mut Sink<'_>, source: Source, list: &ListAt<'_>, line: usize) {
     sink.entry(&ListEntry {
         pattern: true,
-        origin: match source {
-            Source::Base => ListOrigin::Base,
-            Source::Home => ListOrigin::User,
-        },
+        origin: source.origin(),
         line: u32::try_from(line).unwrap_or(u32::MAX),
         dir: true,
         exception: false,
         audit: false,
         readonly: true,
         path: b"**/.git".to_vec(),
-        file: if list.included {
-            list.path.as_os_str().as_bytes().to_vec()
-        } else {
-            Vec::new()
-        },
+        file: list.entry_file(),
     });
     sink.file(REPO_GUARD_KEY);
 }
@@ -613,11 +616,7 @@ pub(crate) fn emit_pattern(
         readonly: false,
         pattern: true,
         path: shown,
-        file: if list.included {
-            list.path.as_os_str().as_bytes().to_vec()
-        } else {
-            Vec::new()
-        },
+        file: list.entry_file(),
     });
     let zero = FileKey {
         dev: 0,
@@ -653,6 +652,16 @@ pub(crate) struct ListAt<'a> {
 }
 
 impl ListAt<'_> {
+    /// [`ListEntry::file`] of a line of this file: its path if included,
+    /// else empty.
+    fn entry_file(&self) -> Vec<u8> {
+        if self.included {
+            self.path.as_os_str().as_bytes().to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     pub(crate) fn of(file: &ListFile) -> ListAt<'_> {
         ListAt {
             path: Path::new(OsStr::from_bytes(&file.path)),
@@ -1071,21 +1080,14 @@ pub(crate) fn emit(
     let mark = sink.out.len();
     let entry = ListEntry {
         pattern: false,
-        origin: match source {
-            Source::Base => ListOrigin::Base,
-            Source::Home => ListOrigin::User,
-        },
+        origin: source.origin(),
         line: u32::try_from(line).unwrap_or(u32::MAX),
         dir: shape.dir(),
         exception: matches!(shape, Shape::Exception | Shape::DirException),
         audit: matches!(shape, Shape::AuditFile | Shape::AuditDir),
         readonly: matches!(shape, Shape::ReadonlyFile | Shape::ReadonlyDir),
         path: path.as_os_str().as_bytes().to_vec(),
-        file: if list.included {
-            list.path.as_os_str().as_bytes().to_vec()
-        } else {
-            Vec::new()
-        },
+        file: list.entry_file(),
     };
     sink.entry(&entry);
     let (dir_kind, exc_kind) = match source {
