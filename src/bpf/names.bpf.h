@@ -39,10 +39,15 @@ static __always_inline bool dentry_listed(__u64 cgid, __u64 d)
 	return alias_listed(cgid, dentry);
 }
 
-/* May sandbox `cgid` (of sandbox_of() `sbx`) not change the file at dentry address `d`? */
+/*
+ * May sandbox `cgid` (of sandbox_of() `sbx`) not change the file at dentry
+ * address `d`: a read entry lists it, the repository guard or a read-only
+ * entry protects it?
+ */
 static __always_inline bool write_protected(__u64 cgid, __u32 sbx, __u64 d)
 {
-	return dentry_listed(cgid, d) || ro_walk_denied(cgid, sbx, d, 0);
+	return dentry_listed(cgid, d) || ((sbx & SBX_RO) && repo_guarded(cgid, d, 0)) ||
+	       ro_walk_denied(cgid, sbx, d, 0);
 }
 
 /* Reports the refusal of `op` on dentry address `d` and returns -EPERM, opaque to the verifier (see entry_verdict()). */

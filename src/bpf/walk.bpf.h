@@ -455,8 +455,7 @@ static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, 
 
 /*
  * Is the (possibly negative) dentry at address `dentry` read-only for
- * sandbox `cgid` of sandbox_of() `sbx`: the repository guard's
- * (repo_guarded()), a read-only file or name at it, or
+ * sandbox `cgid` of sandbox_of() `sbx`: a read-only file or name at it, or
  * a read-only directory entry above it that no nearer exception of the same
  * list re-allows (on mount `mnt`, 0 to not cross mounts)? Only sandboxes
  * with read-only entries walk, and only two levels (the dentry and its
@@ -466,8 +465,7 @@ static __always_inline int ro_walk_refused(__u64 cgid, __u32 sbx, __u64 dentry, 
  */
 static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, __u64 mnt)
 {
-	return (sbx & SBX_RO) &&
-	       (repo_guarded(cgid, dentry, 0) || ro_walk_refused(cgid, sbx, dentry, mnt) != 0);
+	return (sbx & SBX_RO) && ro_walk_refused(cgid, sbx, dentry, mnt) != 0;
 }
 
 /*
