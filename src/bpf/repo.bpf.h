@@ -68,15 +68,25 @@
 static __always_inline bool repo_name_is(const __u64 *w, __u32 len, const char *lit, __u32 n)
 {
 	__u64 c[2] = {};
+	int i;
 
 	if (len != n)
 		return false;
-	__builtin_memcpy(c, lit, n);
+	/* Folded to constants by the compiler (no copy on the stack). */
+	for (i = 0; i < 16; i++)
+		if (i < n)
+			c[i / 8] |= (__u64)(unsigned char)lit[i] << (8 * (i % 8));
 	return w[0] == (c[0] | REPO_FOLD) && w[1] == (c[1] | REPO_FOLD);
 }
 
-/* Which of the guard's names (REPO_NAME_*) the dentry at address `d` has. Probe reads only. */
-static __always_inline int repo_name_of(__u64 d)
+/*
+ * Which of the guard's names (REPO_NAME_*) the dentry at address `d` has
+ * (REPO_NAME_OTHER for 0). Probe reads only. A global function: the
+ * verifier checks its many branches once per program, and its callers
+ * see its answer as a number it does not know (one state per level of
+ * repo_guarded()'s walk, not one per name a level could have).
+ */
+__noinline int repo_name_of(__u64 d)
 {
 	struct dentry *dentry = (struct dentry *)d;
 	const unsigned char *name = NULL;
@@ -128,24 +138,14 @@ static __always_inline int repo_name_of(__u64 d)
 	return REPO_NAME_OTHER;
 }
 
-/*
- * repo_name_of() of the dentry at address `d`, as a number the verifier
- * does not know (copied through bpf_probe_read_kernel()): a walk over the
- * levels would otherwise be explored once per combination of the names
- * each level could have (past the verifier's million steps). Its parent's
- * address into `*parent` (0 when `d` is 0).
- */
-static __always_inline int repo_name(__u64 d, __u64 *parent)
+/* The parent of the dentry at address `d`, as an address (0 when `d` is 0). */
+static __always_inline __u64 repo_parent(__u64 d)
 {
-	int n, out = REPO_NAME_OTHER;
+	__u64 parent = 0;
 
-	*parent = 0;
-	if (!d)
-		return REPO_NAME_OTHER;
-	BPF_CORE_READ_INTO(parent, (struct dentry *)d, d_parent);
-	n = repo_name_of(d);
-	bpf_probe_read_kernel(&out, sizeof(out), &n);
-	return out;
+	if (d)
+		BPF_CORE_READ_INTO(&parent, (struct dentry *)d, d_parent);
+	return parent;
 }
 
 /* The inode at dentry address `d`, as a number (0 for a negative dentry). */
@@ -158,46 +158,43 @@ static __always_inline __u64 repo_inode(__u64 d)
 }
 
 /*
- * What repo_guarded() read of a path, small (the caller's stack is
- * file_open's too): the names of levels 0 (the dentry) up, the first three
- * levels' dentries and the `.git`'s.
+ * What repo_guarded()'s walk read of a path, as bit masks over its levels
+ * (bit L: level L, 0 the dentry, up to the nearest `.git`, excluded): the
+ * levels named like a directory git makes inside a git directory
+ * (REPO_NAME_INTERNAL), `modules` and `worktrees`. Built without a branch
+ * per name, so the verifier follows one path through the walk.
  */
-struct repo_path {
-	__u64 dentry[3];	/* levels 0, 1, 2 (0 while not read) */
-	__u64 git_dentry;	/* the `.git`'s, 0 if none was read */
-	__u8 name[REPO_DEPTH];
-	int git;	/* the level of the nearest `.git`, -1 if none was read */
-	int modules;	/* the nearest level below it named `modules`, -1 if none */
+struct repo_masks {
+	__u32 internal;
+	__u32 modules;
+	__u32 worktrees;
 };
 
-/* Are levels [lo, hi) of `p` free of repo_internal names (REPO_NAME_INTERNAL)? */
-static __always_inline bool repo_plain(const struct repo_path *p, int lo, int hi)
-{
-	int i;
+/* 1 at bit `lv` when name class `n` (repo_name_of()) is `cls`, else 0. */
+#define REPO_LEVEL_BIT(n, cls, lv) ((((1U << ((n) & 7)) >> (cls)) & 1U) << (lv))
 
-	for (i = 0; i < REPO_DEPTH; i++) {
-		if (i < lo || i >= hi)
-			continue;
-		if (p->name[i] == REPO_NAME_INTERNAL)
-			return false;
-	}
-	return true;
+/*
+ * Is level `lv` (0-2) below the nearest `modules` (the lowest level so
+ * named below the `.git` at level `git`, 0-15) through no repo_internal
+ * name, `m` the walk's masks? Arithmetic only.
+ */
+static __always_inline bool repo_below_modules(const struct repo_masks *m, __u32 git, __u32 lv)
+{
+	__u32 first = m->modules & ((1U << git) - 1);
+
+	first &= -first;
+	return first > (1U << lv) && !(m->internal & (first - 1) & ~((1U << lv) - 1));
 }
 
 /*
- * Is level `lv` of `p` (below its `.git`, level p->git) a git directory:
- * the `.git` itself, a directory directly in its `worktrees`, or one below
- * its nearest `modules` through no repo_internal name?
+ * Is level `lv` (0-2) a git directory, with the nearest `.git` at level
+ * `git` (0-15): the `.git` itself, a directory directly in its
+ * `worktrees`, or one below its nearest `modules` (repo_below_modules())?
  */
-static __always_inline bool repo_git_dir_at(const struct repo_path *p, int lv)
+static __always_inline bool repo_git_dir_at(const struct repo_masks *m, __u32 git, __u32 lv)
 {
-	if (lv < 0 || lv >= REPO_DEPTH || p->git < 0)
-		return false;
-	if (lv == p->git)
-		return true;
-	if (lv + 2 == p->git && p->name[(lv + 1) & (REPO_DEPTH - 1)] == REPO_NAME_WORKTREES)
-		return true;
-	return p->modules > lv && repo_plain(p, lv, p->modules);
+	return lv == git || (lv + 2 == git && ((m->worktrees >> (lv + 1)) & 1)) ||
+	       repo_below_modules(m, git, lv);
 }
 
 /*
@@ -219,22 +216,46 @@ static __always_inline bool repo_made_here(__u64 d, struct file_key *k)
 }
 
 /*
+ * repo_guarded()'s answer once it found a name the guard covers: 1 if
+ * sandbox `cgid` has the guard (KIND_REPO_GUARD) and neither the directory
+ * at address `first` (the git directory concerned, or the directory a new
+ * `.git` goes in) nor, unless 0, the `.git` at address `second` was made
+ * by a sandboxed task of the current uid. A global function of its own, so
+ * that its key is not on repo_guarded()'s stack (file_open's, repo_guarded()'s and
+ * repo_name_of()'s frames share the 512 bytes).
+ */
+__noinline int repo_refuses(__u64 cgid, __u64 first, __u64 second)
+{
+	struct deny_key dk = {};
+
+	dk.cgid = cgid;
+	dk.file.kind = AGENT_SANDBOX_KIND_REPO_GUARD;
+	if (!bpf_map_lookup_elem(&deny_map, &dk))
+		return 0;
+	if (repo_made_here(first, &dk.file))
+		return 0;
+	return !second || !repo_made_here(second, &dk.file);
+}
+
+/*
  * 1 if a sandboxed task of sandbox `cgid` may not change the (possibly
  * negative) dentry at address `d` by the repository guard (this file's
  * head), `how` REPO_MAKES_DIR when it is to become a directory or symlink:
  * the sandbox has the guard (KIND_REPO_GUARD) and neither the git
  * directory concerned nor its `.git` was made by a sandboxed task of the
  * current uid (made_dirs). A global function: the verifier checks it once
- * per program.
+ * per program. Verifier cost matters here (15 programs call it): the walk
+ * keeps what it reads in masks, and the level of the `.git` is made a
+ * number the verifier does not know, so the decision after the walk is
+ * checked once, not once per level.
  */
 __noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how)
 {
-	struct deny_key dk = {};
-	struct repo_path p = {};
-	__u64 dir = 0, git_dir = 0, cur = d, up = 0, prev = 0;
+	struct repo_masks m = {};
+	__u64 d1, d2, cur, up, prev = 0, git_dentry = 0, dir = 0, git_dir = 0;
+	__u32 mode = 0, git = 0, found = REPO_DEPTH;
 	bool positive, is_dir = false;
-	__u32 mode = 0;
-	int i, lv;
+	int n0, n1, n, i;
 
 	if (!d)
 		return 0;
@@ -243,75 +264,57 @@ __noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how)
 		BPF_CORE_READ_INTO(&mode, (struct inode *)repo_inode(d), i_mode);
 		is_dir = (mode & S_IFMT) == S_IFDIR;
 	}
-	p.git = -1;
-	p.modules = -1;
+	d1 = repo_parent(d);
+	n0 = repo_name_of(d);
+	n1 = d1 != d ? repo_name_of(d1) : REPO_NAME_OTHER;
+	/* Most names: a file, neither one of the guard's nor in a `hooks`. */
+	if ((n0 == REPO_NAME_OTHER || n0 == REPO_NAME_INTERNAL) && n1 != REPO_NAME_HOOKS &&
+	    !is_dir && !(how & REPO_MAKES_DIR))
+		return 0;
+	d2 = d1 != d ? repo_parent(d1) : 0;
+	if (n0 == REPO_NAME_GIT && !is_dir) {
+		/* A new `.git`, a `gitdir:` file or symlink: only in a directory made inside. */
+		dir = d1;
+		goto decide;
+	}
 	/* The names up to the nearest `.git` (REPO_DEPTH levels, not past the root). */
+	cur = d;
 	for (i = 0; i < REPO_DEPTH; i++) {
 		if (!cur || cur == prev)
 			break;
-		if (i < 3)
-			p.dentry[i] = cur;
-		p.name[i] = repo_name(cur, &up);
-		if (i == 1) {
-			/* Most names: a file, neither one of the guard's nor in a `hooks`. */
-			if ((p.name[0] == REPO_NAME_OTHER || p.name[0] == REPO_NAME_INTERNAL) &&
-			    p.name[1] != REPO_NAME_HOOKS && !is_dir && !(how & REPO_MAKES_DIR))
-				return 0;
-			/*
-			 * A new `.git`, or a `gitdir:` file or symlink: only in a
-			 * directory made inside (the exemption is the directory's).
-			 */
-			if (p.name[0] == REPO_NAME_GIT && !is_dir) {
-				dir = cur;
-				break;
-			}
-		}
-		/*
-		 * The levels kept as numbers the verifier does not know (a
-		 * known one per level found would multiply the states of the
-		 * code after the walk by the levels).
-		 */
-		lv = i;
-		barrier_var(lv);
-		/* (A `.git` at level 0 that is no directory: its directory decides, above.) */
-		if (p.name[i] == REPO_NAME_GIT && (i > 0 || is_dir)) {
-			p.git = lv;
-			p.git_dentry = cur;
+		up = repo_parent(cur);
+		n = i == 0 ? n0 : i == 1 ? n1 : repo_name_of(cur);
+		/* (A `.git` at level 0 that is no directory was decided above.) */
+		if (n == REPO_NAME_GIT) {
+			found = i;
+			git_dentry = cur;
 			break;
 		}
-		if (p.name[i] == REPO_NAME_MODULES && p.modules < 0)
-			p.modules = lv;
+		m.internal |= REPO_LEVEL_BIT(n, REPO_NAME_INTERNAL, i);
+		m.modules |= REPO_LEVEL_BIT(n, REPO_NAME_MODULES, i);
+		m.worktrees |= REPO_LEVEL_BIT(n, REPO_NAME_WORKTREES, i);
 		prev = cur;
 		cur = up;
 	}
-	if (!dir) {
-		if (p.git < 0)
-			return 0;
-		if ((p.name[0] == REPO_NAME_CONFIG || p.name[0] == REPO_NAME_HOOKS) &&
-		    repo_git_dir_at(&p, 1))
-			git_dir = p.dentry[1];	/* G/config, G/hooks */
-		else if (p.name[1] == REPO_NAME_HOOKS && repo_git_dir_at(&p, 2))
-			git_dir = p.dentry[2];	/* G/hooks/NAME */
-		else if (is_dir && repo_git_dir_at(&p, 0))
-			git_dir = d;		/* a git directory itself */
-		else if ((p.name[0] == REPO_NAME_MODULES ||
-			  (positive && p.name[0] == REPO_NAME_WORKTREES)) && p.git == 1)
-			git_dir = p.dentry[1];	/* G/modules (new or not), G/worktrees */
-		else if (!positive && (how & REPO_MAKES_DIR) && p.modules >= 1 &&
-			 repo_plain(&p, 0, p.modules))
-			git_dir = p.git_dentry;	/* a submodule's git directory planted */
-		if (!git_dir)
-			return 0;
-	}
-	dk.cgid = cgid;
-	dk.file.kind = AGENT_SANDBOX_KIND_REPO_GUARD;
-	if (!bpf_map_lookup_elem(&deny_map, &dk))
+	if (found >= REPO_DEPTH)
 		return 0;
-	if (dir)
-		return !repo_made_here(dir, &dk.file);
-	if (repo_made_here(git_dir, &dk.file))
+	/* The level as a number the verifier does not know (see above). */
+	bpf_probe_read_kernel(&git, sizeof(git), &found);
+	git &= REPO_DEPTH - 1;
+	if ((n0 == REPO_NAME_CONFIG || n0 == REPO_NAME_HOOKS) && repo_git_dir_at(&m, git, 1))
+		git_dir = d1;		/* G/config, G/hooks */
+	else if (n1 == REPO_NAME_HOOKS && repo_git_dir_at(&m, git, 2))
+		git_dir = d2;		/* G/hooks/NAME */
+	else if (is_dir && repo_git_dir_at(&m, git, 0))
+		git_dir = d;		/* a git directory itself */
+	else if ((n0 == REPO_NAME_MODULES || (positive && n0 == REPO_NAME_WORKTREES)) && git == 1)
+		git_dir = d1;		/* G/modules (new or not), G/worktrees */
+	else if (!positive && (how & REPO_MAKES_DIR) && repo_below_modules(&m, git, 0))
+		git_dir = git_dentry;	/* a submodule's git directory planted */
+	if (!git_dir)
 		return 0;
-	return !(p.git_dentry && repo_made_here(p.git_dentry, &dk.file));
+decide:
+	return repo_refuses(cgid, dir ? dir : git_dir, dir ? 0 : git_dentry);
 }
 
 /* Set once a directory was recorded: inode_free_security looks in made_dirs only then. */
