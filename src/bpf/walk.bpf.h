@@ -208,6 +208,35 @@ static __always_inline bool memo_fs(unsigned long magic)
 	       magic == RAMFS_MAGIC;
 }
 
+/*
+ * `v`, as a number the verifier does not know (a global function's answer
+ * is any number to its caller; the empty asm keeps the compiler from
+ * seeing through it). The walk's states pass through it once a level: a
+ * bpf_loop() callback is explored until its states converge (6.8+), and
+ * states the verifier knows converge only once every combination of them
+ * was explored.
+ */
+__noinline __u32 walk_opaque(__u32 v)
+{
+	asm volatile("" : "+r"(v));
+	return v;
+}
+
+/* The walk's states in `c`, made unknown to the verifier (walk_opaque()). */
+static __always_inline void walk_forget(struct walk_ctx *c)
+{
+	__u32 w = walk_opaque((c->base & 3) | (c->user & 3) << 2 | (c->sb_base & 3) << 4 |
+			      (c->sb_user & 3) << 6 | (c->at_sb & 1) << 8 |
+			      (c->cross_memo & 1) << 9);
+
+	c->base = w & 3;
+	c->user = (w >> 2) & 3;
+	c->sb_base = (w >> 4) & 3;
+	c->sb_user = (w >> 6) & 3;
+	c->at_sb = (w >> 8) & 1;
+	c->cross_memo = (w >> 9) & 1;
+}
+
 /* One level of the walk, for the entries `mode` says (walk_step*() call it): 1 stops the loop. */
 static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 {
@@ -220,6 +249,7 @@ static __always_inline long walk_level(struct walk_ctx *c, const __u32 mode)
 	__u32 zero = 0, len;
 	__u64 ino, size;
 
+	walk_forget(c);
 	inode = BPF_CORE_READ(d, d_inode);
 	if (inode) {
 		ino = BPF_CORE_READ(inode, i_ino);
