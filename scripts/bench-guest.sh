@@ -63,6 +63,9 @@ readonly U=${USERS[0]}
 readonly UHOME=/home/$U
 readonly FILE=$UHOME/plain    # the unlisted file of the open loop
 readonly DEEP=$UHOME/deep/a/b/c/d/e/f/g/h # the unlisted file 8 levels below the home (directory entries)
+# The same depth with a name of a usual length (the patterns' first test reads a name's bytes; `h`
+# is one byte, which no pattern matches).
+readonly DEEPRS=$UHOME/deep/a/b/c/d/e/f/g/main.rs
 readonly BIN=/usr/local/bin/asx-bench
 readonly OBJ=/usr/local/lib/asx-bench/empty.bpf.o
 readonly UNIT=agent-sandbox-execd.service
@@ -144,6 +147,7 @@ setup() {
 	# Directory entries (issue 16): an unlisted file 8 levels deep, and 1,000 directories to list.
 	mkdir -p "$UHOME/deep/a/b/c/d/e/f/g" "$UHOME/dirs"
 	echo plain >"$DEEP"
+	echo plain >"$DEEPRS"
 	for ((d = 0; d < 1000; d++)); do mkdir "$UHOME/dirs/e$d"; done
 	chown -R "$U:" "$UHOME"
 	# The other users list 10 files of their own.
@@ -227,6 +231,7 @@ hook_suite() {
 	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
 	measure hook.empty as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	measure hook.deepempty as_user "$U" "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	measure hook.deeprsempty as_user "$U" "$BIN" openloop "$DEEPRS" "$ITERS" "$RUNS"
 	sysloops empty
 	measure conn.empty as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	measure net.tcp.empty as_user "$U" "$BIN" netloop tcp "$ITERS" "$RUNS"
@@ -288,6 +293,7 @@ hook_suite() {
 	echo "include /usr/share/agent-sandbox-exec/catalog/recommended" >"/home/$U/.config/agent-sandbox-exec/denylist"
 	chown "$U:" "/home/$U/.config/agent-sandbox-exec/denylist"
 	measure hook.catalog as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	measure hook.catalogrs as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEPRS" "$ITERS" "$RUNS"
 	# The same catalogue, a file directly in the home (where its ~/ file lines watch names).
 	measure hook.cataloghome as_user "$U" agent-sandbox-exec "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	# Write protection (issue 26): a write-open of the unlisted file 8 levels deep outside, in a
@@ -593,6 +599,10 @@ report_hooks() {
 	echo "  the shipped catalogue (recommended: directory entries, 9 pattern shapes) <= 1.04x floor:" \
 		"$(calc '%.4f' "$(med hook.catalog) / $dempty") -> $(verdict "$(med hook.catalog) <= $dempty * 1.04")," \
 		"below Landlock: $(verdict "$(med hook.catalog) < $dll")"
+	echo "  the same, the file named main.rs (a name the first test reads; x the empty program opening it," \
+		"$(med hook.deeprsempty)): $(med hook.catalogrs) ns/op, spread $(spread hook.catalogrs)," \
+		"$(calc '%.4f' "$(med hook.catalogrs) / $(med hook.deeprsempty)") ->" \
+		"$(verdict "$(med hook.catalogrs) <= $(med hook.deeprsempty) * 1.04")"
 	echo "write-open+close of the unlisted file 8 levels deep (O_WRONLY), ns/op (x ours outside):"
 	for n in wdeepout wdeepown wdeepro100 wcatalog; do
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \

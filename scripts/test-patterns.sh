@@ -40,6 +40,10 @@
 #               own directories below ~/.config and ~/.local makeable; the user's exception,
 #               `defaults off GROUP` and `defaults off` take effect (the last says it protects less);
 #               a misspelt group is warned about
+#   tools       with the shipped defaults: `ssh -T` to this host through the user's ssh-agent
+#               works inside once the list has `socket $SSH_AUTH_SOCK` (not before; the key
+#               file stays denied); `python3 -m venv` and `pip install` work inside while the
+#               pip.conf with an index token is denied (pip ignores it)
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -61,7 +65,7 @@ readonly GECOS="agent-sandbox-exec patterns test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
-CHECKS=(live moves lists filesystems deep casefold defaults check workflow)
+CHECKS=(live moves lists filesystems deep casefold defaults tools check workflow)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 
@@ -306,15 +310,27 @@ readonly DEFAULTS=/etc/agent-sandbox-exec/defaults
 readonly DEFAULTS_ASIDE=/var/tmp/agent-sandbox-exec-defaults.aside
 DEFAULTS_PUT="" DEFAULTS_MOVED=""
 
-check_defaults() {
-	local u=asx-pat2 h
+# defaults_on CHECK: put the shipped defaults back for CHECK (the suite set them aside); fails
+# CHECK when they are not the package's. defaults_off: set them aside again.
+defaults_on() {
 	if [ ! -f "$DEFAULTS" ] && [ -f "$DEFAULTS_ASIDE" ]; then
 		cp -p "$DEFAULTS_ASIDE" "$DEFAULTS" && DEFAULTS_PUT=1
 	fi
 	if ! grep -qx "include /usr/share/agent-sandbox-exec/catalog/recommended" "$DEFAULTS" 2>/dev/null; then
-		fail "defaults: the package's $DEFAULTS includes the recommended catalogue" "$(snip "$DEFAULTS")"
-		return
+		fail "$1: the package's $DEFAULTS includes the recommended catalogue" "$(snip "$DEFAULTS")"
+		return 1
 	fi
+}
+defaults_off() {
+	if [ -n "$DEFAULTS_PUT" ]; then
+		rm -f "$DEFAULTS"
+		DEFAULTS_PUT=""
+	fi
+}
+
+check_defaults() {
+	local u=asx-pat2 h
+	defaults_on defaults || return
 	remove_test_user "$u" || { fail "defaults: user $u" "exists and is not a test user"; return; }
 	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "defaults: useradd $u" "useradd"; return; }
 	h=$(home_of "$u")
@@ -370,10 +386,60 @@ check_defaults() {
 	okl "defaults: \`defaults off\` turns every default off, and the launch says it protects less" \
 		'$(snip "$OUT") $(snip "$ERR")' eval 'readable .config/gh/hosts.yml clone/.env && has "no longer denied" "$ERR"'
 	remove_test_user "$u"
-	if [ -n "$DEFAULTS_PUT" ]; then
-		rm -f "$DEFAULTS"
-		DEFAULTS_PUT=""
+	defaults_off
+}
+
+# Tools a user runs inside with the shipped defaults on: ssh to a host through the user's
+# ssh-agent started outside (the keys in ~/.ssh are denied), and pip in a virtual environment
+# with a ~/.config/pip/pip.conf (holding an index token) that the defaults deny.
+check_tools() {
+	local u=asx-pat3 h a=/tmp/asx-pat3-agent.sock agent ssh_in
+	defaults_on tools || return
+	if [ ! -x /usr/sbin/sshd ] || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+		fail "tools: openssh-server and python3-venv are in the guest image" "sshd or venv missing"
+		defaults_off
+		return
 	fi
+	remove_test_user "$u" || { fail "tools: user $u" "exists and is not a test user"; return; }
+	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "tools: useradd $u" "useradd"; return; }
+	h=$(home_of "$u")
+	systemctl start ssh.service >/dev/null 2>&1
+	wait_for 60 sh -c 'ss -ltn | grep -q ":22 "' ||
+		fail "tools: sshd listens on port 22" "$(systemctl status ssh.service 2>&1 | tail -n 3 | tr '\n' '|')"
+	# Outside: a key authorized for the user on this host, the host known, an ssh-agent holding the key.
+	runuser -u "$u" -- sh -c 'cd && mkdir -p -m 0700 .ssh && ssh-keygen -q -t ed25519 -N "" -f .ssh/id_ed25519 &&
+		cp .ssh/id_ed25519.pub .ssh/authorized_keys && ssh-keyscan -t ed25519 localhost >.ssh/known_hosts' \
+		>/dev/null 2>&1
+	rm -f "$a"
+	timeout -k 5 600 runuser -u "$u" -- ssh-agent -D -a "$a" </dev/null >/dev/null 2>&1 &
+	agent=$!
+	wait_for 30 test -S "$a" || fail "tools: the user's ssh-agent starts outside" "no socket $a"
+	run_as "$u" env SSH_AUTH_SOCK="$a" ssh-add "$h/.ssh/id_ed25519"
+	run_as "$u" env SSH_AUTH_SOCK="$a" ssh -T -o BatchMode=yes localhost echo ssh-works
+	okl "tools: outside, ssh -T localhost logs in with the key through the agent" '$(snip "$OUT") $(snip "$ERR")' \
+		has ssh-works "$OUT"
+	ssh_in='cd && ssh -T -o BatchMode=yes localhost echo ssh-works; cat .ssh/id_ed25519 2>&1 | head -n 1'
+	run_as "$u" env SSH_AUTH_SOCK="$a" "$LAUNCHER" sh -c "$ssh_in"
+	okl "tools: inside, without \`socket \$SSH_AUTH_SOCK\` in the list, ssh -T cannot log in (the key file and the agent outside are refused)" \
+		'$(snip "$OUT") $(snip "$ERR")' eval '! has ssh-works "$OUT" && has "Operation not permitted" "$OUT"'
+	install -d -o "$u" -g "$u" -m 0755 "$h/.config" "$h/.config/agent-sandbox-exec"
+	printf '%s\n' 'socket $SSH_AUTH_SOCK' | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_as "$u" env SSH_AUTH_SOCK="$a" "$LAUNCHER" sh -c "$ssh_in"
+	okl "tools: inside, with \`socket \$SSH_AUTH_SOCK\` in the list, ssh -T localhost logs in through the user's ssh-agent; the key file stays denied" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'has ssh-works "$OUT" && has "Operation not permitted" "$OUT"'
+	kill "$agent" 2>/dev/null
+	# pip: a pip.conf with an index token (denied by the defaults); a virtual environment and an
+	# install from the wheels Debian ships (the guest has no network).
+	runuser -u "$u" -- sh -c 'cd && mkdir -p .config/pip &&
+		printf "[global]\nindex-url = https://u:secret-token@pypi.example.invalid/simple\n" >.config/pip/pip.conf'
+	run_in "$u" sh -c 'cd && cat .config/pip/pip.conf 2>&1; python3 -m venv venv &&
+		venv/bin/pip install -q --no-index --force-reinstall /usr/share/python-wheels/pip-*.whl &&
+		venv/bin/pip --version && venv/bin/pip config list && echo pip-works'
+	okl "tools: inside, python3 -m venv and pip install work; the pip.conf the defaults deny is read neither by cat nor by pip" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'has pip-works "$OUT" && has "Operation not permitted" "$OUT" && ! has secret-token "$OUT"'
+	remove_test_user "$u"
+	rm -f "$a"
+	defaults_off
 }
 
 check_check() {
@@ -431,6 +497,8 @@ cleanup() {
 	[ -n "$DEFAULTS_PUT" ] && rm -f "$DEFAULTS"
 	[ -n "$DEFAULTS_MOVED" ] && mv "$DEFAULTS_ASIDE" "$DEFAULTS"
 	remove_test_user asx-pat2
+	remove_test_user asx-pat3
+	rm -f /tmp/asx-pat3-agent.sock
 	remove_test_user "$USR"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		m=${MOUNTS[i]}

@@ -164,7 +164,7 @@ guest_packages() {
         util-linux procps coreutils openssh-client curl python3-minimal strace bubblewrap \
         btrfs-progs xfsprogs e2fsprogs passwd iproute2 less file bpftool fuse3 \
         tmux socat git cron at dbus-user-session libpam-systemd \
-        accountsservice polkitd \
+        accountsservice polkitd openssh-server python3-venv \
         "$libelf" zlib1g libc6 libgcc-s1
 }
 

@@ -56,7 +56,10 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 	if (sbx & SBX_PATTERNS) {
 		if (!file_walk_start(file, &d, &mnt))
 			return false;
-		pat = pattern_states(cgid, d);
+		/* The first test without the pass, on the file's own dentry (nearly every open). */
+		if (file->f_path.dentry->d_inode != file->f_inode ||
+		    !pattern_surely_none(file->f_path.dentry))
+			pat = pattern_states(cgid, d);
 		if (PAT_DENIES(pat) && !created_write_only(file))
 			return true;
 	}

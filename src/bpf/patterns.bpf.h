@@ -278,6 +278,58 @@ static __always_inline bool prefilter_passes(struct pattern_room *r, __u32 len)
 			    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, t[5], t[6], t[7])));
 }
 
+/*
+ * Is it certain, before pattern_states(), that no name pattern of any
+ * sandbox matches the name of BTF-typed dentry `d`? pattern_states()'
+ * first test (prefilter_passes()) on the name's first and last two and
+ * three bytes, made with direct loads and one probe read of at most 8
+ * bytes (two for a longer name) instead of the pass's room, windows and
+ * folding: most opens of a sandbox with patterns end here. False (ask
+ * pattern_states()) when the prefilter is off, in a case-insensitive
+ * directory (keys.bpf.h: case_insensitive(); there a non-ASCII byte fails
+ * closed, which only the pass checks), when the name cannot be read, and
+ * when a bit is set.
+ */
+static __always_inline bool pattern_surely_none(struct dentry *d)
+{
+	struct pattern_prefilter *pf;
+	struct inode *dir = d->d_parent->d_inode;
+	const unsigned char *name = d->d_name.name;
+	__u32 len = d->d_name.len, zero = 0;
+	__u64 w = 0, head, tail, size;
+
+	pf = bpf_map_lookup_elem(&pat_prefilter, &zero);
+	if (!pf || pf->always || !dir || case_insensitive(dir, d))
+		return false;
+	/* Every pattern has two fixed bytes: none matches a one-byte name (nor an empty one). */
+	if (len < 2)
+		return true;
+	/* 2 to 8 bytes, bounded in the register the call takes. */
+	size = (len < 8 ? len : 8) - 1;
+	asm volatile("%[size] &= 7" : [size] "+r"(size));
+	size += 1;
+	if (bpf_probe_read_kernel(&w, size, name))
+		return false;
+	head = agent_sandbox_fold(w);
+	if (len > 8) {
+		w = 0;
+		if (bpf_probe_read_kernel(&w, 8, name + len - 8))
+			return false;
+		tail = agent_sandbox_fold(w);
+	} else {
+		/* The name's last byte to byte 7, as the pass's last window word has it. */
+		tail = head << (8 * ((8 - len) & 7));
+	}
+	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, head & 0xff, (head >> 8) & 0xff, 0)) ||
+	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, (tail >> 48) & 0xff, tail >> 56, 0)))
+		return false;
+	return len < 3 ||
+	       !(prefilter_has(pf, agent_sandbox_prefilter_bit(0, 3, head & 0xff, (head >> 8) & 0xff,
+							      (head >> 16) & 0xff)) ||
+		 prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, (tail >> 40) & 0xff,
+							      (tail >> 48) & 0xff, tail >> 56)));
+}
+
 /* pattern_states() for both lists: denied (fail closed). */
 #define PAT_DENY_BOTH (WALK_DENY | WALK_DENY << 2)
 
@@ -404,7 +456,7 @@ static __always_inline bool pattern_covers(__u64 cgid, __u32 sbx, struct dentry 
 {
 	int r;
 
-	if (!(sbx & SBX_PATTERNS))
+	if (!(sbx & SBX_PATTERNS) || pattern_surely_none(d))
 		return false;
 	r = pattern_states(cgid, dentry_addr(d));
 	return PAT_DENIES(r);

@@ -274,6 +274,8 @@ __noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how)
 	d2 = d1 != d ? repo_parent(d1) : 0;
 	if (n0 == REPO_NAME_GIT && !is_dir) {
 		/* A new `.git`, a `gitdir:` file or symlink: only in a directory made inside. */
+		if (!d1 || d1 == d)
+			return 0;
 		dir = d1;
 		goto decide;
 	}
@@ -282,7 +284,8 @@ __noinline int repo_guarded(__u64 cgid, __u64 d, __u32 how)
 	for (i = 0; i < REPO_DEPTH; i++) {
 		if (!cur || cur == prev)
 			break;
-		up = repo_parent(cur);
+		/* Levels 0 and 1 as read above (one read of each parent: a rename may race). */
+		up = i == 0 ? d1 : i == 1 ? d2 : repo_parent(cur);
 		n = i == 0 ? n0 : i == 1 ? n1 : repo_name_of(cur);
 		/* (A `.git` at level 0 that is no directory was decided above.) */
 		if (n == REPO_NAME_GIT) {
