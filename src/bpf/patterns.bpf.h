@@ -251,31 +251,45 @@ static __always_inline bool prefilter_has(const struct pattern_prefilter *pf, __
 	return (pf->bits[(b >> 6) & (AGENT_SANDBOX_PREFILTER_WORDS - 1)] >> (b & 63)) & 1;
 }
 
+/* Byte `i` of word `w` (little-endian: byte 0 is the first in memory). */
+#define PAT_BYTE(w, i) (((w) >> (8 * (i))) & 0xff)
+
+/*
+ * Could a pattern of any sandbox match a name of `len` bytes whose first
+ * 8 bytes are `head` and whose last 8 are `tail` (its last byte byte 7),
+ * both folded (agent_sandbox_fold())? pat_prefilter `pf`'s bits of its
+ * first two and three and its last two and three bytes (agent_sandbox.h);
+ * every pattern has two fixed bytes, so none matches a one-byte name.
+ */
+static __always_inline bool prefilter_ends_pass(const struct pattern_prefilter *pf, __u32 len,
+						__u64 head, __u64 tail)
+{
+	if (len < 2)
+		return false;
+	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, PAT_BYTE(head, 0), PAT_BYTE(head, 1), 0)) ||
+	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, PAT_BYTE(tail, 6), PAT_BYTE(tail, 7), 0)))
+		return true;
+	return len >= 3 &&
+	       (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 3, PAT_BYTE(head, 0), PAT_BYTE(head, 1),
+							      PAT_BYTE(head, 2))) ||
+		prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, PAT_BYTE(tail, 5), PAT_BYTE(tail, 6),
+							      PAT_BYTE(tail, 7))));
+}
+
 /*
  * Could a pattern of any sandbox match the name of `len` bytes whose
- * folded first and last bytes the room `r` holds? pat_prefilter's
- * bits of its first two and three and its last two and three bytes
- * (agent_sandbox.h), read as bytes (the same on either byte order). True
- * when the prefilter is off.
+ * folded first and last words the room `r` holds? prefilter_ends_pass();
+ * true when the prefilter is off.
  */
 static __always_inline bool prefilter_passes(struct pattern_room *r, __u32 len)
 {
 	struct pattern_prefilter *pf;
-	const __u8 *h = (const __u8 *)r->head;
-	const __u8 *t = (const __u8 *)r->tail_words;
 	__u32 zero = 0;
 
 	pf = bpf_map_lookup_elem(&pat_prefilter, &zero);
 	if (!pf || pf->always)
 		return true;
-	/* Every pattern has two fixed bytes: none matches a one-byte name. */
-	if (len < 2)
-		return false;
-	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, h[0], h[1], 0)) ||
-	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, t[6], t[7], 0)))
-		return true;
-	return len >= 3 && (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 3, h[0], h[1], h[2])) ||
-			    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, t[5], t[6], t[7])));
+	return prefilter_ends_pass(pf, len, r->head[0], r->tail_words[0]);
 }
 
 /*
@@ -301,7 +315,7 @@ static __always_inline bool pattern_surely_none(struct dentry *d)
 	pf = bpf_map_lookup_elem(&pat_prefilter, &zero);
 	if (!pf || pf->always || !dir || case_insensitive(dir, d))
 		return false;
-	/* Every pattern has two fixed bytes: none matches a one-byte name (nor an empty one). */
+	/* (None matches a one-byte name, nor an empty one: prefilter_ends_pass().) */
 	if (len < 2)
 		return true;
 	/* 2 to 8 bytes, bounded in the register the call takes. */
@@ -312,7 +326,6 @@ static __always_inline bool pattern_surely_none(struct dentry *d)
 		return false;
 	head = agent_sandbox_fold(w);
 	if (len > 8) {
-		w = 0;
 		if (bpf_probe_read_kernel(&w, 8, name + len - 8))
 			return false;
 		tail = agent_sandbox_fold(w);
@@ -320,14 +333,7 @@ static __always_inline bool pattern_surely_none(struct dentry *d)
 		/* The name's last byte to byte 7, as the pass's last window word has it. */
 		tail = head << (8 * ((8 - len) & 7));
 	}
-	if (prefilter_has(pf, agent_sandbox_prefilter_bit(0, 2, head & 0xff, (head >> 8) & 0xff, 0)) ||
-	    prefilter_has(pf, agent_sandbox_prefilter_bit(1, 2, (tail >> 48) & 0xff, tail >> 56, 0)))
-		return false;
-	return len < 3 ||
-	       !(prefilter_has(pf, agent_sandbox_prefilter_bit(0, 3, head & 0xff, (head >> 8) & 0xff,
-							      (head >> 16) & 0xff)) ||
-		 prefilter_has(pf, agent_sandbox_prefilter_bit(1, 3, (tail >> 40) & 0xff,
-							      (tail >> 48) & 0xff, tail >> 56)));
+	return !prefilter_ends_pass(pf, len, head, tail);
 }
 
 /* pattern_states() for both lists: denied (fail closed). */

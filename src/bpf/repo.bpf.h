@@ -44,7 +44,7 @@
 #ifndef AGENT_SANDBOX_REPO_BPF_H
 #define AGENT_SANDBOX_REPO_BPF_H
 
-/* repo_name()'s answers. */
+/* repo_name_of()'s answers. */
 #define REPO_NAME_OTHER 0
 #define REPO_NAME_GIT 1
 #define REPO_NAME_HOOKS 2
