@@ -40,10 +40,25 @@
 #               own directories below ~/.config and ~/.local makeable; the user's exception,
 #               `defaults off GROUP` and `defaults off` take effect (the last says it protects less);
 #               a misspelt group is warned about
+#   claims      the rest of README's "What a fresh install protects", with the shipped
+#               defaults: in a repository made outside (its remote a bare repository) add,
+#               commit, checkout, rebase, stash, fetch, pull and push work inside; git config,
+#               remote add, branch -u, a new tracking branch and submodule update --init fail
+#               and push -u records no upstream (.git/config unchanged), git init and git clone
+#               URL . in a directory made outside fail (a repository made inside stays the
+#               agent's); .env.sample, .env.template, cacert.pem and ca-bundle.pem readable
+#               (.env.local and server.pem not); ~/.zshrc, fish's config.fish, ~/.vimrc,
+#               ~/.tmux.conf, authorized_keys, environment.d, ~/.config/git/config, ~/bin and
+#               known_hosts unwritable inside (written outside); `defaults off local-bin` and
+#               `defaults off git-repositories` let ~/.local/bin and git config be written;
+#               --check lists the defaults under "the shipped defaults" and names a misspelt
+#               group; a plain-path exception (`!~/app/.env`) does not except a pattern's
+#               match and `!~/.npmrc` no file line, while `!**/.env.local` re-allows
 #   tools       with the shipped defaults: `ssh -T` to this host through the user's ssh-agent
 #               works inside once the list has `socket $SSH_AUTH_SOCK` (not before; the key
-#               file stays denied); `python3 -m venv` and `pip install` work inside while the
-#               pip.conf with an index token is denied (pip ignores it)
+#               file stays denied), and adds no new host to known_hosts there (ssh outside
+#               does); `python3 -m venv` and `pip install` work inside while the pip.conf with
+#               an index token is denied (pip ignores it)
 #   check       `--check` shows each pattern as live, with what it matches now, and no
 #               "glob characters" mistake; bad pattern lines are warned about
 #   workflow    with the patterns on: `git init`, `add`, `commit`, `checkout -b`, `stash`
@@ -65,7 +80,7 @@ readonly GECOS="agent-sandbox-exec patterns test user"
 readonly HOME_LIST_REL=.config/agent-sandbox-exec/denylist
 readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
-CHECKS=(live moves lists filesystems deep casefold defaults tools check workflow)
+CHECKS=(live moves lists filesystems deep casefold defaults claims tools check workflow)
 
 PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 
@@ -73,7 +88,7 @@ PASS_N=0 FAIL_N=0 SKIP_N=0 MOUNTS=() LOOPS=()
 . "$HERE/test-lib.sh" || exit 1
 FILTER=ASX_PATTERNS
 CMD_TIMEOUT=120
-T="" OUT="" ERR="" RC=0 UH="" CLEANED=0 BASE_SAVED=""
+T="" OUT="" ERR="" RC=0 UH="" CLEANED=0 BASE_SAVED="" CLAIMS_HOME=""
 
 # The usual lines of this suite's lists.
 LINES=("**/.env" "**/.env.*" "!**/.env.example" "**/*.pem" "~/.ssh/id_*" "!~/.ssh/id_*.pub")
@@ -110,6 +125,20 @@ WRITES_INSIDE='t() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: ok"; e
 	t shim sh -c "mkdir -p .local/bin && echo >.local/bin/git"
 	t gitconfig git config --global core.fsmonitor "cat .ssh/id_ed25519"
 	t tooldirs sh -c "mkdir -p .config/tool .local/share/tool .local/state/tool && echo >.config/tool/x && echo >.local/share/tool/x && echo >.local/state/tool/x"'
+# WRITES_MORE: the same for the other files of the startup, git-config and local-bin groups
+# and ssh's known_hosts (check_claims makes .zshrc, config.fish, .tmux.conf, authorized_keys,
+# known_hosts and an empty ~/.config/git first; .vimrc, environment.d and ~/bin are missing)
+# shellcheck disable=SC2016 # the sandboxed shell expands them
+WRITES_MORE='t() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "$n: ok"; else echo "$n: refused"; fi; }
+	t zshrc sh -c "echo x >>.zshrc"
+	t fish sh -c "echo x >>.config/fish/config.fish"
+	t vimrc sh -c "echo x >.vimrc"
+	t tmux sh -c "echo x >.tmux.conf.new && mv .tmux.conf.new .tmux.conf"
+	t authkeys sh -c "echo x >>.ssh/authorized_keys"
+	t envd sh -c "mkdir -p .config/environment.d && echo X=1 >.config/environment.d/x.conf"
+	t gitxdg git config --file .config/git/config asx.xdg yes
+	t bin sh -c "mkdir -p bin && echo >bin/x"
+	t knownhosts sh -c "echo x >>.ssh/known_hosts"'
 
 denied() { read_as "Operation not permitted" "$@"; }
 readable() { read_as ok "$@"; }
@@ -389,6 +418,174 @@ check_defaults() {
 	defaults_off
 }
 
+# as_u USER CMD: run a shell command line as USER, outside, in its home
+as_u() { runuser -u "$1" -- sh -c "cd && $2"; }
+
+# shown_under_defaults FILE: FILE (the output of --check) has the heading of the shipped
+# defaults and, after it, the recommended catalogue and lines of its groups: a pattern, the
+# repository guard, a file entry, a read-only entry
+shown_under_defaults() {
+	local after c=/usr/share/agent-sandbox-exec/catalog
+	after=$(sed -n '\|^/etc/agent-sandbox-exec/defaults: included by the shipped defaults|,$p' "$1")
+	[ -n "$after" ] &&
+		grep -q "^$c/recommended: included by /etc/agent-sandbox-exec/defaults:[0-9]" <<<"$after" &&
+		grep -q "^$c/repo-secrets:[0-9]*: name pattern, live.*: \*\*/\.env\$" <<<"$after" &&
+		grep -q "^$c/git-repositories:[0-9]*: .*repository guard, live.*: readonly \*\*/\.git/\$" <<<"$after" &&
+		grep -q "^$c/package-registries:[0-9]*: .*: ~/\.npmrc\$" <<<"$after" &&
+		grep -q "^$c/startup:[0-9]*: read-only.*: ~/\.bashrc\$" <<<"$after"
+}
+
+# errs_of NAME...: check_claims' stderr of each git command NAME run inside, on one line
+errs_of() {
+	local n
+	for n in "$@"; do
+		printf '%s: %s ' "$n" "$(snip "$CLAIMS_HOME/err.$n")"
+	done
+}
+# errs_say STRING NAME...: the stderr of each NAME says STRING (in either case)
+errs_say() {
+	local s=$1 n
+	shift
+	for n in "$@"; do
+		grep -qiF -- "$s" "$CLAIMS_HOME/err.$n" 2>/dev/null || return 1
+	done
+}
+
+# The rest of README's "What a fresh install protects" (check_defaults makes the first of its
+# claims): a fresh user with the shipped defaults and no list, then with the lines of its own.
+check_claims() {
+	local u=asx-pat4 h
+	defaults_on claims || return
+	remove_test_user "$u" || { fail "claims: user $u" "exists and is not a test user"; return; }
+	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "claims: useradd $u" "useradd"; return; }
+	h=$(home_of "$u")
+	CLAIMS_HOME=$h
+	# Outside: a bare repository remote.git (the remote: no `.git` in its path) whose main
+	# commits a submodule (sub.git), cloned to proj, then one commit more pushed to it (for
+	# fetch and pull inside); empty directories mine and mine2; app/ with templates, CA
+	# bundles and their controls; a ~/.npmrc; the startup files WRITES_MORE appends to.
+	as_u "$u" 'git config --global user.name t && git config --global user.email t@t &&
+		git config --global init.defaultBranch main && git config --global protocol.file.allow always &&
+		git config --global advice.detachedHead false &&
+		git init -q --bare sub.git && git init -q subw && cd subw && echo s >s.txt && git add s.txt &&
+		git commit -qm s && git push -q ../sub.git main && cd &&
+		git init -q --bare remote.git && git init -q seed && cd seed && echo a >a.txt && git add a.txt &&
+		git commit -qm a && git submodule add -q "$HOME/sub.git" sub && git commit -qm sub &&
+		git push -q ../remote.git main && cd && git clone -q remote.git proj && cd seed &&
+		echo c >c.txt && git add c.txt && git commit -qm outside-c && git push -q ../remote.git main &&
+		cd && mkdir mine mine2 app && cd app && for f in .env .env.local .env.production .env.sample \
+			.env.template cacert.pem ca-bundle.pem server.pem; do echo "$f" >"$f" || exit 1; done &&
+		cd && echo "//registry.example.invalid/:_authToken=t" >.npmrc && echo z >.zshrc &&
+		echo z >.tmux.conf && mkdir -p -m 0700 .ssh && echo z >.ssh/authorized_keys &&
+		echo "h ssh-ed25519 AAAA" >.ssh/known_hosts && mkdir -p .config/fish .config/git &&
+		echo z >.config/fish/config.fish' >"$T/claims.log" 2>&1
+	okl "claims: setup outside: repositories, a submodule, app/ files, startup files" \
+		'$(tailsnip "$T/claims.log")' test "$?" -eq 0
+	cp "$h/proj/.git/config" "$T/claims.config"
+	(cd "$h" && cat .zshrc .tmux.conf .ssh/authorized_keys .ssh/known_hosts .config/fish/config.fish) |
+		cksum >"$T/claims.sum"
+
+	# repo-secrets' template and CA-bundle exceptions; known_hosts readable.
+	run_in "$u" sh -c "cd && $READS" sh app/.env.sample app/.env.template app/cacert.pem \
+		app/ca-bundle.pem app/.env.local app/server.pem .ssh/known_hosts
+	okl "claims: .env.sample, .env.template, cacert.pem, ca-bundle.pem and known_hosts are readable inside" \
+		'$(snip "$OUT") $(snip "$ERR")' readable app/.env.sample app/.env.template app/cacert.pem \
+		app/ca-bundle.pem .ssh/known_hosts
+	okl "claims: control: .env.local and server.pem next to them are denied" '$(snip "$OUT")' \
+		denied app/.env.local app/server.pem
+
+	# The repository guard, in the user's repository proj (cloned outside).
+	run_in "$u" sh -c 'cd && cd proj || exit 9
+		t() { n=$1; shift; if "$@" >/dev/null 2>"$HOME/err.$n"; then echo "$n: ok"; else echo "$n: failed"; fi; }
+		t fetch git fetch -q origin
+		t pull git pull -q --ff-only
+		echo b >b.txt
+		t add git add b.txt
+		t commit git commit -qm inside-b
+		t checkout git checkout -q -b feat
+		echo f >f.txt && git add f.txt && git commit -qm inside-f && git checkout -q main &&
+			echo m >m.txt && git add m.txt && git commit -qm inside-m && git checkout -q feat
+		t rebase git rebase -q main
+		echo s >>a.txt
+		t stash sh -c "git stash -q && git stash pop -q"
+		t push git push -q origin main
+		t config git config asx.inside yes
+		t remote-add git remote add up ../remote.git
+		t push-u git push -q -u origin feat
+		t branch-u git branch -u origin/main feat
+		t track git checkout -q -b t --track origin/main
+		t submodule git submodule -q update --init
+		cd ../mine && t init git init -q
+		cd ../mine2 && t clone-dot git clone -q ../remote.git .
+		cd && mkdir agent && t agent-init git init -q agent && t agent-config git -C agent config asx.agent yes'
+	cp "$OUT" "$T/claims.git"
+	okl "claims: inside, in the user's repository, add, commit, checkout, rebase, stash, fetch, pull and push work (push to a bare repository)" \
+		'$(snip "$T/claims.git") $(errs_of fetch pull add commit checkout rebase stash push)' \
+		read_as ok fetch pull add commit checkout rebase stash push
+	as_u "$u" 'git --git-dir=remote.git log --format=%s main' >"$T/claims.log" 2>&1
+	okl "claims: the remote holds the commits made inside, after the one pulled" '$(snip "$T/claims.log")' \
+		eval '[ "$(head -n 3 "$T/claims.log" | tr "\n" " ")" = "inside-m inside-b outside-c " ]'
+	okl "claims: inside, git config, git remote add and git submodule update --init fail there" \
+		'$(snip "$T/claims.git") $(errs_of config remote-add submodule)' read_as failed config remote-add submodule
+	# git goes on (exit 0) when it cannot record an upstream: the branch is pushed or made, untracked.
+	okl "claims: inside, git push -u, git branch -u and a new branch tracking origin/main say they cannot write .git/config (and record no upstream: below)" \
+		'$(errs_of push-u branch-u track)' errs_say "could not write config file .git/config" push-u branch-u track
+	okl "claims: .git/config is unchanged (no upstream, remote, key or submodule recorded), no submodule was cloned" \
+		'$(diff "$T/claims.config" "$h/proj/.git/config" | tr "\n" "|") $(ls -A "$h/proj/.git" "$h/proj/sub" 2>&1 | tr "\n" " ")' \
+		eval 'cmp -s "$T/claims.config" "$h/proj/.git/config" && [ ! -e "$h/proj/.git/modules" ] && [ ! -e "$h/proj/sub/s.txt" ]'
+	okl "claims: git init and git clone URL . in a directory made outside fail inside; no .git is made" \
+		'$(errs_of init clone-dot) $(ls -A "$h/mine" "$h/mine2" | tr "\n" " ")' \
+		eval 'read_as failed init clone-dot && [ ! -e "$h/mine/.git" ] && [ ! -e "$h/mine2/.git" ]'
+	okl "claims: a repository made inside, in a directory made inside, keeps its configuration writable there" \
+		'$(snip "$T/claims.git")' read_as ok agent-init agent-config
+	as_u "$u" 'cd proj && git config asx.outside yes && git config --local asx.outside && cd ../mine && git init -q &&
+		test -d .git' >"$T/claims.log" 2>&1
+	okl "claims: control: outside, git config in the repository and git init in the directory work" \
+		'$(snip "$T/claims.log")' eval '[ "$(cat "$T/claims.log")" = yes ]'
+
+	# The other startup files, git's XDG configuration, ~/bin and known_hosts.
+	run_in "$u" sh -c "cd && $WRITES_MORE"
+	okl "claims: inside, ~/.zshrc, fish's config.fish, ~/.vimrc (missing), ~/.tmux.conf (by a rename), ~/.ssh/authorized_keys, ~/.config/environment.d/x.conf, ~/.config/git/config, ~/bin/x and ~/.ssh/known_hosts are refused" \
+		'$(snip "$OUT") $(snip "$ERR")' read_as refused zshrc fish vimrc tmux authkeys envd gitxdg bin knownhosts
+	okl "claims: nothing of them was changed or made" '$(ls -A "$h" "$h/.config" | tr "\n" " ")' \
+		eval '(cd "$h" && cat .zshrc .tmux.conf .ssh/authorized_keys .ssh/known_hosts .config/fish/config.fish) | cksum | cmp -s - "$T/claims.sum" && [ ! -e "$h/.vimrc" ] && [ ! -e "$h/bin" ] && [ ! -e "$h/.config/environment.d" ] && [ ! -e "$h/.config/git/config" ]'
+	run_as "$u" sh -c "cd && $WRITES_MORE"
+	okl "claims: the same are written outside" '$(snip "$OUT") $(snip "$ERR")' \
+		read_as ok zshrc fish vimrc tmux authkeys envd gitxdg bin knownhosts
+
+	# --check, as the user: the defaults' lines under their heading; a misspelt group named.
+	run_as "$u" "$LAUNCHER" --check
+	cp "$OUT" "$T/claims.check"
+	okl "claims: --check lists the defaults' lines under \"the shipped defaults\"" \
+		'$(grep -m3 "shipped defaults\|catalog/repo-secrets" "$T/claims.check" | tr "\n" "|" | head -c 400)' \
+		shown_under_defaults "$T/claims.check"
+
+	# The user's own lines with the defaults.
+	install -d -o "$u" -g "$u" -m 0755 "$h/.config" "$h/.config/agent-sandbox-exec"
+	printf '%s\n' "defaults off clouds" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_as "$u" "$LAUNCHER" --check
+	okl "claims: --check names a \`defaults off\` group that is none" '$(snip "$OUT")' \
+		has "defaults off clouds: no group of the shipped defaults has that name" "$OUT"
+	printf '%s\n' "!~/app/.env" "!**/.env.local" "!~/.npmrc" |
+		install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $READS" sh app/.env app/.env.local app/.env.production .npmrc
+	cp "$ERR" "$T/claims.err"
+	okl "claims: a plain-path exception (!~/app/.env) does not except the match of **/.env; a pattern exception (!**/.env.local) re-allows .env.local, not .env.production" \
+		'$(snip "$OUT") $(snip "$T/claims.err")' eval 'denied app/.env app/.env.production && readable app/.env.local'
+	okl "claims: a file line (~/.npmrc) cannot be excepted (!~/.npmrc)" '$(snip "$OUT")' denied .npmrc
+	printf '%s\n' "defaults off local-bin" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c "cd && $WRITES_INSIDE"
+	okl "claims: \`defaults off local-bin\` lets ~/.local/bin/x and the user site be written inside; ~/.bashrc and user units stay refused" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'read_as ok shim usersite && read_as refused bashrc unit gitconfig'
+	printf '%s\n' "defaults off git-repositories" | install -o "$u" -g "$u" -m 0644 /dev/stdin "$h/$HOME_LIST_REL"
+	run_in "$u" sh -c 'cd && cd proj && git config asx.off yes && git remote add up ../remote.git && echo fine
+		mkdir -p ../.local/bin && echo >../.local/bin/y && echo "local-bin: written"'
+	okl "claims: \`defaults off git-repositories\` lets git config and git remote add work in the user's repository inside; ~/.local/bin stays refused" \
+		'$(snip "$OUT") $(snip "$ERR")' eval 'has fine "$OUT" && [ "$(as_u "$u" "git -C proj config --local asx.off")" = yes ] && ! has "local-bin: written" "$OUT"'
+	remove_test_user "$u"
+	defaults_off
+}
+
 # Tools a user runs inside with the shipped defaults on: ssh to a host through the user's
 # ssh-agent started outside (the keys in ~/.ssh are denied), and pip in a virtual environment
 # with a ~/.config/pip/pip.conf (holding an index token) that the defaults deny.
@@ -427,6 +624,18 @@ check_tools() {
 	run_as "$u" env SSH_AUTH_SOCK="$a" "$LAUNCHER" sh -c "$ssh_in"
 	okl "tools: inside, with \`socket \$SSH_AUTH_SOCK\` in the list, ssh -T localhost logs in through the user's ssh-agent; the key file stays denied" \
 		'$(snip "$OUT") $(snip "$ERR")' eval 'has ssh-works "$OUT" && has "Operation not permitted" "$OUT"'
+	# A host not known yet (an alias of this one), with StrictHostKeyChecking=accept-new: ssh
+	# inside logs in but cannot add it to known_hosts, and says so; ssh outside adds it.
+	cp "$h/.ssh/known_hosts" "$T/tools.kh"
+	run_as "$u" env SSH_AUTH_SOCK="$a" "$LAUNCHER" ssh -T -o BatchMode=yes -o StrictHostKeyChecking=accept-new \
+		-o HostKeyAlias=asx-newhost localhost echo ssh-works
+	okl "tools: inside, ssh -o StrictHostKeyChecking=accept-new to a new host logs in, adds nothing to known_hosts and says so" \
+		'$(snip "$OUT") $(snip "$ERR") $(diff "$T/tools.kh" "$h/.ssh/known_hosts" | tr "\n" "|")' \
+		eval 'has ssh-works "$OUT" && has "Failed to add the host" "$ERR" && cmp -s "$T/tools.kh" "$h/.ssh/known_hosts"'
+	run_as "$u" env SSH_AUTH_SOCK="$a" ssh -T -o BatchMode=yes -o StrictHostKeyChecking=accept-new \
+		-o HostKeyAlias=asx-newhost localhost echo ssh-works
+	okl "tools: control: outside, the same ssh adds the host to known_hosts" '$(snip "$OUT") $(snip "$ERR")' \
+		eval 'has ssh-works "$OUT" && runuser -u "$u" -- ssh-keygen -F asx-newhost -f "$h/.ssh/known_hosts" >/dev/null'
 	kill "$agent" 2>/dev/null
 	# pip: a pip.conf with an index token (denied by the defaults); a virtual environment and an
 	# install from the wheels Debian ships (the guest has no network).
@@ -498,6 +707,7 @@ cleanup() {
 	[ -n "$DEFAULTS_MOVED" ] && mv "$DEFAULTS_ASIDE" "$DEFAULTS"
 	remove_test_user asx-pat2
 	remove_test_user asx-pat3
+	remove_test_user asx-pat4
 	rm -f /tmp/asx-pat3-agent.sock
 	remove_test_user "$USR"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
