@@ -84,8 +84,8 @@ impl State {
                  inside a sandbox, its hooks and what git reads its configuration from \
                  (.git/config, config.worktree, commondir, hooks/; submodules' and worktrees' \
                  too) cannot be changed from inside, nor a .git made in a directory of yours, \
-                 so git config, git remote add, git push -u, new tracking branches and git init \
-                 in your directories fail there"
+                 so git config, git remote add and git init in your directories fail there, \
+                 and git push -u and new tracking branches record no upstream"
                 .into(),
             State::Pattern(now) => format!(
                 "name pattern, live (every file given a matching name later is covered too; \
