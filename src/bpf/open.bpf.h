@@ -54,12 +54,16 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 	if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR)
 		return false;
 	if (sbx & SBX_PATTERNS) {
-		if (!file_walk_start(file, &d, &mnt))
-			return false;
-		/* The first test without the pass, on the file's own dentry (nearly every open). */
+		/*
+		 * The first test without the pass, on the file's own dentry
+		 * (nearly every open): no pattern, nothing more to read here.
+		 */
 		if (file->f_path.dentry->d_inode != file->f_inode ||
-		    !pattern_surely_none(file->f_path.dentry))
+		    !pattern_surely_none(file->f_path.dentry)) {
+			if (!file_walk_start(file, &d, &mnt))
+				return false;
 			pat = pattern_states(cgid, d);
+		}
 		if (PAT_DENIES(pat) && !created_write_only(file))
 			return true;
 	}
@@ -70,7 +74,8 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 	/*
 	 * A pattern exception at the file's own level, the nearest: it decides
 	 * for its list; the walk from the file (memo_walk(), every level, its
-	 * own too) decides for the other.
+	 * own too) decides for the other. (`pat` is not 0, so pattern_states()
+	 * ran and `d`, `mnt` are set.)
 	 */
 	r = memo_walk(cgid, d, mnt);
 	if (r & MEMO_WALK_FAILED)
@@ -163,11 +168,8 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 		} else {
 			/* A whole walk: from its directory's memo (ro_memo_denied()). */
 			parent = dentry->d_parent;
-			BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-			if (mnt)
-				mnt -= bpf_core_field_offset(struct mount, mnt);
 			verdict = ro_memo_denied(cgid, file->f_inode, true, dentry, parent,
-						 parent->d_inode, (__u64)file->f_path.mnt, mnt);
+						 parent->d_inode, (__u64)file->f_path.mnt);
 			if (verdict != PATH_WALK_WHOLE)
 				return verdict;
 		}

@@ -574,12 +574,14 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
 					struct inode *dir, __u32 bits, __u32 *base, __u32 *user,
 					const __u32 mode)
 {
-	struct deny_key dk = {};
+	struct deny_key dk;
 	struct name_key *nk;
 	__u32 zero = 0, len;
 	__u64 size;
 
 	if ((bits & BIT_FILE) && inode) {
+		/* Zeroed here, not on the common path (no mark near the name). */
+		__builtin_memset(&dk, 0, sizeof(dk));
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
 		if (mode == WALK_MODE_RO)
@@ -622,25 +624,27 @@ static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct 
  * walk), and whose key_filter bits are `bits`: this level here, the rest
  * from the memo of `dir` (its part for `mode`), or walked from `parent`
  * and then kept in that memo beside the other part. `vmnt`: the address
- * of the path's vfsmount, where the walk crosses the mounts above it
- * (`mnt`: its struct mount), or 0 where it stops at the superblock's root
- * (a hook that has no path). 1: denied, 0: allowed, PATH_WALK_WHOLE: the
+ * of the path's vfsmount, where the walk crosses the mounts above it, or 0
+ * where it stops at the superblock's root (a hook that has no path); its
+ * struct mount is computed only for a walk (a memo that answers needs
+ * none: one probe read less on every open that uses one). 1: denied, 0: allowed, PATH_WALK_WHOLE: the
  * caller walks from the name (a mark on its own level, or a dentry that
  * is its own parent).
  */
 static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct inode *self,
 					    struct dentry *dentry, struct dentry *parent,
-					    struct inode *dir, __u32 bits, __u64 vmnt, __u64 mnt)
+					    struct inode *dir, __u32 bits, __u64 vmnt)
 {
 	const __u32 at = mode == WALK_MODE_RO ? AGENT_SANDBOX_MEMO_RO : AGENT_SANDBOX_MEMO_READ;
 	const __u32 other = 1 - at;
-	struct walk_memo *memo, fresh = {};
+	/* fresh and mk are zeroed only where used: not on the path of a memo that answers. */
+	struct walk_memo *memo, fresh;
 	struct walk_memo_part *part;
-	struct memo_key mk = {};
+	struct memo_key mk;
 	struct walk_gens *gens;
-	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0;
+	__u32 base = WALK_OPEN, user = WALK_OPEN, zero = 0, carry = 0;
 	__u32 mseq, rest_base, rest_user;
-	__u64 marks, moves;
+	__u64 marks, moves, mnt = 0;
 	int r;
 	__u64 p = 0;
 
@@ -664,6 +668,7 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 	if (walk_memo_store == MEMO_INODE_STORAGE) {
 		memo = bpf_inode_storage_get(&walk_memos, dir, 0, 0);
 	} else {
+		__builtin_memset(&mk, 0, sizeof(mk));
 		/* The address as a number (a key), not a pointer. */
 		bpf_probe_read_kernel(&mk.inode, sizeof(mk.inode), &dir);
 		mk.ino = dir->i_ino;
@@ -692,12 +697,15 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 		 * can be reused while another CPU reads it, and a part copied
 		 * from a half-read element would stay.
 		 */
-		if (walk_memo_store == MEMO_INODE_STORAGE && (memo->parts & (1U << other))) {
-			fresh.part[other] = memo->part[other];
-			fresh.parts = 1U << other;
-		}
+		if (walk_memo_store == MEMO_INODE_STORAGE && (memo->parts & (1U << other)))
+			carry = 1;
 	}
 	/* No memo to use: walk from the parent, then keep the result there. */
+	__builtin_memset(&fresh, 0, sizeof(fresh));
+	if (carry && memo) {
+		fresh.part[other] = memo->part[other];
+		fresh.parts = 1U << other;
+	}
 	fresh.cgid = cgid;
 	fresh.marks_gen = marks;
 	fresh.moves_gen = moves;
@@ -706,6 +714,11 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 	/* Pipes, sockets, memfds, nsfs (d_alloc_pseudo()): their own parent, no directory to keep a memo on. */
 	if (p == dentry_addr(dentry))
 		goto whole;
+	/* The struct mount of the path, through a probe read, so that the walk's arithmetic is on a number. */
+	if (vmnt) {
+		bpf_probe_read_kernel(&mnt, sizeof(mnt), &vmnt);
+		mnt -= bpf_core_field_offset(struct mount, mnt);
+	}
 	if (mode == WALK_MODE_RO)
 		r = ro_memo_walk(cgid, p, mnt);
 	else
@@ -754,14 +767,9 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
 					    __u32 bits)
 {
 	struct dentry *parent = dentry->d_parent;
-	__u64 mnt = 0;
 
-	/* Through a probe read, so that the walk's arithmetic is on a number. */
-	BPF_CORE_READ_INTO(&mnt, file, f_path.mnt);
-	if (mnt)
-		mnt -= bpf_core_field_offset(struct mount, mnt);
 	return memo_walk_denied(cgid, WALK_MODE_READ, file->f_inode, dentry, parent,
-				parent->d_inode, bits, (__u64)file->f_path.mnt, mnt);
+				parent->d_inode, bits, (__u64)file->f_path.mnt);
 }
 
 /*
@@ -769,12 +777,12 @@ static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struc
  * (SBX_RO_DIRS) for the name `dentry` in directory `parent` (inode `dir`,
  * read once by the caller), of inode `self` where `has_inode` (a negative
  * dentry's d_inode is not loaded: see keys.bpf.h, positive()), with memos
- * (memo_walk_denied(): `vmnt`, `mnt` as there). 1: refused, 0: allowed,
+ * (memo_walk_denied(): `vmnt` as there). 1: refused, 0: allowed,
  * PATH_WALK_WHOLE: walk from the name.
  */
 static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool has_inode,
 					  struct dentry *dentry, struct dentry *parent,
-					  struct inode *dir, __u64 vmnt, __u64 mnt)
+					  struct inode *dir, __u64 vmnt)
 {
 	__u32 bits = 0;
 
@@ -789,7 +797,7 @@ static __always_inline int ro_memo_denied(__u64 cgid, struct inode *self, bool h
 		bits |= BIT_FILE;
 	if (filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR))
 		bits |= BIT_DIR;
-	return memo_walk_denied(cgid, WALK_MODE_RO, self, dentry, parent, dir, bits, vmnt, mnt);
+	return memo_walk_denied(cgid, WALK_MODE_RO, self, dentry, parent, dir, bits, vmnt);
 }
 
 /*
@@ -815,7 +823,7 @@ static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentr
 		return false;
 	if ((sbx & SBX_RO_DIRS) && dir) {
 		/* The hook holds `dir` locked: d's parent stays d_parent. */
-		verdict = ro_memo_denied(cgid, d->d_inode, positive(d), d, d->d_parent, dir, 0, 0);
+		verdict = ro_memo_denied(cgid, d->d_inode, positive(d), d, d->d_parent, dir, 0);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;
 	}
