@@ -163,7 +163,7 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 	if (dentry->d_inode == file->f_inode) {
 		/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
 		if (!(sbx & SBX_RO_DIRS)) {
-			if (!ro_near_marks(dentry))
+			if (!ro_near_marks(dentry, file->f_inode))
 				return false;
 		} else {
 			/* A whole walk: from its directory's memo (ro_memo_denied()). */

@@ -502,15 +502,17 @@ static __always_inline bool ro_walk_denied(__u64 cgid, __u32 sbx, __u64 dentry, 
  * Could a two-level read-only walk from BTF-typed dentry `d` find a mark:
  * is one of the key_filter bits it would look at set (the inode of `d` and
  * of its parent by FILTER_TAG_FILE, the parent and grandparent by
- * FILTER_TAG_DIR for the names)? Direct loads, no helper call but one
- * probe read for `d`'s own inode (trusted, taken for never NULL: see
- * positive()), so that a write far from every read-only entry costs a few
- * loads instead of the walk. Also true where the walk would see what these
+ * FILTER_TAG_DIR for the names)? Direct loads, no helper call but the two
+ * reads of rename_lock's count and, where the caller does not give `d`'s
+ * inode as `self` (an open file's f_inode, `d` its own dentry), two probe
+ * reads for it (d_inode is trusted, taken for never NULL: see positive()),
+ * so that a write far from every read-only entry costs a few loads
+ * instead of the walk. Also true where the walk would see what these
  * loads cannot: a filesystem root on the way (the walk crosses mounts) or
  * a rename while they ran (rename_lock's count moved: the chain read may
  * be stale). False only when the walk would find nothing.
  */
-static __always_inline bool ro_near_marks(struct dentry *d)
+static __always_inline bool ro_near_marks(struct dentry *d, struct inode *self)
 {
 	struct dentry *p, *gp;
 	struct inode *inode = NULL;
@@ -518,9 +520,14 @@ static __always_inline bool ro_near_marks(struct dentry *d)
 
 	if (seq & 1)
 		return true;
-	BPF_CORE_READ_INTO(&inode, d, d_inode);
-	if (inode && filter_has(BPF_CORE_READ(inode, i_ino), AGENT_SANDBOX_FILTER_TAG_FILE))
-		return true;
+	if (self) {
+		if (filter_has(self->i_ino, AGENT_SANDBOX_FILTER_TAG_FILE))
+			return true;
+	} else {
+		BPF_CORE_READ_INTO(&inode, d, d_inode);
+		if (inode && filter_has(BPF_CORE_READ(inode, i_ino), AGENT_SANDBOX_FILTER_TAG_FILE))
+			return true;
+	}
 	p = d->d_parent;
 	if (!p || p == d)
 		return true;
@@ -819,7 +826,7 @@ static __always_inline bool ro_dentry_denied(__u64 cgid, __u32 sbx, struct dentr
 		return false;
 	if (repo_may_guard(d, how) && repo_guarded(cgid, dentry_addr(d), how))
 		return true;
-	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d))
+	if (!(sbx & SBX_RO_DIRS) && !ro_near_marks(d, NULL))
 		return false;
 	if ((sbx & SBX_RO_DIRS) && dir) {
 		/* The hook holds `dir` locked: d's parent stays d_parent. */
