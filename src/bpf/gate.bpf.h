@@ -32,13 +32,25 @@ static __always_inline bool in_sandbox(__u64 cgid)
 		   AGENT_SANDBOX_SLOT_RO_DIRS | AGENT_SANDBOX_SLOT_PATTERNS)) == cgid;
 }
 
-/* sandbox_of(): the task is in a sandbox; that sandbox has directory entries; audit entries; read-only entries. */
+/*
+ * sandbox_of(): the task is in a sandbox; that sandbox has directory
+ * entries; audit entries; read-only entries; read-only directory entries;
+ * name patterns. Each flag is its AGENT_SANDBOX_SLOT_ bit shifted right by
+ * 58 (SLOT_DIRS is bit 63), so a slot's word gives them all in one shift.
+ */
 #define SBX_IN 1U
-#define SBX_DIRS 2U
-#define SBX_AUDIT 4U
+#define SBX_PATTERNS 2U
+#define SBX_RO_DIRS 4U
 #define SBX_RO 8U
-#define SBX_RO_DIRS 16U
-#define SBX_PATTERNS 32U
+#define SBX_AUDIT 16U
+#define SBX_DIRS 32U
+#define SBX_SLOT_SHIFT 58
+_Static_assert((AGENT_SANDBOX_SLOT_DIRS >> SBX_SLOT_SHIFT) == SBX_DIRS &&
+		       (AGENT_SANDBOX_SLOT_AUDIT >> SBX_SLOT_SHIFT) == SBX_AUDIT &&
+		       (AGENT_SANDBOX_SLOT_RO >> SBX_SLOT_SHIFT) == SBX_RO &&
+		       (AGENT_SANDBOX_SLOT_RO_DIRS >> SBX_SLOT_SHIFT) == SBX_RO_DIRS &&
+		       (AGENT_SANDBOX_SLOT_PATTERNS >> SBX_SLOT_SHIFT) == SBX_PATTERNS,
+	       "the SBX_ flags are the slot's bits shifted");
 
 /*
  * 0 for a cgroup outside every sandbox; else SBX_IN, with SBX_DIRS when the
@@ -88,17 +100,8 @@ static __always_inline __u32 sandbox_of(__u64 cgid)
 	if ((v & ~(AGENT_SANDBOX_SLOT_DIRS | AGENT_SANDBOX_SLOT_AUDIT | AGENT_SANDBOX_SLOT_RO |
 		   AGENT_SANDBOX_SLOT_RO_DIRS | AGENT_SANDBOX_SLOT_PATTERNS)) != cgid)
 		return 0;
-	if (v & AGENT_SANDBOX_SLOT_DIRS)
-		sbx |= SBX_DIRS;
-	if (v & AGENT_SANDBOX_SLOT_AUDIT)
-		sbx |= SBX_AUDIT;
-	if (v & AGENT_SANDBOX_SLOT_RO)
-		sbx |= SBX_RO;
-	if (v & AGENT_SANDBOX_SLOT_RO_DIRS)
-		sbx |= SBX_RO_DIRS;
-	if (v & AGENT_SANDBOX_SLOT_PATTERNS)
-		sbx |= SBX_PATTERNS;
-	return sbx;
+	/* The five flags in one shift (bit 58, below them, is the cgroup id's, and SBX_IN's place). */
+	return (__u32)(v >> SBX_SLOT_SHIFT) | SBX_IN;
 }
 
 /*

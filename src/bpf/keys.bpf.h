@@ -262,9 +262,15 @@ static __always_inline bool name_refused(__u64 cgid, struct inode *dir, struct d
  * the real inode's first alias, so an overlay mounted in a user namespace
  * over a listed directory cannot hide a replaced file's name.
  */
-/* open_denied()'s `bits`: key_filter had the file's inode (FILTER_TAG_FILE), its parent (FILTER_TAG_DIR). */
+/*
+ * open_denied()'s `bits`: key_filter had the file's inode (FILTER_TAG_FILE),
+ * its parent (FILTER_TAG_DIR); the file's dentry is its inode's
+ * (f_path.dentry->d_inode == f_inode: not an overlayfs backing file opened
+ * with the overlay's path), so the callers need not load both again.
+ */
 #define BIT_FILE 1U
 #define BIT_DIR 2U
+#define BIT_OWN 4U
 
 static __always_inline bool open_denied(__u64 cgid, struct file *file, __u32 *bits)
 {
@@ -283,6 +289,7 @@ static __always_inline bool open_denied(__u64 cgid, struct file *file, __u32 *bi
 		*bits &= ~BIT_FILE;
 	}
 	if (dentry->d_inode == inode) {
+		*bits |= BIT_OWN;
 		dir = dentry->d_parent->d_inode;
 		if (!dir || !filter_has(dir->i_ino, AGENT_SANDBOX_FILTER_TAG_DIR)) {
 			*bits &= ~BIT_DIR;

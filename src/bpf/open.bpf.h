@@ -58,8 +58,7 @@ static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *fil
 		 * The first test without the pass, on the file's own dentry
 		 * (nearly every open): no pattern, nothing more to read here.
 		 */
-		if (file->f_path.dentry->d_inode != file->f_inode ||
-		    !pattern_surely_none(file->f_path.dentry)) {
+		if (!(bits & BIT_OWN) || !pattern_surely_none(file->f_path.dentry)) {
 			if (!file_walk_start(file, &d, &mnt))
 				return false;
 			pat = pattern_states(cgid, d);
@@ -184,6 +183,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 {
 	__u64 cgid;
 	__u32 sbx;
+	unsigned int mode; /* fmode_t */
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
@@ -191,11 +191,12 @@ int BPF_PROG(file_open, struct file *file, int ret)
 		report_file(AGENT_SANDBOX_OP_OPEN, cgid, file);
 		return -EPERM;
 	}
-	if (proc_write_refused(cgid, file)) {
+	mode = file->f_mode; /* once, for both tests below */
+	if ((mode & FMODE_WRITE) && proc_write_refused(cgid, file)) {
 		report_file(AGENT_SANDBOX_OP_PROC_WRITE, cgid, file);
 		return -EPERM;
 	}
-	if ((sbx & SBX_RO) && ((file->f_mode & FMODE_WRITE) || (file->f_flags & O_TRUNC)) &&
+	if ((sbx & SBX_RO) && ((mode & FMODE_WRITE) || (file->f_flags & O_TRUNC)) &&
 	    write_open_refused(cgid, sbx, file)) {
 		report_file(AGENT_SANDBOX_OP_WRITE_OPEN, cgid, file);
 		return -EPERM;

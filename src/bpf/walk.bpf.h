@@ -868,8 +868,9 @@ static __always_inline bool file_walk_start(struct file *file, __u64 *d, __u64 *
 }
 
 /*
- * The walk for an opened file: from its dentry on its mount (with memos
- * where `memos`, a constant: file_open's; file_receive, rare, walks whole),
+ * The walk for an opened file (`bits` from open_denied()): from its dentry
+ * on its mount (with memos where `memos`, a constant: file_open's, and the
+ * dentry is the file's own, BIT_OWN; file_receive, rare, walks whole),
  * or, for a backing file that overlayfs opened with the overlay's path (6.1:
  * open_with_fake_path()), from the real inode's first alias without
  * crossing mounts.
@@ -881,7 +882,7 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u3
 	__u64 d, mnt;
 	int verdict;
 
-	if (memos && walk_memo_store != MEMO_NONE && dentry->d_inode == file->f_inode) {
+	if (memos && walk_memo_store != MEMO_NONE && (bits & BIT_OWN)) {
 		verdict = path_walk_denied(cgid, file, dentry, bits);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;
