@@ -105,6 +105,14 @@ cpu() { # NAME: the median busy time, or the median time where busy time is unav
 as_user() { "$BIN" as "$@"; }
 daemon_pid() { systemctl show -p MainPID --value "$UNIT"; }
 lsm_progs() { bpftool prog show 2>/dev/null | grep -c ' lsm ' || true; }
+wait_serving() { # the daemon's ready file, after a restart (it restarts by adopting its programs)
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[ -s /run/agent-sandbox-exec/ready ] && return 0
+		sleep 0.5
+	done
+	die "the daemon did not become ready after a restart"
+}
 
 set_list() { # USER N: that user's list = the first N files (N=0: empty)
 	local user=$1 n=$2 dir=/home/$1/.config/agent-sandbox-exec
@@ -261,6 +269,16 @@ hook_suite() {
 	# baseline: no walk) and with 1 / 100 / 1,000 directory entries (the walk of 8 levels + home).
 	set_list "$U" 1000
 	measure hook.deepfiles as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	# The same 1,000 file entries with no directory entry at all: the package's base list (whose
+	# /var/lib/AccountsService/ line is a directory entry, so every sandbox of a default install
+	# has one) set aside for this row; the daemon's restart adopts its programs.
+	mv /etc/agent-sandbox-exec/denylist /var/tmp/asx-base.aside
+	systemctl restart "$UNIT"
+	wait_serving
+	measure hook.deepfilesonly as_user "$U" agent-sandbox-exec "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
+	mv /var/tmp/asx-base.aside /etc/agent-sandbox-exec/denylist
+	systemctl restart "$UNIT"
+	wait_serving
 	local i
 	for n in 1 100 1000; do
 		for ((i = 0; i < n; i++)); do
@@ -585,8 +603,11 @@ report_hooks() {
 		printf '  %-40s %10s %8s %9s\n' "$n" "$(med "hook.$n")" "$(spread "hook.$n")" \
 			"$(calc '%.4f' "$(med "hook.$n") / $dempty")"
 	done
-	echo "  file entries only (no walk) <= 1.02x floor: $(calc '%.4f' "$(med hook.deepfiles) / $dempty") ->" \
-		"$(verdict "$(med hook.deepfiles) <= $dempty * 1.02")"
+	echo "  file entries only (1,000; no directory entry: the base list set aside) <= 1.02x floor:" \
+		"$(med hook.deepfilesonly) ns/op, spread $(spread hook.deepfilesonly)," \
+		"$(calc '%.4f' "$(med hook.deepfilesonly) / $dempty") -> $(verdict "$(med hook.deepfilesonly) <= $dempty * 1.02")"
+	echo "  deepfiles: the same with the package's base list (a directory entry: the walk memo), a default" \
+		"install's figure: $(calc '%.4f' "$(med hook.deepfiles) / $dempty")x"
 	echo "  100 directory entries <= 1.04x floor: $(calc '%.4f' "$(med hook.dirs100) / $dempty") ->" \
 		"$(verdict "$(med hook.dirs100) <= $dempty * 1.04")"
 	echo "  below Landlock: $(verdict "$(med hook.dirs100) < $dll")"

@@ -357,12 +357,21 @@ defaults_off() {
 	fi
 }
 
+# fresh_user CHECK USER: the shipped defaults on and USER a new test user, its home in
+# $FRESH_HOME; false after a FAIL line of CHECK when either cannot be had
+FRESH_HOME=""
+fresh_user() {
+	local c=$1 u=$2
+	defaults_on "$c" || return 1
+	remove_test_user "$u" || { fail "$c: user $u" "exists and is not a test user"; return 1; }
+	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "$c: useradd $u" "useradd"; return 1; }
+	FRESH_HOME=$(home_of "$u")
+}
+
 check_defaults() {
 	local u=asx-pat2 h
-	defaults_on defaults || return
-	remove_test_user "$u" || { fail "defaults: user $u" "exists and is not a test user"; return; }
-	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "defaults: useradd $u" "useradd"; return; }
-	h=$(home_of "$u")
+	fresh_user defaults "$u" || return
+	h=$FRESH_HOME
 	runuser -u "$u" -- sh -c 'cd && mkdir -p .aws .config/gh .ssh src && echo A >.aws/credentials &&
 		echo T >.config/gh/hosts.yml && echo K >.ssh/id_ed25519 && echo P >.ssh/id_ed25519.pub &&
 		echo H >.ssh/known_hosts && cd src && git init -q . && echo S=1 >.env && echo S= >.env.example &&
@@ -455,10 +464,8 @@ errs_say() {
 # claims): a fresh user with the shipped defaults and no list, then with the lines of its own.
 check_claims() {
 	local u=asx-pat4 h
-	defaults_on claims || return
-	remove_test_user "$u" || { fail "claims: user $u" "exists and is not a test user"; return; }
-	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "claims: useradd $u" "useradd"; return; }
-	h=$(home_of "$u")
+	fresh_user claims "$u" || return
+	h=$FRESH_HOME
 	CLAIMS_HOME=$h
 	# Outside: a bare repository remote.git (the remote: no `.git` in its path) whose main
 	# commits a submodule (sub.git), cloned to proj, then one commit more pushed to it (for
@@ -591,15 +598,12 @@ check_claims() {
 # with a ~/.config/pip/pip.conf (holding an index token) that the defaults deny.
 check_tools() {
 	local u=asx-pat3 h a=/tmp/asx-pat3-agent.sock agent ssh_in
-	defaults_on tools || return
 	if [ ! -x /usr/sbin/sshd ] || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 		fail "tools: openssh-server and python3-venv are in the guest image" "sshd or venv missing"
-		defaults_off
 		return
 	fi
-	remove_test_user "$u" || { fail "tools: user $u" "exists and is not a test user"; return; }
-	useradd -m -s /bin/sh -c "$GECOS" "$u" || { fail "tools: useradd $u" "useradd"; return; }
-	h=$(home_of "$u")
+	fresh_user tools "$u" || return
+	h=$FRESH_HOME
 	systemctl start ssh.service >/dev/null 2>&1
 	wait_for 60 sh -c 'ss -ltn | grep -q ":22 "' ||
 		fail "tools: sshd listens on port 22" "$(systemctl status ssh.service 2>&1 | tail -n 3 | tr '\n' '|')"
