@@ -27,6 +27,14 @@ systemd-analyze security --no-pager agent-sandbox-execd.service 2>&1 | tail -n 6
 defaults=/etc/agent-sandbox-exec/defaults
 [ -f "$defaults" ] && mv "$defaults" /var/tmp/agent-sandbox-exec-defaults.aside
 
+# full_loads T: "N full loads (S s)", the daemon's loads since epoch T by its
+# journal lines "BPF programs loaded (verified) in MS ms" (adoptions excluded)
+full_loads() {
+	journalctl -u agent-sandbox-execd --since "@$1" --no-pager -o cat 2>/dev/null |
+		sed -n 's/.*BPF programs loaded (verified) in \([0-9]*\) ms.*/\1/p' |
+		awk '{n++; ms += $1} END {printf "%d full loads (%d s)", n, ms / 1000}'
+}
+
 rc=0
 for suite in "${SUITES[@]}"; do
 	echo "== scripts/$suite"
@@ -35,10 +43,12 @@ for suite in "${SUITES[@]}"; do
 		rc=1
 		continue
 	fi
-	started=$SECONDS
+	started=$SECONDS since=$(date +%s)
 	bash "$here/$suite" || rc=1
-	# Read by scripts/vm-times.sh for the time table of `make vm-test`.
-	echo "== suite-time: $suite $((SECONDS - started)) s"
+	# Read by scripts/vm-times.sh for the time table of `make vm-test`: the
+	# suite's time and the daemon's full loads in it (each verifies every
+	# program: the costliest thing a suite does on 6.12).
+	echo "== suite-time: $suite $((SECONDS - started)) s, $(full_loads "$since")"
 done
 echo "== scripts/test-reboot.sh prepare (checked after a reboot)"
 bash "$here/test-reboot.sh" prepare || rc=1

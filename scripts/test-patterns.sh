@@ -596,6 +596,25 @@ check_claims() {
 # Tools a user runs inside with the shipped defaults on: ssh to a host through the user's
 # ssh-agent started outside (the keys in ~/.ssh are denied), and pip in a virtual environment
 # with a ~/.config/pip/pip.conf (holding an index token) that the defaults deny.
+# TINY_WHEEL_PY: a python3 program that writes a wheel of one empty module, asxprobe 1.0,
+# to argv[1] (a zip with the module and the dist-info files of the wheel format, PEP 427).
+TINY_WHEEL_PY='
+import base64, hashlib, sys, zipfile
+files = {
+    "asxprobe/__init__.py": "",
+    "asxprobe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: asxprobe\nVersion: 1.0\n",
+    "asxprobe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: asx-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+def digest(text):
+    d = hashlib.sha256(text.encode()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(d).rstrip(b"=").decode()
+record = "".join("%s,%s,%d\n" % (n, digest(t), len(t)) for n, t in files.items())
+files["asxprobe-1.0.dist-info/RECORD"] = record + "asxprobe-1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+'
+
 check_tools() {
 	local u=asx-pat3 h a=/tmp/asx-pat3-agent.sock agent ssh_in
 	if [ ! -x /usr/sbin/sshd ] || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
@@ -641,13 +660,15 @@ check_tools() {
 	okl "tools: control: outside, the same ssh adds the host to known_hosts" '$(snip "$OUT") $(snip "$ERR")' \
 		eval 'has ssh-works "$OUT" && runuser -u "$u" -- ssh-keygen -F asx-newhost -f "$h/.ssh/known_hosts" >/dev/null'
 	kill "$agent" 2>/dev/null
-	# pip: a pip.conf with an index token (denied by the defaults); a virtual environment and an
-	# install from the wheels Debian ships (the guest has no network).
+	# pip: a pip.conf with an index token (denied by the defaults); a virtual environment (its
+	# ensurepip installs pip) and an install of a one-module wheel made outside (the guest has
+	# no network). Up to 300 s: ensurepip alone takes a minute under TCG beside other guests.
 	runuser -u "$u" -- sh -c 'cd && mkdir -p .config/pip &&
 		printf "[global]\nindex-url = https://u:secret-token@pypi.example.invalid/simple\n" >.config/pip/pip.conf'
-	run_in "$u" sh -c 'cd && cat .config/pip/pip.conf 2>&1; python3 -m venv venv &&
-		venv/bin/pip install -q --no-index --force-reinstall /usr/share/python-wheels/pip-*.whl &&
-		venv/bin/pip --version && venv/bin/pip config list && echo pip-works'
+	runuser -u "$u" -- python3 -c "$TINY_WHEEL_PY" "$h/asxprobe-1.0-py3-none-any.whl"
+	CMD_TIMEOUT=300 run_in "$u" sh -c 'cd && cat .config/pip/pip.conf 2>&1; python3 -m venv venv &&
+		venv/bin/pip install -q --no-index asxprobe-1.0-py3-none-any.whl &&
+		venv/bin/python -c "import asxprobe" && venv/bin/pip config list && echo pip-works'
 	okl "tools: inside, python3 -m venv and pip install work; the pip.conf the defaults deny is read neither by cat nor by pip" \
 		'$(snip "$OUT") $(snip "$ERR")' eval 'has pip-works "$OUT" && has "Operation not permitted" "$OUT" && ! has secret-token "$OUT"'
 	remove_test_user "$u"

@@ -28,8 +28,9 @@ for guest in "$@"; do
 	# Each read tolerates a missing file or line (a guest that failed early): a table, not a test.
 	built=$(sed -n 's/^vm-test: guest image ready after \([0-9]*\) s.*/\1/p' "$log" | head -n 1) || built=
 	[ -z "$built" ] || row "image build" "$built"
-	while read -r _ _ suite secs _; do
+	while read -r _ _ suite secs _ loads; do
 		row "  $suite" "$secs"
+		[ -z "$loads" ] || printf '      %s\n' "$loads"
 	done < <(grep -a '^== suite-time: ' "$log" || true)
 	ran=$(sed -n 's/^vm-test: the second boot ran for \([0-9]*\) s in all.*/\1/p' "$log" | tail -n 1) || ran=
 	[ -n "$ran" ] || ran=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "$log" | tail -n 1) || ran=
