@@ -98,6 +98,14 @@ enum bpf_map_type {
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
+/*
+ * Only its existence is read (sb_of() in src/bpf/keys.bpf.h): the
+ * open-coded numeric iterator, in kernels since 6.4.
+ */
+struct bpf_iter_num {
+	__u64 __opaque[1];
+};
+
 struct super_block {
 	dev_t s_dev; /* kernel encoding: MAJOR << 20 | MINOR (include/linux/kdev_t.h) */
 	unsigned long s_magic;

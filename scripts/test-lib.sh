@@ -220,11 +220,23 @@ run_check() {
 		skip "$1 (disabled by $skips)"
 		return
 	fi
-	if declare -F check_wanted >/dev/null && ! check_wanted "$1"; then
-		return
-	fi
+	check_runs "$1" || return 0
 	"check_$1"
 	note "$1: $((SECONDS - t0)) s"
+}
+
+# check_runs NAME: run_check runs check NAME in this run of the suite (the filters and
+# check_wanted do not leave it out; CHECKS is the caller's to test)
+check_runs() {
+	local only="${FILTER}_ONLY" skips="${FILTER}_SKIP"
+	if [ -n "${!only:-}" ] && ! listed "$1" "${!only}"; then
+		return 1
+	fi
+	listed "$1" "${!skips:-}" && return 1
+	if declare -F check_wanted >/dev/null && ! check_wanted "$1"; then
+		return 1
+	fi
+	return 0
 }
 
 # run_suite WHAT: a suite's main: the caller's preflight (or finish), its

@@ -38,7 +38,7 @@ static __always_inline bool created_write_only(struct file *file)
 	 * the server says whether it created the file (fuse_create_open()), so
 	 * there an existing file could be opened for writing.
 	 */
-	magic = file->f_inode->i_sb->s_magic;
+	magic = sb_of(file->f_inode)->s_magic;
 	return memo_fs(magic) || magic == OVERLAYFS_SUPER_MAGIC;
 }
 

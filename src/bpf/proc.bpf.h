@@ -25,7 +25,7 @@ static __always_inline bool proc_write_refused(__u64 cgid, struct file *file)
 	struct task_struct *t;
 	struct pid *pid;
 
-	if (!(file->f_mode & FMODE_WRITE) || inode->i_sb->s_magic != PROC_SUPER_MAGIC)
+	if (!(file->f_mode & FMODE_WRITE) || sb_of(inode)->s_magic != PROC_SUPER_MAGIC)
 		return false;
 	if (!bpf_core_type_exists(struct proc_inode))
 		return true;

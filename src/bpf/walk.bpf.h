@@ -739,7 +739,7 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 	 * no-key names until the key is added, which changes them without a
 	 * rename (and its subdirectories are all encrypted too).
 	 */
-	if (memo_fs(dir->i_sb->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
+	if (memo_fs(sb_of(dir)->s_magic) && !(dir->i_flags & S_ENCRYPTED)) {
 		part = &fresh.part[at];
 		part->sb_base = MEMO_WALK_STATE(r, 4);
 		part->sb_user = MEMO_WALK_STATE(r, 6);
