@@ -43,33 +43,33 @@ static __always_inline bool created_write_only(struct file *file)
 }
 
 static __always_inline bool file_refused(__u64 cgid, __u32 sbx, struct file *file,
-					 const bool memos)
+					 struct file *fv, const bool memos)
 {
 	__u64 d = 0, mnt = 0;
 	__u32 bits;
 	int pat = 0, r;
 
-	if (open_denied(cgid, file, &bits))
+	if (open_denied(cgid, fv, &bits))
 		return true;
-	if ((file->f_inode->i_mode & S_IFMT) == S_IFDIR)
+	if ((fv->f_inode->i_mode & S_IFMT) == S_IFDIR)
 		return false;
 	if (sbx & SBX_PATTERNS) {
 		/*
 		 * The first test without the pass, on the file's own dentry
 		 * (nearly every open): no pattern, nothing more to read here.
 		 */
-		if (!(bits & BIT_OWN) || !pattern_surely_none(file->f_path.dentry)) {
-			if (!file_walk_start(file, &d, &mnt))
+		if (!(bits & BIT_OWN) || !pattern_surely_none(fv->f_path.dentry)) {
+			if (!file_walk_start(fv, &d, &mnt))
 				return false;
 			pat = pattern_states(cgid, d);
 		}
-		if (PAT_DENIES(pat) && !created_write_only(file))
+		if (PAT_DENIES(pat) && !created_write_only(fv))
 			return true;
 	}
 	if (!(sbx & SBX_DIRS))
 		return false;
 	if (!PAT_ALLOWS(pat))
-		return open_walk_denied(cgid, file, bits, memos);
+		return open_walk_denied(cgid, file, fv, bits, memos);
 	/*
 	 * A pattern exception at the file's own level, the nearest: it decides
 	 * for its list; the walk from the file (memo_walk(), every level, its
@@ -149,9 +149,10 @@ static __always_inline bool audit_matches(__u64 cgid, struct file *file)
  * walk is whole)? An overlayfs backing file is judged by its real inode's
  * first alias, within its filesystem.
  */
-static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file)
+static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct file *file,
+					       struct file *fv)
 {
-	struct dentry *dentry = file->f_path.dentry, *parent;
+	struct dentry *dentry = fv->f_path.dentry, *parent;
 	__u64 d, mnt = 0;
 	int verdict;
 
@@ -159,13 +160,14 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 		return false;
 	if (repo_may_guard(dentry, 0) && repo_guarded(cgid, dentry_addr(dentry), 0))
 		return true;
-	if (dentry->d_inode == file->f_inode) {
+	if (dentry->d_inode == fv->f_inode) {
 		/* The file's own dentry: nothing near it marked, nothing to walk (ro_near_marks()). */
 		if (!(sbx & SBX_RO_DIRS)) {
-			if (!ro_near_marks(dentry, file->f_inode))
+			if (!ro_near_marks(dentry, fv->f_inode))
 				return false;
 		} else {
-			/* A whole walk: from its directory's memo (ro_memo_denied()). */
+			/* A whole walk: from its directory's memo (ro_memo_denied(): trusted `file`). */
+			dentry = file->f_path.dentry;
 			parent = dentry->d_parent;
 			verdict = ro_memo_denied(cgid, file->f_inode, true, dentry, parent,
 						 parent->d_inode, (__u64)file->f_path.mnt);
@@ -173,7 +175,7 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 				return verdict;
 		}
 	}
-	if (!file_walk_start(file, &d, &mnt))
+	if (!file_walk_start(fv, &d, &mnt))
 		return false;
 	return ro_walk_denied(cgid, sbx, d, mnt);
 }
@@ -181,28 +183,30 @@ static __always_inline bool write_open_refused(__u64 cgid, __u32 sbx, struct fil
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
+	struct file *fv;
 	__u64 cgid;
 	__u32 sbx;
 	unsigned int mode; /* fmode_t */
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
-	/* BTF-typed pointers: direct loads, relocated by CO-RE. */
-	if (file_refused(cgid, sbx, file, true)) {
+	/* BTF-typed pointers: direct loads, relocated by CO-RE, through the view. */
+	fv = file_view(file);
+	if (file_refused(cgid, sbx, file, fv, true)) {
 		report_file(AGENT_SANDBOX_OP_OPEN, cgid, file);
 		return -EPERM;
 	}
 	mode = file->f_mode; /* once, for both tests below */
-	if ((mode & FMODE_WRITE) && proc_write_refused(cgid, file)) {
+	if ((mode & FMODE_WRITE) && proc_write_refused(cgid, fv)) {
 		report_file(AGENT_SANDBOX_OP_PROC_WRITE, cgid, file);
 		return -EPERM;
 	}
 	if ((sbx & SBX_RO) && ((mode & FMODE_WRITE) || (file->f_flags & O_TRUNC)) &&
-	    write_open_refused(cgid, sbx, file)) {
+	    write_open_refused(cgid, sbx, file, fv)) {
 		report_file(AGENT_SANDBOX_OP_WRITE_OPEN, cgid, file);
 		return -EPERM;
 	}
 	/* Shadow mode: allowed, reported as "would deny". */
-	if ((sbx & SBX_AUDIT) && audit_matches(cgid, file))
+	if ((sbx & SBX_AUDIT) && audit_matches(cgid, fv))
 		report_file(AGENT_SANDBOX_OP_AUDIT_OPEN, cgid, file);
 	return 0;
 }

@@ -160,17 +160,19 @@ int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other, int ret)
 SEC("lsm/file_receive")
 int BPF_PROG(file_receive, struct file *file, int ret)
 {
+	struct file *fv;
 	__u64 cgid;
 	__u32 sbx;
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	fv = file_view(file);
 	/* Without walk memos: a passed descriptor is rare, and each use of them costs load time. */
-	if (file_refused(cgid, sbx, file, false)) {
+	if (file_refused(cgid, sbx, file, fv, false)) {
 		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
 		return -EPERM;
 	}
 	/* A writable descriptor of a read-only file, judged as an open for writing would be. */
-	if ((sbx & SBX_RO) && (file->f_mode & FMODE_WRITE) && write_open_refused(cgid, sbx, file)) {
+	if ((sbx & SBX_RO) && (file->f_mode & FMODE_WRITE) && write_open_refused(cgid, sbx, file, fv)) {
 		report_file(AGENT_SANDBOX_OP_RECEIVE, cgid, file);
 		return -EPERM;
 	}

@@ -875,19 +875,18 @@ static __always_inline bool file_walk_start(struct file *file, __u64 *d, __u64 *
  * open_with_fake_path()), from the real inode's first alias without
  * crossing mounts.
  */
-static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, __u32 bits,
-					     const bool memos)
+static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, struct file *fv,
+					     __u32 bits, const bool memos)
 {
-	struct dentry *dentry = file->f_path.dentry;
 	__u64 d, mnt;
 	int verdict;
 
 	if (memos && walk_memo_store != MEMO_NONE && (bits & BIT_OWN)) {
-		verdict = path_walk_denied(cgid, file, dentry, bits);
+		verdict = path_walk_denied(cgid, file, file->f_path.dentry, bits);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;
 	}
-	if (!file_walk_start(file, &d, &mnt))
+	if (!file_walk_start(fv, &d, &mnt))
 		return false;
 	return walk_denied(cgid, d, mnt);
 }
