@@ -84,11 +84,11 @@ esac
 gzip -9n <debian/changelog >"$doc/$changelog"
 chmod 0644 "$doc/$changelog"
 install -D -m 0644 scripts/denylist.example "$doc/examples/denylist.example"
-# The README and docs/: how it works, administration, the threat model and
-# the bypass catalogue.
+# The README and docs/: how it works, administration, the threat model, the
+# bypass catalogue and the coding agents' hooks.
 gzip -9n <README.md >"$doc/README.md.gz"
 chmod 0644 "$doc/README.md.gz"
-for f in DESIGN ADMINISTRATION THREAT_MODEL BYPASS_CATALOG; do
+for f in DESIGN ADMINISTRATION THREAT_MODEL BYPASS_CATALOG AGENT_HOOKS; do
 	gzip -9n <"docs/$f.md" >"$doc/$f.md.gz"
 	chmod 0644 "$doc/$f.md.gz"
 done

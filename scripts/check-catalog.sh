@@ -65,15 +65,21 @@ check_entry() {
 	esac
 }
 
-title="" status="" tests="" reason="" mitigation=""
+# A "Tests:" item goes on over the indented lines below it (in_tests).
+title="" status="" tests="" reason="" mitigation="" in_tests=0
 while IFS= read -r line || [ -n "$line" ]; do
+	if [ "$in_tests" = 1 ] && [[ $line == [[:space:]]* ]]; then
+		tests+=" $line"
+		continue
+	fi
+	in_tests=0
 	case $line in
 	'### '*)
 		check_entry "$title" "$status" "$tests" "$reason" "$mitigation"
 		title=${line#'### '} status="" tests="" reason="" mitigation=""
 		;;
 	'- Status: '*) status=$(awk '{ print $3 }' <<<"$line" | tr -d '*`.,') ;;
-	'- Tests: '*) tests=${line#'- Tests: '} ;;
+	'- Tests: '*) tests=${line#'- Tests: '} in_tests=1 ;;
 	'- Reason: '*) reason=${line#'- Reason: '} ;;
 	'- Mitigation: '*) mitigation=${line#'- Mitigation: '} ;;
 	esac

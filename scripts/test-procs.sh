@@ -298,9 +298,10 @@ if read -r -t 5 line; then echo "shell-read=[$line]"; eval "$line"; else echo "s
 SH
 	chmod 0644 "$T/tty.sh" "$T/tty.args"
 	RC=0
-	# The pipe from sleep keeps script's stdin open (it ends on EOF there).
-	sleep 20 | timeout -k 5 40 runuser -u "$USR" -- script -qec "bash $T/tty.sh $T/tty.args" /dev/null \
-		>"$OUT" 2>"$ERR" || RC=$?
+	# sleep keeps script's stdin open (it ends on EOF there); through a process
+	# substitution, which the shell does not wait for, so script's end ends this.
+	timeout -k 5 40 runuser -u "$USR" -- script -qec "bash $T/tty.sh $T/tty.args" /dev/null \
+		< <(sleep 20) >"$OUT" 2>"$ERR" || RC=$?
 }
 
 # 3. Terminal injection: TIOCSTI pushes bytes into the terminal's input
@@ -332,8 +333,9 @@ check_tiocsti() {
 		has "TIOCLINUX: $EPERM_MSG" "$OUT"
 	# Control: the same outside shell reads what is typed into it (the harness works).
 	RC=0
-	{ sleep 2; printf 'echo typed-%s\n' "$TOK"; sleep 10; } | timeout -k 5 40 runuser -u "$USR" -- \
-		script -qec "bash -c 'if read -r -t 8 l; then eval \"\$l\"; fi'" /dev/null >"$OUT" 2>"$ERR" || RC=$?
+	timeout -k 5 40 runuser -u "$USR" -- \
+		script -qec "bash -c 'if read -r -t 8 l; then eval \"\$l\"; fi'" /dev/null \
+		< <(sleep 2; printf 'echo typed-%s\n' "$TOK"; sleep 10) >"$OUT" 2>"$ERR" || RC=$?
 	okl "tiocsti: control: the outside shell in the pty runs a line typed on its terminal" \
 		'$(snip "$OUT")' has "typed-$TOK" "$OUT"
 	[ -z "$legacy" ] || echo "$legacy" >"$LEGACY_TIOCSTI"
