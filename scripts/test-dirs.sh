@@ -46,6 +46,8 @@
 #                   into an entry outside, after an outside launch made its directory
 #                   an entry, and after its filesystem's mount was moved below an
 #                   entry (mount --move): denied each time
+#   sighup          SIGHUP to the daemon re-applies every sandbox's lists: a line added
+#                   outside reaches a running sandbox without a launch (daemon --help)
 #   memos_hash      the same with the memos in the LRU hash (AGENT_SANDBOX_EXECD_WITHOUT=
 #                   memo-inode-storage, the variant of a kernel that refuses inode storage)
 #   fallback        the daemon loaded without its optional parts
@@ -77,7 +79,7 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc walk_levels memos memos_hash fallback
+	dir_replaced filesystems base_vs_user inside_exc walk_levels memos sighup memos_hash fallback
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -501,6 +503,25 @@ memo_checks() {
 		fail "memos: setup of the private bind mount and tmpfs" "see stderr"
 	fi
 	stop_server
+}
+
+check_sighup() {
+	put "$UH/hup-file" 0600 "$(sec hup)"
+	set_list "~/.ssh/"
+	start_server
+	job "cat $UH/hup-file"
+	okl "sighup: control: an unlisted file is readable in the running sandbox" 'job=$(snip "$T/job.out")' \
+		has "$(sec hup)" "$T/job.out"
+	set_list "~/.ssh/" "~/hup-file"
+	job "cat $UH/hup-file"
+	okl "sighup: control: a line added outside does not reach the running sandbox by itself" \
+		'job=$(snip "$T/job.out")' has "$(sec hup)" "$T/job.out"
+	systemctl kill -s HUP --kill-whom=main agent-sandbox-execd
+	okl "sighup: after SIGHUP to the daemon the running sandbox is denied the file the line lists" \
+		'job=$(snip "$T/job.out"); journal: $(journalctl -u agent-sandbox-execd -n 3 -o cat | tr "\n" "|")' \
+		wait_for 30 eval 'job "cat $UH/hup-file"; has "$EPERM_MSG" "$T/job.out" && ! has "$(sec hup)" "$T/job.out"'
+	stop_server
+	rm -f "$UH/hup-file"
 }
 
 # The memos in the LRU hash (AGENT_SANDBOX_EXECD_WITHOUT=memo-inode-storage, the variant a kernel

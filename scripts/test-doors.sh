@@ -948,6 +948,16 @@ check_root_groups() {
 		has "$USR in the docker group, root by another name" "$OUT"
 	gpasswd -d "$USR" docker >/dev/null
 	[ "$made" = 1 ] && groupdel docker
+	# sudo without a password (a NOPASSWD rule): --status runs `sudo -n true` and says so.
+	run_as "$USR" "$LAUNCHER" --status
+	okl "root_groups: control: --status of a user whose sudo asks a password warns of nothing" \
+		'stdout: $(snip "$OUT")' eval '! has "root by another name" "$OUT"'
+	printf '%s ALL=(ALL) NOPASSWD: ALL\n' "$USR" >/etc/sudoers.d/asx-doors-test
+	chmod 0440 /etc/sudoers.d/asx-doors-test
+	run_as "$USR" "$LAUNCHER" --status
+	okl "root_groups: --status of a user with a NOPASSWD sudo rule warns, naming sudo" \
+		'stdout: $(snip "$OUT")' eval 'has "root by another name" "$OUT" && has "sudo without a password" "$OUT"'
+	rm -f /etc/sudoers.d/asx-doors-test
 }
 
 check_tools() {
@@ -1021,6 +1031,7 @@ cleanup() {
 		ip netns del "$NETNS" 2>/dev/null
 	fi
 	[ "$LINGER" = 1 ] && loginctl disable-linger "$USR"
+	rm -f /etc/sudoers.d/asx-doors-test # check_root_groups
 	systemctl stop "user@$USR_UID.service" 2>/dev/null
 	kill_user_procs "$USR"
 	for ((p = ${#MOUNTS[@]} - 1; p >= 0; p--)); do

@@ -600,6 +600,21 @@ check_unchanged_limits() {
 	# action, like from a shell, whatever the caller ignored; see README)
 	same_io "signal mask and pending signals identical (no SIGURG left behind)" "$ALICE" \
 		sh -c 'grep -E "^(SigPnd|ShdPnd|SigBlk)" /proc/self/status'
+	# A signal the caller blocked stays blocked in PROGRAM (the caller's mask, not an empty one):
+	# SIGUSR1 is bit 9 of SigBlk. PROGRAM is grep itself: a shell would clear the mask of its child.
+	local blk='use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR1)) or die "sigprocmask: $!"; exec @ARGV'
+	run_as "$ALICE" perl -e "$blk" "$LAUNCHER" grep '^SigBlk:' /proc/self/status
+	okl "PROGRAM starts with a signal the caller blocked (SIGUSR1) still blocked" '$(snip "$OUT") $(why)' \
+		eval '[ "$RC" -eq 0 ] && [ $((0x$(awk "{ print \$2 }" "$OUT") & 0x200)) -ne 0 ]'
+	# SIGPIPE ignored by the caller is at its default action in PROGRAM, as from a shell (bit 12 of
+	# SigIgn); the first line, the caller's own child, shows it ignored there.
+	# shellcheck disable=SC2016 # expanded by the user's shell
+	run_as "$ALICE" sh -c 'trap "" PIPE; grep "^SigIgn:" /proc/self/status; exec "$0" grep "^SigIgn:" /proc/self/status' \
+		"$LAUNCHER"
+	okl "PROGRAM starts with SIGPIPE at its default action though the caller ignored it" '$(snip "$OUT") $(why)' \
+		eval '[ "$RC" -eq 0 ] && [ "$(wc -l <"$OUT")" -eq 2 ] &&
+			[ $((0x$(awk "NR == 1 { print \$2 }" "$OUT") & 0x1000)) -ne 0 ] &&
+			[ $((0x$(awk "NR == 2 { print \$2 }" "$OUT") & 0x1000)) -eq 0 ]'
 }
 
 # No extra file descriptors (e.g. BPF map or daemon socket fds) leak into PROGRAM
