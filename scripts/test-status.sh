@@ -14,7 +14,8 @@
 #   status_inside    --status -v from inside a sandbox: "sandbox: yes", the counts of
 #                    what is enforced, and no list text echoed to the sandbox
 #   check_mistakes   --check of a list with a trailing "# comment", a `[` (literal), a typo
-#                    next to the real name and a directory: each named as a mistake, exit 1;
+#                    next to the real name, a directory and an exception below no directory
+#                    entry: each named as a mistake, exit 1;
 #                    a name pattern shown live, not as a mistake; a clean list exits 0
 #   doctor_healthy   agent-sandbox-execd --check on this kernel: every check ok (the
 #                    canary among them), exit 0, nothing of its canary left behind
@@ -141,6 +142,7 @@ check_check_mistakes() {
 ~/.aws/credentails
 ~/.ssh
 ~/.ssh/key[1]
+!~/.aws/credentials
 "
 	# A base-list line in a directory the user cannot read: the daemon's, as root.
 	local base=/etc/agent-sandbox-exec/denylist saved=""
@@ -163,6 +165,8 @@ check_check_mistakes() {
 	okl "check_mistakes: a typo next to the real name" '$(snip "$OUT")' \
 		has ":4: mistake? did you mean $UH/.aws/credentials?" "$OUT"
 	okl "check_mistakes: a directory" '$(snip "$OUT")' has ":5: mistake? a line names a file, never a directory" "$OUT"
+	okl "check_mistakes: an exception below no directory entry excepts nothing" '$(snip "$OUT")' \
+		has ":7: mistake? it excepts nothing: no directory entry" "$OUT"
 	okl "check_mistakes: base-list lines resolved as root may differ" '$(snip "$OUT")' \
 		has "the daemon resolves them as root" "$OUT"
 	printf '~/.ssh/id_ed25519\n~/.aws/credentials\n' >"$T/clean.list"

@@ -337,6 +337,9 @@ pub struct LineReport {
     pub readonly: bool,
     /// A directory entry (`DIR/`): every file below it.
     pub dir: bool,
+    /// The whole path of a line that names one (`~/` joined to the home):
+    /// None for a name pattern and the repository guard.
+    pub path: Option<PathBuf>,
 }
 
 impl LineReport {
@@ -352,6 +355,7 @@ impl LineReport {
             audit: false,
             readonly: false,
             dir: false,
+            path: None,
         }
     }
 }
@@ -700,6 +704,7 @@ fn check_bytes(
             audit: e.audit,
             readonly: e.readonly,
             dir: e.dir,
+            path: Some(full.to_path_buf()),
         });
     }
     // Is the list itself one of the files it denies (a link an agent made)?
@@ -828,6 +833,64 @@ pub fn own_sandbox() -> Option<String> {
     sandbox_of(&text).map(str::to_owned)
 }
 
+/// Whether `path` is `dir` or below it, by name or, where both exist, by
+/// what they resolve to (a directory entry written through a symlink).
+fn at_or_below(path: &Path, dir: &Path) -> bool {
+    if path.starts_with(dir) {
+        return true;
+    }
+    match (fs::canonicalize(path), fs::canonicalize(dir)) {
+        (Ok(p), Ok(d)) => p.starts_with(d),
+        _ => false,
+    }
+}
+
+/// Marks as mistakes the exceptions of `reports` that can never take effect
+/// (README, "Exceptions": an exception re-allows only what a directory entry
+/// of the same list denies, and a file that a file line also names stays
+/// denied): a `!PATH` with no directory entry of its list at or above it,
+/// and one whose path a file line of its list names. The lists are the
+/// base list with its includes, and the user's list with its includes and
+/// the shipped defaults; a name pattern's exception is not judged (it
+/// excepts what the list's patterns match), nor are the catalogue's own
+/// lines (the package's, not the user's to fix).
+pub fn mark_idle_exceptions(reports: &mut [ListReport]) {
+    for base in [true, false] {
+        let lines = |want_dir: bool| -> Vec<PathBuf> {
+            reports
+                .iter()
+                .filter(|r| r.base == base)
+                .flat_map(|r| &r.lines)
+                .filter(|l| l.dir == want_dir && l.state != State::Exception)
+                .filter_map(|l| l.path.clone())
+                .collect()
+        };
+        let (dirs, files) = (lines(true), lines(false));
+        for r in reports.iter_mut().filter(|r| r.base == base) {
+            if r.path.parent() == Some(Path::new(CATALOG_DIR)) {
+                continue;
+            }
+            for l in r.lines.iter_mut().filter(|l| l.state == State::Exception) {
+                let Some(p) = &l.path else { continue };
+                if files.iter().any(|f| f == p) {
+                    l.mistakes.push(
+                        "it excepts nothing: a file line of this list names the same file, and a \
+                         file line is never excepted"
+                            .into(),
+                    );
+                } else if !dirs.iter().any(|d| at_or_below(p, d)) {
+                    l.mistakes.push(
+                        "it excepts nothing: no directory entry of this list (its includes and, \
+                         for yours, the shipped defaults count) is at or above it; an exception \
+                         re-allows only what such an entry denies"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Checks `lists` (or, if None, the base list and the caller's home list)
 /// and returns the reports.
 ///
@@ -853,6 +916,7 @@ pub fn check_lists(paths: &Paths, list: Option<&Path>) -> Result<Vec<ListReport>
     if list.is_none() {
         reports.extend(check_defaults(&home_list, &home, &mut ctx, in_sandbox));
     }
+    mark_idle_exceptions(&mut reports);
     Ok(reports)
 }
 
@@ -1014,6 +1078,7 @@ mod tests {
             audit,
             readonly,
             dir: false,
+            path: None,
         };
         assert_eq!(line_label(&l(State::Denied, false, false)), "denied");
         assert!(line_label(&l(State::Denied, true, false)).starts_with("would be denied (audit"));
@@ -1162,6 +1227,51 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_CLEAN);
+    }
+
+    #[test]
+    fn exceptions_that_can_never_take_effect_are_mistakes() {
+        let t = Tree::new("idle-exc");
+        fs::create_dir_all(t.p(".ssh")).unwrap();
+        fs::create_dir_all(t.p("app")).unwrap();
+        fs::create_dir_all(t.p("real/sub")).unwrap();
+        std::os::unix::fs::symlink(t.p("real"), t.p("link")).unwrap();
+        for f in [".ssh/config", ".npmrc", "app/.env", "real/sub/f"] {
+            fs::write(t.p(f), "x").unwrap();
+        }
+        let list = "~/.ssh/\n!~/.ssh/config\n~/.npmrc\n!~/.npmrc\n**/.env\n!~/app/.env\n\
+                    !**/.env.example\n~/link/\n!~/real/sub/f\n";
+        let mut r = run(&t, list, false);
+        mark_idle_exceptions(std::slice::from_mut(&mut r));
+        let idle = |line: usize| {
+            let l = r.lines.iter().find(|l| l.line == line).unwrap();
+            l.mistakes
+                .iter()
+                .any(|m| m.starts_with("it excepts nothing"))
+        };
+        assert!(!idle(2), "below a directory entry: {r:?}");
+        assert!(idle(4), "a file line names it: {r:?}");
+        assert!(
+            r.lines[3].mistakes[0].contains("file line"),
+            "{:?}",
+            r.lines[3]
+        );
+        assert!(idle(6), "a plain exception under a name pattern: {r:?}");
+        assert!(!idle(7), "a pattern's exception is not judged: {r:?}");
+        assert!(!idle(9), "below the entry through its symlink: {r:?}");
+        assert_eq!(exit_status(std::slice::from_ref(&r)), EXIT_PROBLEMS);
+        // The base list's directory entries do not make a user's exception work.
+        let mut base = run(&t, "~/app/\n", true);
+        let mut user = run(&t, "!~/app/.env\n", false);
+        user.path = t.p("user.list");
+        let mut both = vec![base.clone(), user.clone()];
+        mark_idle_exceptions(&mut both);
+        assert!(!both[1].lines[0].mistakes.is_empty(), "{both:?}");
+        // ...while the user's own includes and the defaults count (every report not base).
+        base.base = false;
+        let mut both = vec![base, user];
+        mark_idle_exceptions(&mut both);
+        assert!(both[1].lines[0].mistakes.is_empty(), "{both:?}");
     }
 
     #[test]
