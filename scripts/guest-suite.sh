@@ -32,7 +32,7 @@ defaults=/etc/agent-sandbox-exec/defaults
 full_loads() {
 	journalctl -u agent-sandbox-execd --since "@$1" --no-pager -o cat 2>/dev/null |
 		sed -n 's/.*BPF programs loaded (verified) in \([0-9]*\) ms.*/\1/p' |
-		awk '{n++; ms += $1} END {printf "%d full loads (%d s)", n, ms / 1000}'
+		awk '{n++; ms += $1} END {printf "%d full load%s (%d s)", n, n == 1 ? "" : "s", ms / 1000}'
 }
 
 rc=0

@@ -30,7 +30,7 @@ for guest in "$@"; do
 	[ -z "$built" ] || row "image build" "$built"
 	while read -r _ _ suite secs _ loads; do
 		row "  $suite" "$secs"
-		[ -z "$loads" ] || printf '      %s\n' "$loads"
+		[ -z "$loads" ] || [[ $loads == "0 full loads"* ]] || printf '      %s\n' "$loads"
 	done < <(grep -a '^== suite-time: ' "$log" || true)
 	ran=$(sed -n 's/^vm-test: the second boot ran for \([0-9]*\) s in all.*/\1/p' "$log" | tail -n 1) || ran=
 	[ -n "$ran" ] || ran=$(sed -n 's/^vm-test: the VM ran for \([0-9]*\) s.*/\1/p' "$log" | tail -n 1) || ran=
