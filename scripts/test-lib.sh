@@ -212,27 +212,24 @@ listed() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 # those checks, ASX_FS_SKIP="name ..." skips those) and an optional
 # check_wanted NAME of the suite may refuse it; notes how long it took
 run_check() {
-	local only="${FILTER}_ONLY" skips="${FILTER}_SKIP" t0=$SECONDS
-	if [ -n "${!only:-}" ] && ! listed "$1" "${!only}"; then
-		return
-	fi
-	if listed "$1" "${!skips:-}"; then
-		skip "$1 (disabled by $skips)"
-		return
-	fi
-	check_runs "$1" || return 0
+	local t0=$SECONDS
+	check_runs "$1" say || return 0
 	"check_$1"
 	note "$1: $((SECONDS - t0)) s"
 }
 
-# check_runs NAME: run_check runs check NAME in this run of the suite (the filters and
-# check_wanted do not leave it out; CHECKS is the caller's to test)
+# check_runs NAME [say]: run_check runs check NAME in this run of the suite (the filters and
+# check_wanted do not leave it out; CHECKS is the caller's to test); with `say`, a check
+# that the SKIP filter leaves out is reported as skipped
 check_runs() {
 	local only="${FILTER}_ONLY" skips="${FILTER}_SKIP"
 	if [ -n "${!only:-}" ] && ! listed "$1" "${!only}"; then
 		return 1
 	fi
-	listed "$1" "${!skips:-}" && return 1
+	if listed "$1" "${!skips:-}"; then
+		[ "${2:-}" = say ] && skip "$1 (disabled by $skips)"
+		return 1
+	fi
 	if declare -F check_wanted >/dev/null && ! check_wanted "$1"; then
 		return 1
 	fi

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * File keys and their lookups: an inode's superblock (sb_of()), its key
- * {s_dev, i_ino, btrfs subvolume} (fill_key(), subvol_from()), the key_filter bitmap (filter_has()), whether
- * an inode or a name is listed (deny_map, name_map) or marked (deny_map keys
+ * File keys and their lookups: untrusted views (sb_of(), file_view()), an
+ * inode's key {s_dev, i_ino, btrfs subvolume} (fill_key(), subvol_from()),
+ * the key_filter bitmap (filter_has()), whether an inode or a name is listed (deny_map, name_map) or marked (deny_map keys
  * of another kind: PATH, LISTED_DIR, ...) for a sandbox, name_refused() with
  * its case-insensitive directories, and open_denied(): steps 3 and 4 of the
  * decision for an open (agent_sandbox.bpf.c).
@@ -35,11 +35,19 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
  * of 50 s. The superblock is only read (s_magic, s_dev), never passed to a
  * helper, which would refuse an untrusted pointer.
  */
+/*
+ * untrusted_view(p): `p` (a pointer to a kernel struct) as an untrusted
+ * pointer of the same type where the kernel has open-coded iterators, else
+ * `p` itself. For plain reads only: see sb_of() for why.
+ */
+#define untrusted_view(p)                                                                 \
+	(bpf_core_type_exists(struct bpf_iter_num)                                        \
+		 ? (typeof(p))bpf_rdonly_cast(p, bpf_core_type_id_kernel(typeof(*(p)))) \
+		 : (p))
+
 static __always_inline struct super_block *sb_of(struct inode *inode)
 {
-	if (bpf_core_type_exists(struct bpf_iter_num))
-		inode = bpf_rdonly_cast(inode, bpf_core_type_id_kernel(struct inode));
-	return inode->i_sb;
+	return untrusted_view(inode)->i_sb;
 }
 
 /*
@@ -53,9 +61,7 @@ static __always_inline struct super_block *sb_of(struct inode *inode)
  */
 static __always_inline struct file *file_view(struct file *file)
 {
-	if (bpf_core_type_exists(struct bpf_iter_num))
-		return bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file));
-	return file;
+	return untrusted_view(file);
 }
 
 /*

@@ -767,12 +767,13 @@ whole:
 }
 
 /*
- * The directory-entry walk for a file opened on its own path (`dentry` is
- * the file's; `bits` from open_denied()), with memos (memo_walk_denied()).
+ * The directory-entry walk for a file opened on its own path (its dentry is
+ * the file's; `bits` from open_denied()), with memos (memo_walk_denied()),
+ * from the hook's trusted `file`: inode storage refuses an untrusted inode.
  */
-static __always_inline int path_walk_denied(__u64 cgid, struct file *file, struct dentry *dentry,
-					    __u32 bits)
+static __always_inline int path_walk_denied(__u64 cgid, struct file *file, __u32 bits)
 {
+	struct dentry *dentry = file->f_path.dentry;
 	struct dentry *parent = dentry->d_parent;
 
 	return memo_walk_denied(cgid, WALK_MODE_READ, file->f_inode, dentry, parent,
@@ -882,7 +883,7 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, stru
 	int verdict;
 
 	if (memos && walk_memo_store != MEMO_NONE && (bits & BIT_OWN)) {
-		verdict = path_walk_denied(cgid, file, file->f_path.dentry, bits);
+		verdict = path_walk_denied(cgid, file, bits);
 		if (verdict != PATH_WALK_WHOLE)
 			return verdict;
 	}
