@@ -46,6 +46,12 @@
 #                   into an entry outside, after an outside launch made its directory
 #                   an entry, and after its filesystem's mount was moved below an
 #                   entry (mount --move): denied each time
+#   file_memos      the file memos of a running sandbox (src/bpf/file_memo.bpf.h): a file
+#                   read twice there, then, outside, its sandbox's first name pattern
+#                   added by a launch (the sandbox's flags change), the file renamed to a
+#                   name a pattern covers, linked to such a name and its first name
+#                   removed: denied each time; a file read twice below a read-only entry
+#                   still cannot be opened for writing
 #   sighup          SIGHUP to the daemon re-applies every sandbox's lists: a line added
 #                   outside reaches a running sandbox without a launch (daemon --help)
 #   memos_hash      the same with the memos in the LRU hash (AGENT_SANDBOX_EXECD_WITHOUT=
@@ -79,7 +85,8 @@ readonly BASE_LIST=/etc/agent-sandbox-exec/denylist
 
 CHECKS=(
 	existing_key later_key exceptions deep depth_bound bind_cwd mount_below mv_ln_out
-	dir_replaced filesystems base_vs_user inside_exc walk_levels memos sighup memos_hash fallback
+	dir_replaced filesystems base_vs_user inside_exc walk_levels memos file_memos sighup memos_hash
+	fallback
 )
 
 PASS_N=0 FAIL_N=0 SKIP_N=0
@@ -503,6 +510,42 @@ memo_checks() {
 		fail "memos: setup of the private bind mount and tmpfs" "see stderr"
 	fi
 	stop_server
+}
+
+# File memos: a memo of an open that was allowed never outlives what allowed it.
+check_file_memos() {
+	local d=$UH/fmemo
+	rm -rf "$d"
+	put "$d/flag.key" 0600 "$(sec fm-flags)"
+	put "$d/r/plain" 0600 "$(sec fm-renamed)"
+	put "$d/l/orig" 0600 "$(sec fm-linked)"
+	put "$d/ro/file" 0600 "$(sec fm-ro)"
+	udir "$UH/.ssh"
+	set_list "~/.ssh/"
+	start_server
+	# 1. The sandbox's first name pattern, by an outside launch: keys and flags (SBX_PATTERNS).
+	memo_read "file memos, first pattern" "$d/flag.key" "$(sec fm-flags)"
+	set_list "~/.ssh/" "**/*.key" "**/.env" "readonly ~/fmemo/ro/"
+	run_in "$USR" true
+	memo_denied "file memos: a file read before, after an outside launch added **/*.key (the sandbox's first pattern)" \
+		"$d/flag.key" "$(sec fm-flags)"
+	# 2. Renamed outside to a covered name (walk_gens.names, fexit/vfs_rename).
+	memo_read "file memos, renamed" "$d/r/plain" "$(sec fm-renamed)"
+	mv "$d/r/plain" "$d/r/.env"
+	memo_denied "file memos: a file read before, after it was renamed to .env outside" "$d/r/.env" "$(sec fm-renamed)"
+	# 3. Linked outside to a covered name, then its first name removed (lsm/inode_link).
+	memo_read "file memos, linked" "$d/l/orig" "$(sec fm-linked)"
+	ln "$d/l/orig" "$d/l/.env" && rm "$d/l/orig"
+	memo_denied "file memos: a file read before, after a link named .env was made outside and its first name removed" \
+		"$d/l/.env" "$(sec fm-linked)"
+	# 4. A read's memo allows no write (below a read-only entry).
+	memo_read "file memos, read-only" "$d/ro/file" "$(sec fm-ro)"
+	job "echo changed >>$d/ro/file"
+	okl "file memos: a file read twice below a read-only entry still cannot be opened for writing" \
+		'job=$(snip "$T/job.out"); file=$(snip "$d/ro/file")' \
+		eval 'has "$EPERM_MSG" "$T/job.out" && ! has changed "$d/ro/file"'
+	stop_server
+	rm -rf "$d"
 }
 
 check_sighup() {

@@ -92,6 +92,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "repo.bpf.h"       /* the repository guard: repo_guarded(); fexit/vfs_mkdir */
 #include "patterns.bpf.h"   /* name patterns: pattern_states() */
 #include "proc.bpf.h"       /* write-opens of an outside task's /proc/<pid>/ files */
+#include "file_memo.bpf.h"  /* file memos: file_open's decision kept on the file's inode */
 #include "open.bpf.h"       /* lsm/file_open */
 #include "names.bpf.h"      /* lsm/inode_link, inode_rename, ..., inode_setattr, inode_setxattr, inode_set_acl */
 #include "ioctl.bpf.h"      /* lsm/file_ioctl, file_ioctl_compat */

@@ -13,7 +13,7 @@
 #ifndef AGENT_SANDBOX_H
 #define AGENT_SANDBOX_H
 
-#define AGENT_SANDBOX_LAYOUT_VERSION 12
+#define AGENT_SANDBOX_LAYOUT_VERSION 13
 
 /*
  * deny_map and name_map capacity, shared by all sandboxes. Entries are
@@ -354,6 +354,7 @@ enum agent_sandbox_walk_depth { AGENT_SANDBOX_WALK_DEPTH = 64 };
 struct walk_gens {
 	__u64 marks; /* bumped by agent-sandbox-execd after every apply that changed deny_map or name_map */
 	__u64 moves; /* bumped by fexit/vfs_rename after every rename that moved a directory */
+	__u64 names; /* bumped by fexit/vfs_rename after every rename, lsm/inode_link before every link */
 };
 
 /*
@@ -393,6 +394,31 @@ struct walk_memo {
 	__u32 parts;
 	__u32 pad;
 	struct walk_memo_part part[2];
+};
+
+/* file_memo.verdicts: what the memo allows (bits no walk_memo.parts holds). */
+#define AGENT_SANDBOX_FILE_MEMO_READ 4U  /* an open for reading */
+#define AGENT_SANDBOX_FILE_MEMO_WRITE 8U /* an open for writing or with O_TRUNC */
+
+/*
+ * A file memo (file_memo.bpf.h): file_open's decision on a non-directory
+ * inode, kept in its inode storage in walk_memos (the same size as a walk
+ * memo, `verdicts` where a walk memo's `parts` is): what it allows to
+ * sandbox `cgid` while walk_gens' epoch is `epoch`, for the open of the
+ * dentry at address `dentry` (its parent at `parent`, its name's hash and
+ * length `name`) on the vfsmount at `vmnt`, while mount_lock's count is
+ * `mount_seq`. 64 bytes.
+ */
+struct file_memo {
+	__u64 cgid;
+	__u64 epoch;
+	__u64 name;
+	__u32 verdicts;
+	__u32 mount_seq;
+	__u64 dentry;
+	__u64 parent;
+	__u64 vmnt;
+	__u64 reserved;
 };
 
 /*

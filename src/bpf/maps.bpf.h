@@ -108,7 +108,7 @@ struct {
 	__type(value, struct walk_gens);
 } walk_gens SEC(".maps");
 
-/* Directory inode -> its walk memo (agent_sandbox.h). */
+/* Directory inode -> its walk memo; a non-directory's: its file memo (agent_sandbox.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

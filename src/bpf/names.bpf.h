@@ -116,9 +116,14 @@ SEC("lsm/inode_link")
 int BPF_PROG(inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry,
 	     int ret)
 {
+	struct walk_gens *gens;
+	__u32 zero = 0, sbx;
 	__u64 cgid;
-	__u32 sbx;
 
+	/* In any task: the inode gets another name, so its file memo is stale (file_memo.bpf.h). */
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (gens)
+		__sync_fetch_and_add(&gens->names, 1);
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	if (inode_listed(cgid, old_dentry->d_inode) ||
 	    name_listed(cgid, old_dentry->d_parent->d_inode, old_dentry) ||

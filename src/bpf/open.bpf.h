@@ -4,7 +4,8 @@
  * walk; agent_sandbox.bpf.c describes the steps) and the hook that makes it.
  * lsm/file_receive (sockets.bpf.h) judges a passed descriptor the same way.
  * audit_matches() is the same decision for audit entries (shadow mode).
- * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, patterns.bpf.h, proc.bpf.h.
+ * Uses: gate.bpf.h, events.bpf.h, keys.bpf.h, walk.bpf.h, patterns.bpf.h, proc.bpf.h,
+ * file_memo.bpf.h.
  * Hooks: lsm/file_open.
  */
 #ifndef AGENT_SANDBOX_OPEN_BPF_H
@@ -184,11 +185,17 @@ SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file, int ret)
 {
 	struct file *fv;
-	__u64 cgid;
+	__u64 cgid, epoch = 1;
 	__u32 sbx;
 	unsigned int mode; /* fmode_t */
 
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
+	/* Most opens end here: the file's memo allows them (file_memo.bpf.h). */
+	if (file_memo_used(sbx)) {
+		epoch = file_memo_check(cgid, file);
+		if (!epoch)
+			return 0;
+	}
 	/* BTF-typed pointers: direct loads, relocated by CO-RE, through the view. */
 	fv = file_view(file);
 	if (file_refused(cgid, sbx, file, fv, true)) {
@@ -205,8 +212,11 @@ int BPF_PROG(file_open, struct file *file, int ret)
 		report_file(AGENT_SANDBOX_OP_WRITE_OPEN, cgid, file);
 		return -EPERM;
 	}
-	/* Shadow mode: allowed, reported as "would deny". */
-	if ((sbx & SBX_AUDIT) && audit_matches(cgid, fv))
+	/* Allowed: kept as the file's memo where it may be (epoch 1: never). */
+	if (epoch != 1)
+		file_memo_keep(cgid, file, epoch);
+	/* Shadow mode: allowed, reported as "would deny" (no file memos: file_memo_used()). */
+	else if ((sbx & SBX_AUDIT) && audit_matches(cgid, fv))
 		report_file(AGENT_SANDBOX_OP_AUDIT_OPEN, cgid, file);
 	return 0;
 }

@@ -573,50 +573,52 @@ static __always_inline int ro_memo_walk(__u64 cgid, __u64 dentry, __u64 mnt)
 /*
  * The marks of one level reached through BTF pointers: inode `inode` (only
  * looked at where `bits` has BIT_FILE), named `dentry` in directory `dir`,
- * whose key_filter bits the caller found (`bits`: BIT_FILE, BIT_DIR); the states
- * of both lists in `base`, `user`, for the entries walk mode `mode`
- * (WALK_MODE_READ or WALK_MODE_RO, a constant) looks for.
+ * whose key_filter bits the caller found (BIT_FILE, BIT_DIR: `how` & 0xff);
+ * the states of both lists, packed as base | user << 2, for the entries
+ * walk mode `how` >> 8 (WALK_MODE_READ or WALK_MODE_RO) looks for (BPF
+ * calls take five arguments). Not inlined: its
+ * key and name lookups keep their registers and stack to themselves, out of
+ * file_open's frame (6.1's bound on a chain of frames); most levels have
+ * no bit set and do not call it.
  */
-static __always_inline void level_marks(__u64 cgid, struct inode *inode, struct dentry *dentry,
-					struct inode *dir, __u32 bits, __u32 *base, __u32 *user,
-					const __u32 mode)
+static __noinline __u32 level_marks_of(__u64 cgid, struct inode *inode, struct dentry *dentry,
+				       struct inode *dir, __u32 how)
 {
+	__u32 base = WALK_OPEN, user = WALK_OPEN, bits = how & 0xff, mode = how >> 8;
 	struct deny_key dk;
 	struct name_key *nk;
 	__u32 zero = 0, len;
 	__u64 size;
 
 	if ((bits & BIT_FILE) && inode) {
-		/* Zeroed here, not on the common path (no mark near the name). */
 		__builtin_memset(&dk, 0, sizeof(dk));
 		fill_key(&dk.file, inode);
 		dk.cgid = cgid;
 		if (mode == WALK_MODE_RO)
-			note_ro_marks(base, user, &deny_map, &dk, &dk.file.kind);
+			note_ro_marks(&base, &user, &deny_map, &dk, &dk.file.kind);
 		else
-			note_marks(base, user, &deny_map, &dk, &dk.file.kind);
+			note_marks(&base, &user, &deny_map, &dk, &dk.file.kind);
 	}
 	if (!(bits & BIT_DIR))
-		return;
+		return base | user << 2;
 	nk = bpf_map_lookup_elem(&name_scratch, &zero);
-	if (!nk) {
-		*base = *user = WALK_DENY; /* cannot happen; fail closed */
-		return;
-	}
+	if (!nk)
+		return WALK_DENY | WALK_DENY << 2; /* cannot happen; fail closed */
 	__builtin_memset(nk, 0, sizeof(*nk));
 	nk->cgid = cgid;
 	fill_key(&nk->dir, dir);
 	len = dentry->d_name.len;
 	if (len == 0 || len >= AGENT_SANDBOX_NAME_LEN)
-		return;
+		return base | user << 2;
 	size = len;
 	asm volatile("%[size] &= 255" : [size] "+r"(size));
 	if (bpf_probe_read_kernel(nk->name, size, dentry->d_name.name))
-		*base = *user = WALK_DENY; /* unreadable name: fail closed */
-	else if (mode == WALK_MODE_RO)
-		note_ro_marks(base, user, &name_map, nk, &nk->dir.kind);
+		return WALK_DENY | WALK_DENY << 2; /* unreadable name: fail closed */
+	if (mode == WALK_MODE_RO)
+		note_ro_marks(&base, &user, &name_map, nk, &nk->dir.kind);
 	else
-		note_marks(base, user, &name_map, nk, &nk->dir.kind);
+		note_marks(&base, &user, &name_map, nk, &nk->dir.kind);
+	return base | user << 2;
 }
 
 /* memo_walk_denied(): no memo can be used; walk from the name itself. */
@@ -655,7 +657,11 @@ static __always_inline int memo_walk_denied(__u64 cgid, const __u32 mode, struct
 	int r;
 	__u64 p = 0;
 
-	level_marks(cgid, self, dentry, dir, bits, &base, &user, mode);
+	if (bits) {
+		r = level_marks_of(cgid, self, dentry, dir, bits | mode << 8);
+		base = r & 3;
+		user = r >> 2;
+	}
 	if (base == WALK_DENY || user == WALK_DENY)
 		return true;
 	/*
@@ -894,9 +900,10 @@ static __always_inline bool open_walk_denied(__u64 cgid, struct file *file, stru
 
 /*
  * After a rename (vfs_rename() in fs/namei.c, the one caller of d_move()
- * and d_exchange() for a rename on a local filesystem) that moved a
- * directory: every walk memo is stale (walk_gens.moves). Runs for every
- * task; a rename of a non-directory changes no memo.
+ * and d_exchange() for a rename on a local filesystem): every file memo is
+ * stale (walk_gens.names), and, if it moved a directory, every walk memo
+ * (walk_gens.moves; a rename of a non-directory changes no walk memo).
+ * Runs for every task.
  */
 SEC("fexit/vfs_rename")
 int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
@@ -908,15 +915,16 @@ int BPF_PROG(vfs_rename_exit, struct renamedata *rd, int ret)
 
 	if (ret != 0)
 		return 0;
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!gens)
+		return 0;
+	/* Every rename renames a file: its file memo (file_memo.bpf.h) is stale. */
+	__sync_fetch_and_add(&gens->names, 1);
 	BPF_CORE_READ_INTO(&moved, rd, old_dentry, d_inode);
 	BPF_CORE_READ_INTO(&other, rd, new_dentry, d_inode);
 	BPF_CORE_READ_INTO(&flags, rd, flags);
-	if (!((moved && (BPF_CORE_READ(moved, i_mode) & S_IFMT) == S_IFDIR) ||
-	      ((flags & RENAME_EXCHANGE) && other &&
-	       (BPF_CORE_READ(other, i_mode) & S_IFMT) == S_IFDIR)))
-		return 0;
-	gens = bpf_map_lookup_elem(&walk_gens, &zero);
-	if (gens)
+	if ((moved && (BPF_CORE_READ(moved, i_mode) & S_IFMT) == S_IFDIR) ||
+	    ((flags & RENAME_EXCHANGE) && other && (BPF_CORE_READ(other, i_mode) & S_IFMT) == S_IFDIR))
 		__sync_fetch_and_add(&gens->moves, 1);
 	return 0;
 }

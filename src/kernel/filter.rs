@@ -36,8 +36,9 @@ pub(super) const SLOT_RO_DIRS: u64 = 1 << 60;
 pub(super) const SLOT_PATTERNS: u64 = 1 << 59;
 
 /// walk_gens' one value, struct walk_gens (agent_sandbox.h), as 64-bit words:
-/// `marks` is word 0 (written here), `moves` word 1 (the kernel's).
-pub(super) const WALK_GENS: usize = 2;
+/// `marks` is word 0 (written here), `moves` and `names` words 1 and 2 (the
+/// kernel's).
+pub(super) const WALK_GENS: usize = 3;
 
 pub(super) const WALK_GEN_MARKS: usize = 0;
 

@@ -203,6 +203,8 @@ impl Bpf {
         for slot in 0..SLOTS {
             self.write_slot(slot);
         }
+        // The flags just written may differ from those the memos rest on.
+        self.stale_walk_memos();
         self.load_shapes();
     }
 
@@ -235,8 +237,9 @@ impl Bpf {
         self.slots.word(slot).store(value, Ordering::SeqCst);
     }
 
-    /// Makes every walk memo of the programs stale (walk_gens.marks): called
-    /// after deny_map or name_map changed, before the change is reported.
+    /// Makes every walk memo and file memo of the programs stale
+    /// (walk_gens.marks): called after deny_map, name_map or a sandbox's
+    /// flags in sandbox_slots changed, before the change is reported.
     pub(super) fn stale_walk_memos(&self) {
         self.walk_gens
             .word(WALK_GEN_MARKS)
@@ -409,6 +412,12 @@ impl Bpf {
         };
         self.mirror.insert(cgid, held);
         self.write_slot((cgid as usize) & (SLOTS - 1));
+        // Again after the slot's flags: a file memo (file_memo.bpf.h) made
+        // under the first count may rest on the old flags (no patterns yet,
+        // no read-only entries yet).
+        if !file_keys.is_empty() || !new.names().is_empty() {
+            self.stale_walk_memos();
+        }
         self.add_sandbox(cgid)?;
         if prune == Prune::Stale {
             self.remove(cgid, stale.files(), stale.names());

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * File memos: file_open's whole decision on a file, kept in the file's own
+ * inode storage (walk_memos, as a struct file_memo) for the next open of
+ * it by the same sandbox, by the same name, on the same mount. An open
+ * that a memo answers costs one inode-storage lookup and a few loads
+ * instead of the key probes, the name patterns' first test and the
+ * directory's walk memo (about 440 instead of 620 to 1,200 program
+ * instructions on 6.1: BENCHMARKS.md, session 23).
+ *
+ * A memo says only "allowed" (for reading, and for writing where
+ * FILE_MEMO_WRITE is set), and only while nothing it was decided on can
+ * have changed:
+ *   - the lists: every apply that changes a key or a sandbox's flags bumps
+ *     walk_gens.marks (the daemon, after the keys and again after the
+ *     sandbox_slots word);
+ *   - the directories above: walk_gens.moves (fexit/vfs_rename, a
+ *     directory moved);
+ *   - the file's own name: walk_gens.names (fexit/vfs_rename after every
+ *     rename, lsm/inode_link before every link, in any task). A memo is made
+ *     and used only while the inode has one link (i_nlink 1), so the dentry
+ *     it names, checked by address, parent and hash and length of its name,
+ *     is the inode's only name;
+ *   - the mounts: the same vfsmount, and mount_lock's sequence count as it
+ *     was (any mount change anywhere makes every memo stale).
+ * The generations are read once, before the decision (file_memo_check()),
+ * and the memo is made only if they are unchanged after it
+ * (file_memo_keep()): a decision that overlapped an apply is not kept.
+ *
+ * Not kept: refusals (each is decided and reported again), files this open
+ * created (a name pattern may allow only that open: created_write_only()),
+ * directories, files on filesystems other than memo_fs() ones or in
+ * encrypted directories, sandboxes with audit entries (each open is
+ * reported), and sandboxes whose decision is cheaper than a memo: without
+ * directory entries, patterns or read-only directory entries (file entries
+ * alone: two key_filter probes). A memo is replaced whole (delete, then
+ * create from a copy on the stack), never written in place, so a reader on
+ * another CPU sees the old memo or the new one.
+ * Uses: maps.bpf.h, gate.bpf.h, keys.bpf.h, walk.bpf.h. Hooks: none.
+ */
+#ifndef AGENT_SANDBOX_FILE_MEMO_BPF_H
+#define AGENT_SANDBOX_FILE_MEMO_BPF_H
+
+_Static_assert(sizeof(struct file_memo) == sizeof(struct walk_memo) &&
+		       __builtin_offsetof(struct file_memo, verdicts) ==
+			       __builtin_offsetof(struct walk_memo, parts),
+	       "a file memo shares walk_memos with directories' walk memos");
+
+/* Does sandbox `sbx` (sandbox_of()) use file memos? See above for why not all do. */
+static __always_inline bool file_memo_used(__u32 sbx)
+{
+	return walk_memo_store == MEMO_INODE_STORAGE && !(sbx & SBX_AUDIT) &&
+	       (sbx & (SBX_DIRS | SBX_PATTERNS | SBX_RO_DIRS));
+}
+
+/*
+ * The generations of walk_gens `g` as one number: their sum plus one (each
+ * only grows, so the sum changes whenever one does; never 0).
+ */
+static __always_inline __u64 file_memo_epoch(const struct walk_gens *g)
+{
+	return g->marks + g->moves + g->names + 1;
+}
+
+/* What an open of `file` needs a memo to allow: reading, and writing for a write or O_TRUNC. */
+static __always_inline __u32 file_memo_need(struct file *file)
+{
+	if ((file->f_mode & FMODE_WRITE) || (file->f_flags & O_TRUNC))
+		return AGENT_SANDBOX_FILE_MEMO_READ | AGENT_SANDBOX_FILE_MEMO_WRITE;
+	return AGENT_SANDBOX_FILE_MEMO_READ;
+}
+
+/* The hash and length of dentry `d`'s name, as struct qstr's hash_len holds them. */
+static __always_inline __u64 file_memo_name(struct dentry *d)
+{
+	return (__u64)d->d_name.len << 32 | d->d_name.hash;
+}
+
+/*
+ * Does the memo of `file`'s inode allow this open by sandbox `cgid`? 0:
+ * yes, the open is allowed. Otherwise the generations' epoch
+ * (file_memo_epoch()) read now, before the caller decides, for
+ * file_memo_keep(); 1 if walk_gens cannot be read (no memo is then kept).
+ * Not inlined: file_open's frame stays as it was (6.1's stack bound).
+ */
+static __noinline __u64 file_memo_check(__u64 cgid, struct file *file)
+{
+	struct file_memo *m = bpf_inode_storage_get(&walk_memos, file->f_inode, 0, 0);
+	struct file *fv = file_view(file);
+	struct dentry *d = fv->f_path.dentry;
+	struct walk_gens *gens;
+	__u32 zero = 0, need;
+	__u64 epoch;
+
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!gens)
+		return 1;
+	epoch = file_memo_epoch(gens);
+	if (!m || m->cgid != cgid || m->epoch != epoch)
+		return epoch;
+	need = file_memo_need(fv);
+	if ((m->verdicts & need) != need || m->dentry != (__u64)d ||
+	    m->parent != (__u64)d->d_parent || m->name != file_memo_name(d) ||
+	    m->vmnt != (__u64)fv->f_path.mnt || fv->f_inode->i_nlink != 1)
+		return epoch;
+	if (!&mount_lock || seq_of(&mount_lock) != m->mount_seq)
+		return epoch;
+	return 0;
+}
+
+/*
+ * After file_open allowed `file` to sandbox `cgid`: keep that as the
+ * memo of its inode, if the generations are still `epoch` (what
+ * file_memo_check() read before the decision) and the file may have one
+ * (above). A memo of the same sandbox, name and generations that allowed
+ * the other kind of open (read or write) keeps allowing it. Not inlined,
+ * for file_open's frame.
+ */
+static __noinline void file_memo_keep(__u64 cgid, struct file *file, __u64 epoch)
+{
+	struct file *fv = file_view(file);
+	struct inode *inode = fv->f_inode;
+	struct dentry *d = fv->f_path.dentry;
+	struct file_memo fresh = {}, *old;
+	struct walk_gens *gens;
+	__u32 zero = 0, seq;
+
+	/* A file this open created: perhaps allowed only as that (created_write_only()). */
+	if (!inode || (fv->f_mode & FMODE_CREATED) || d->d_inode != inode ||
+	    (inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink != 1 ||
+	    !memo_fs(sb_of(inode)->s_magic) || (inode->i_flags & S_ENCRYPTED) || !&mount_lock)
+		return;
+	gens = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!gens || file_memo_epoch(gens) != epoch)
+		return;
+	seq = seq_of(&mount_lock);
+	if (seq & 1)
+		return;
+	fresh.cgid = cgid;
+	fresh.epoch = epoch;
+	fresh.verdicts = file_memo_need(fv);
+	fresh.mount_seq = seq;
+	fresh.dentry = (__u64)d;
+	fresh.parent = (__u64)d->d_parent;
+	fresh.name = file_memo_name(d);
+	fresh.vmnt = (__u64)fv->f_path.mnt;
+	old = bpf_inode_storage_get(&walk_memos, file->f_inode, 0, 0);
+	if (old && old->cgid == cgid && old->epoch == epoch && old->dentry == fresh.dentry &&
+	    old->parent == fresh.parent && old->name == fresh.name && old->vmnt == fresh.vmnt &&
+	    old->mount_seq == seq)
+		fresh.verdicts |= old->verdicts & (AGENT_SANDBOX_FILE_MEMO_READ |
+						   AGENT_SANDBOX_FILE_MEMO_WRITE);
+	bpf_inode_storage_delete(&walk_memos, file->f_inode);
+	bpf_inode_storage_get(&walk_memos, file->f_inode, &fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+#endif /* AGENT_SANDBOX_FILE_MEMO_BPF_H */
