@@ -49,8 +49,9 @@ _Static_assert(sizeof(struct file_memo) == sizeof(struct walk_memo) &&
 /* Does sandbox `sbx` (sandbox_of()) use file memos? See above for why not all do. */
 static __always_inline bool file_memo_used(__u32 sbx)
 {
-	return walk_memo_store == MEMO_INODE_STORAGE && !(sbx & SBX_AUDIT) &&
-	       (sbx & (SBX_DIRS | SBX_PATTERNS | SBX_RO_DIRS));
+	/* The common test first: a sandbox of file entries only pays one. */
+	return (sbx & (SBX_DIRS | SBX_PATTERNS | SBX_RO_DIRS)) && !(sbx & SBX_AUDIT) &&
+	       walk_memo_store == MEMO_INODE_STORAGE;
 }
 
 /*
