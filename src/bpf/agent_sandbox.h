@@ -396,6 +396,10 @@ struct walk_memo {
 	struct walk_memo_part part[2];
 };
 
+/* Slots of file_memo_seen (maps.bpf.h; not pinned): 256 KiB. A power of two. */
+#define AGENT_SANDBOX_FILE_MEMO_SEEN_LOG2 16
+#define AGENT_SANDBOX_FILE_MEMO_SEEN (1U << AGENT_SANDBOX_FILE_MEMO_SEEN_LOG2)
+
 /* file_memo.verdicts: what the memo allows (bits no walk_memo.parts holds). */
 #define AGENT_SANDBOX_FILE_MEMO_READ 4U  /* an open for reading */
 #define AGENT_SANDBOX_FILE_MEMO_WRITE 8U /* an open for writing or with O_TRUNC */

@@ -117,6 +117,19 @@ struct {
 } walk_memos SEC(".maps");
 
 /*
+ * The file memos' guess of whether a file was opened before
+ * (file_memo.bpf.h: file_memo_opened_before()): slot hash(i_ino) holds a
+ * tag of the inode number of the last file kept there. A hint only: a
+ * wrong guess makes a memo one open early or late. Not pinned.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AGENT_SANDBOX_FILE_MEMO_SEEN);
+	__type(key, __u32);
+	__type(value, __u32);
+} file_memo_seen SEC(".maps");
+
+/*
  * The same memos for MEMO_HASH: {directory inode's address, i_ino} -> memo.
  * inode_free_security deletes a directory's memo before the inode's memory
  * can be reused, as inode storage is freed with its inode; LRU, so that

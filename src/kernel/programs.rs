@@ -152,15 +152,18 @@ pub(super) fn remember_rejections(
 /// The object's maps that a load leaves unpinned: per-CPU scratch room
 /// (`name_scratch`, `denial_scratch`), the count of keys the kernel dropped since this load
 /// (`dropped_keys`, which the daemon compares with its own record of this
-/// load) and the hash walk memos (`walk_memo_hash`, keyed by inode
-/// addresses that mean nothing to the next load). Every other map is pinned,
-/// so a map added to src/bpf/ outlives the daemon unless it is named here.
-const UNPINNED_MAPS: [&str; 5] = [
+/// load), the hash walk memos (`walk_memo_hash`, keyed by inode
+/// addresses that mean nothing to the next load) and the file memos' guess
+/// of which files were opened before (`file_memo_seen`, a hint). Every other
+/// map is pinned, so a map added to src/bpf/ outlives the daemon unless it
+/// is named here.
+const UNPINNED_MAPS: [&str; 6] = [
     "dropped_keys",
     "name_scratch",
     "pattern_scratch",
     "denial_scratch",
     "walk_memo_hash",
+    "file_memo_seen",
 ];
 
 /// Whether the map `name` of the object is pinned: not libbpf's own map of a
