@@ -12,7 +12,9 @@
  * cgroup of their own, are the floor of the loopback loops (asx-bench
  * netloop): once any such program is attached anywhere, the kernel runs the
  * cgroup path (lock_sock(), an empty program array) on every connect and
- * addressed UDP send of the machine. Built by the Makefile's bench target with
+ * addressed UDP send of the machine. Empty lsm/inode_create, inode_unlink,
+ * inode_rename and fexit/vfs_rename programs are the floor of the name-change
+ * loops (asx-bench fsloop). Built by the Makefile's bench target with
  * `clang -O2 -g -target bpf`; loaded by `asx-bench empty-prog`.
  */
 #define SEC(name) __attribute__((section(name), used))
@@ -72,4 +74,29 @@ SEC("cgroup/sendmsg6")
 int empty_sendmsg6(void *ctx)
 {
 	return 1;
+}
+
+/* The floors of the name-change loops (asx-bench fsloop): the hooks ours attaches there. */
+SEC("lsm/inode_create")
+int empty_inode_create(void *ctx)
+{
+	return 0;
+}
+
+SEC("lsm/inode_unlink")
+int empty_inode_unlink(void *ctx)
+{
+	return 0;
+}
+
+SEC("lsm/inode_rename")
+int empty_inode_rename(void *ctx)
+{
+	return 0;
+}
+
+SEC("fexit/vfs_rename")
+int empty_vfs_rename(void *ctx)
+{
+	return 0;
 }

@@ -15,6 +15,10 @@
 //!                                      (kill(PID, 0)), kill (kill(PID, SIGWINCH), which a process
 //!                                      that keeps SIGWINCH's default ignores) or fcntl
 //!                                      (fcntl(F_SETOWN, PID) of a pipe's read end): ns per op
+//! asx-bench fsloop OP DIR ITERS RUNS   name changes in DIR, ITERS per run, as openloop: OP is
+//!                                      create (open(O_CREAT|O_EXCL|O_WRONLY)+close+unlink of a
+//!                                      new file) or rename (a file renamed to another name and
+//!                                      back: two renames an op): ns per op
 //! asx-bench connectloop DIR ITERS RUNS
 //!                                      socket+connect+accept+close to a Unix stream listener this
 //!                                      process binds at DIR/asx-bench.sock: ns per op (as openloop)
@@ -83,6 +87,7 @@ fn run(args: &[OsString]) -> Res<()> {
     match cmd.to_str().unwrap_or("") {
         "openloop" => openloop(rest),
         "sysloop" => sysloop(rest),
+        "fsloop" => fsloop(rest),
         "connectloop" => connectloop(rest),
         "netloop" => netloop(rest),
         "time" => time_cmd(rest),
@@ -251,6 +256,67 @@ fn sysloop(args: &[OsString]) -> Res<()> {
         other => Err(format!(
             "unknown sysloop OP {other:?} (kill0, kill or fcntl)"
         )),
+    }
+}
+
+/// Name changes per op, as `openloop` times them, in directory DIR: OP
+/// `create` is open(DIR/asx-fsloop-c, O_CREAT|O_EXCL|O_WRONLY) + close +
+/// unlink (security_inode_create(), security_file_open() and
+/// security_inode_unlink() in fs/namei.c and fs/open.c), `rename` is
+/// rename(DIR/asx-fsloop-a, DIR/asx-fsloop-b) and back (security_inode_rename()
+/// and vfs_rename()'s fexit programs, twice). Errors: a failing call (with its
+/// errno), a bad OP or number; the files are removed at the end.
+fn fsloop(args: &[OsString]) -> Res<()> {
+    let op = arg(args, 0, "OP")?.to_str().unwrap_or("").to_owned();
+    let dir = std::path::PathBuf::from(arg(args, 1, "DIR")?);
+    let iters = num(arg(args, 2, "ITERS")?)?.max(1);
+    let runs = num(arg(args, 3, "RUNS")?)?.max(1);
+    let c_path = |name: &str| -> Res<std::ffi::CString> {
+        std::ffi::CString::new(dir.join(name).into_os_string().into_vec())
+            .map_err(|_| format!("{dir:?}: a NUL in the path"))
+    };
+    let fail = |what: &str| -> String { format!("{what}: {}", io::Error::last_os_error()) };
+    match op.as_str() {
+        "create" => {
+            let c = c_path("asx-fsloop-c")?;
+            op_loop(iters, runs, || {
+                // SAFETY: c is a NUL-terminated path; the flags need a mode.
+                let fd = unsafe {
+                    libc::open(
+                        c.as_ptr(),
+                        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o600,
+                    )
+                };
+                if fd < 0 {
+                    return Err(fail("open O_CREAT"));
+                }
+                // SAFETY: fd was just opened by us.
+                unsafe { libc::close(fd) };
+                // SAFETY: c is a NUL-terminated path.
+                let r = unsafe { libc::unlink(c.as_ptr()) };
+                if r < 0 {
+                    return Err(fail("unlink"));
+                }
+                Ok(())
+            })
+        }
+        "rename" => {
+            let (a, b) = (c_path("asx-fsloop-a")?, c_path("asx-fsloop-b")?);
+            std::fs::write(dir.join("asx-fsloop-a"), b"x").map_err(|e| format!("create: {e}"))?;
+            let r = op_loop(iters, runs, || {
+                for (from, to) in [(&a, &b), (&b, &a)] {
+                    // SAFETY: from and to are NUL-terminated paths.
+                    if unsafe { libc::rename(from.as_ptr(), to.as_ptr()) } < 0 {
+                        return Err(fail("rename"));
+                    }
+                }
+                Ok(())
+            });
+            let _ = std::fs::remove_file(dir.join("asx-fsloop-a"));
+            r
+        }
+        other => Err(format!("unknown fsloop OP {other:?} (create or rename)")),
     }
 }
 
@@ -798,7 +864,8 @@ fn empty_prog(args: &[OsString]) -> Res<()> {
             let fd = cgroup_fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
             prog.attach_cgroup(fd.unwrap_or(-1))
         } else {
-            prog.attach_lsm()
+            // lsm/ and fexit/ sections alike, by their section name.
+            prog.attach()
         };
         links.push(link.map_err(|e| format!("attaching {name}: {e}"))?);
     }

@@ -2,7 +2,7 @@
 # bench-guest.sh: guest entry of `make bench` (runs as root in the QEMU guest started by
 # scripts/vm-test.sh, cwd = the share, the package installed and its daemon running).
 #
-# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick] [--only dirlaunch|hooks] [--without PARTS]
+# Usage: bench-guest.sh [--mode icount|mttcg] [--rev TEXT] [--quick] [--only dirlaunch|hooks|fsloops] [--without PARTS]
 #
 #   --mode   how the guest was booted (scripts/vm-test.sh --icount or not); printed with every
 #            figure. icount: guest time = executed instructions (1 ns = 1 instruction)
@@ -12,7 +12,9 @@
 #            only the launches with a directory entry (2b.) and the figures they are judged
 #            against (/bin/true, bwrap, a first apply of 10,000 file entries)
 #   --only hooks
-#            only the hooks' cost per operation (1., 1b., 1c., 1d.)
+#            only the hooks' cost per operation (1., 1b., 1c., 1d., 1e.)
+#   --only fsloops
+#            only the name-change loops (1e.)
 #   --without PARTS
 #            the daemon loads without these optional parts (AGENT_SANDBOX_EXECD_WITHOUT, a unit
 #            drop-in): e.g. memo-inode-storage measures the walk memos in the LRU hash, as a
@@ -207,8 +209,73 @@ sysloops() {
 	done
 }
 
+# empty_start: attach the empty programs of bench/empty.bpf.c (asx-bench empty-prog), in the
+# background (EMPTY_PID); empty_stop: detach them.
+EMPTY_PID=""
+empty_start() {
+	local ready
+	"$BIN" empty-prog "$OBJ" >/run/asx-bench-empty.out &
+	EMPTY_PID=$!
+	for ((ready = 0; ready < 600; ready++)); do
+		! grep -qx ready /run/asx-bench-empty.out || break
+		kill -0 "$EMPTY_PID" 2>/dev/null || die "asx-bench empty-prog exited"
+		sleep 0.1
+	done
+	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
+}
+empty_stop() {
+	kill -TERM "$EMPTY_PID"
+	wait "$EMPTY_PID" || die "asx-bench empty-prog failed"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1e. Name changes (issue 26), as user $U in its home, outside any sandbox: a new file made and
+# removed, a rename and back, a write-open; with no program, with the empty programs of the
+# hooks they run (the floor), with ours.
+
+# fsloops WHEN: the three loops, stored as fs.OP.WHEN
+fsloops() {
+	measure "fs.create.$1" as_user "$U" "$BIN" fsloop create "$UHOME" "$ITERS" "$RUNS"
+	measure "fs.rename.$1" as_user "$U" "$BIN" fsloop rename "$UHOME" "$ITERS" "$RUNS"
+	measure "fs.wopen.$1" as_user "$U" "$BIN" openloop --write "$FILE" "$ITERS" "$RUNS"
+}
+
+fs_suite() {
+	progress "name changes: no program (daemon stopped, enforcement disabled)"
+	systemctl stop "$UNIT"
+	agent-sandbox-execd --disable >/dev/null
+	sleep 2
+	fsloops none
+	progress "name changes: empty programs attached"
+	empty_start
+	fsloops empty
+	empty_stop
+	progress "name changes: ours attached (daemon started again)"
+	systemctl start "$UNIT"
+	fsloops outside
+}
+
+report_fs() {
+	local op
+	echo
+	echo "1e. name changes in the home, outside any sandbox [$mode], $ITERS ops x $RUNS runs, ns/op;"
+	echo "   floor: empty lsm/inode_create, inode_unlink, inode_rename, file_open and fexit/vfs_rename"
+	printf '%-44s %10s %10s %10s %9s\n' "loop" "none" "empty" "ours" "x empty"
+	for op in "create:open(O_CREAT)+close+unlink" "rename:rename and back (2 renames)" \
+		"wopen:open(O_WRONLY)+close"; do
+		printf '%-44s %10s %10s %10s %9s\n' "${op#*:}" "$(med "fs.${op%%:*}.none")" \
+			"$(med "fs.${op%%:*}.empty")" "$(med "fs.${op%%:*}.outside")" \
+			"$(calc '%.4f' "$(med "fs.${op%%:*}.outside") / $(med "fs.${op%%:*}.empty")")"
+	done
+	for op in create rename wopen; do
+		echo "target: $op outside <= 1.01x floor:" \
+			"$(calc '%.4f' "$(med "fs.$op.outside") / $(med "fs.$op.empty")") ->" \
+			"$(verdict "$(med "fs.$op.outside") <= $(med "fs.$op.empty") * 1.01")"
+	done
+}
+
 hook_suite() {
-	local pid ready n
+	local n
 	# The target of the signal loops: a process of $U outside any sandbox that ignores SIGWINCH.
 	"$BIN" as "$U" sleep 100000 &
 	TARGET=$!
@@ -229,14 +296,7 @@ hook_suite() {
 	sysloops none
 
 	progress "hook: empty program attached"
-	"$BIN" empty-prog "$OBJ" >/run/asx-bench-empty.out &
-	pid=$!
-	for ((ready = 0; ready < 600; ready++)); do
-		! grep -qx ready /run/asx-bench-empty.out || break
-		kill -0 "$pid" 2>/dev/null || die "asx-bench empty-prog exited"
-		sleep 0.1
-	done
-	grep -qx ready /run/asx-bench-empty.out || die "the empty program did not attach"
+	empty_start
 	measure hook.empty as_user "$U" "$BIN" openloop "$FILE" "$ITERS" "$RUNS"
 	measure hook.deepempty as_user "$U" "$BIN" openloop "$DEEP" "$ITERS" "$RUNS"
 	measure hook.deeprsempty as_user "$U" "$BIN" openloop "$DEEPRS" "$ITERS" "$RUNS"
@@ -244,8 +304,7 @@ hook_suite() {
 	measure conn.empty as_user "$U" "$BIN" connectloop "$UHOME" "$ITERS" "$RUNS"
 	measure net.tcp.empty as_user "$U" "$BIN" netloop tcp "$ITERS" "$RUNS"
 	measure net.udp.empty as_user "$U" "$BIN" netloop udp "$ITERS" "$RUNS"
-	kill -TERM "$pid"
-	wait "$pid" || die "asx-bench empty-prog failed"
+	empty_stop
 
 	progress "hook: ours attached (daemon started again)"
 	systemctl start "$UNIT"
@@ -701,6 +760,7 @@ report() {
 	[ -z "$quick" ] || echo "QUICK RUN: small iteration counts, not for the record"
 
 	report_hooks
+	report_fs
 
 	tr=$(med launch.true) bw=$(med launch.bwrap)
 	bw_over=$(calc '%.0f' "$bw - $tr")
@@ -879,16 +939,29 @@ main() {
 	fi
 	if [ "$only" = hooks ]; then
 		hook_suite
+		fs_suite
 		progress "measurements took $((SECONDS - t0)) s (guest clock)"
 		echo
 		echo "== agent-sandbox-exec benchmarks [$mode], hooks only"
 		echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)"
 		echo "guest: Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) vCPU, mode $mode"
 		report_hooks
+		report_fs
 		return
 	fi
-	[ -z "$only" ] || die "--only: unknown suite $only (dirlaunch, hooks)"
+	if [ "$only" = fsloops ]; then
+		fs_suite
+		progress "measurements took $((SECONDS - t0)) s (guest clock)"
+		echo
+		echo "== agent-sandbox-exec benchmarks [$mode], name changes only"
+		echo "build: $rev; package $(dpkg-query -W -f '${Version}' agent-sandbox-exec)"
+		echo "guest: Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) vCPU, mode $mode"
+		report_fs
+		return
+	fi
+	[ -z "$only" ] || die "--only: unknown suite $only (dirlaunch, hooks, fsloops)"
 	hook_suite
+	fs_suite
 	launch_suite
 	dirlaunch_suite
 	load_suite
