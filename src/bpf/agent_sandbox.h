@@ -408,17 +408,17 @@ struct walk_memo {
  * A file memo (file_memo.bpf.h): file_open's decision on a non-directory
  * inode, kept in its inode storage in walk_memos (the same size as a walk
  * memo, `verdicts` where a walk memo's `parts` is): what it allows to
- * sandbox `cgid` while walk_gens' epoch is `epoch`, for the open of the
+ * sandbox `cgid` of flags `sbx` (sandbox_of()) while the epoch of
+ * walk_gens' counts and mount_lock's count is `epoch`, for the open of the
  * dentry at address `dentry` (its parent at `parent`, its name's hash and
- * length `name`) on the vfsmount at `vmnt`, while mount_lock's count is
- * `mount_seq`. 64 bytes.
+ * length `name`) on the vfsmount at `vmnt`. 64 bytes.
  */
 struct file_memo {
 	__u64 cgid;
 	__u64 epoch;
 	__u64 name;
 	__u32 verdicts;
-	__u32 mount_seq;
+	__u32 sbx;
 	__u64 dentry;
 	__u64 parent;
 	__u64 vmnt;

@@ -22,10 +22,14 @@
  *     it names, checked by address, parent and hash and length of its name,
  *     is the inode's only name;
  *   - the mounts: the same vfsmount, and mount_lock's sequence count as it
- *     was (any mount change anywhere makes every memo stale).
- * The generations are read once, before the decision (file_memo_check()),
- * and the memo is made only if they are unchanged after it
- * (file_memo_keep()): a decision that overlapped an apply is not kept.
+ *     was (any mount change anywhere makes every memo stale);
+ *   - the sandbox's flags (sandbox_of()), kept in the memo: the daemon's
+ *     second bump follows a flag change, but an open reads the flags before
+ *     the counts.
+ * The counts are read once, as one epoch, before the decision
+ * (file_memo_check()), and the memo is made only if it is unchanged after
+ * it (file_memo_keep()): a decision that overlapped an apply, a rename, a
+ * link or a mount change is not kept.
  *
  * A memo is made at a file's second open (file_memo_opened_before()): most
  * files a scan opens are opened once, and making a memo costs more than
@@ -59,12 +63,25 @@ static __always_inline bool file_memo_used(__u32 sbx)
 }
 
 /*
- * The generations of walk_gens `g` as one number: their sum plus one (each
- * only grows, so the sum changes whenever one does; never 0).
+ * Everything a memo's answer rests on besides the lists' keys, as one
+ * number, read now: walk_gens' three counts and mount_lock's sequence
+ * count, summed, plus one (each only grows, so the sum changes whenever
+ * one does; never 0 or 1). 1 when a memo cannot be kept: walk_gens
+ * unreadable, mount_lock unknown, or a mount change under way (the count
+ * odd).
  */
-static __always_inline __u64 file_memo_epoch(const struct walk_gens *g)
+static __always_inline __u64 file_memo_epoch(void)
 {
-	return g->marks + g->moves + g->names + 1;
+	struct walk_gens *g;
+	__u32 zero = 0, seq;
+
+	g = bpf_map_lookup_elem(&walk_gens, &zero);
+	if (!g || !&mount_lock)
+		return 1;
+	seq = seq_of(&mount_lock);
+	if (seq & 1)
+		return 1;
+	return g->marks + g->moves + g->names + seq + 2;
 }
 
 /* What an open of `file` needs a memo to allow: reading, and writing for a write or O_TRUNC. */
@@ -103,77 +120,65 @@ static __always_inline bool file_memo_opened_before(__u64 ino)
 }
 
 /*
- * Does the memo of `file`'s inode allow this open by sandbox `cgid`? 0:
- * yes, the open is allowed. Otherwise the generations' epoch
- * (file_memo_epoch()) read now, before the caller decides, for
- * file_memo_keep(); 1 if walk_gens cannot be read (no memo is then kept).
+ * Does the memo of `file`'s inode allow this open by sandbox `cgid`, whose
+ * flags are `sbx` (sandbox_of(), read before this)? 0: yes, the open is
+ * allowed. Otherwise the epoch (file_memo_epoch()) read now, before the
+ * caller decides, for file_memo_keep() (1: no memo is to be kept).
  * Not inlined: file_open's frame stays as it was (6.1's stack bound).
  */
-static __noinline __u64 file_memo_check(__u64 cgid, struct file *file)
+static __noinline __u64 file_memo_check(__u64 cgid, __u32 sbx, struct file *file)
 {
 	struct file_memo *m = bpf_inode_storage_get(&walk_memos, file->f_inode, 0, 0);
 	struct file *fv = file_view(file);
 	struct dentry *d = fv->f_path.dentry;
-	struct walk_gens *gens;
-	__u32 zero = 0, need;
-	__u64 epoch;
+	__u64 epoch = file_memo_epoch();
+	__u32 need;
 
-	gens = bpf_map_lookup_elem(&walk_gens, &zero);
-	if (!gens)
-		return 1;
-	epoch = file_memo_epoch(gens);
-	if (!m || m->cgid != cgid || m->epoch != epoch)
+	/* The flags too: read before the epoch, they may be older than it (the daemon bumps after them). */
+	if (epoch == 1 || !m || m->cgid != cgid || m->epoch != epoch || m->sbx != sbx)
 		return epoch;
 	need = file_memo_need(fv);
 	if ((m->verdicts & need) != need || m->dentry != (__u64)d ||
 	    m->parent != (__u64)d->d_parent || m->name != file_memo_name(d) ||
 	    m->vmnt != (__u64)fv->f_path.mnt || fv->f_inode->i_nlink != 1)
 		return epoch;
-	if (!&mount_lock || seq_of(&mount_lock) != m->mount_seq)
-		return epoch;
 	return 0;
 }
 
 /*
- * After file_open allowed `file` to sandbox `cgid`: keep that as the
- * memo of its inode, if the generations are still `epoch` (what
+ * After file_open allowed `file` to sandbox `cgid` of flags `sbx`: keep
+ * that as the memo of its inode, if the epoch is still `epoch` (what
  * file_memo_check() read before the decision) and the file may have one
- * (above). A memo of the same sandbox, name and generations that allowed
+ * (above). A memo of the same sandbox, flags, name and epoch that allowed
  * the other kind of open (read or write) keeps allowing it. Not inlined,
  * for file_open's frame.
  */
-static __noinline void file_memo_keep(__u64 cgid, struct file *file, __u64 epoch)
+static __noinline void file_memo_keep(__u64 cgid, __u32 sbx, struct file *file, __u64 epoch)
 {
 	struct file *fv = file_view(file);
 	struct inode *inode = fv->f_inode;
 	struct dentry *d = fv->f_path.dentry;
 	struct file_memo fresh = {}, *old;
-	struct walk_gens *gens;
-	__u32 zero = 0, seq;
 
 	/* A file this open created: perhaps allowed only as that (created_write_only()). */
 	if (!inode || (fv->f_mode & FMODE_CREATED) || d->d_inode != inode ||
 	    (inode->i_mode & S_IFMT) == S_IFDIR || inode->i_nlink != 1 ||
-	    !memo_fs(sb_of(inode)->s_magic) || (inode->i_flags & S_ENCRYPTED) || !&mount_lock)
+	    !memo_fs(sb_of(inode)->s_magic) || (inode->i_flags & S_ENCRYPTED))
 		return;
-	gens = bpf_map_lookup_elem(&walk_gens, &zero);
-	if (!gens || file_memo_epoch(gens) != epoch || !file_memo_opened_before(inode->i_ino))
-		return;
-	seq = seq_of(&mount_lock);
-	if (seq & 1)
+	if (file_memo_epoch() != epoch || !file_memo_opened_before(inode->i_ino))
 		return;
 	fresh.cgid = cgid;
 	fresh.epoch = epoch;
+	fresh.sbx = sbx;
 	fresh.verdicts = file_memo_need(fv);
-	fresh.mount_seq = seq;
 	fresh.dentry = (__u64)d;
 	fresh.parent = (__u64)d->d_parent;
 	fresh.name = file_memo_name(d);
 	fresh.vmnt = (__u64)fv->f_path.mnt;
 	old = bpf_inode_storage_get(&walk_memos, file->f_inode, 0, 0);
-	if (old && old->cgid == cgid && old->epoch == epoch && old->dentry == fresh.dentry &&
-	    old->parent == fresh.parent && old->name == fresh.name && old->vmnt == fresh.vmnt &&
-	    old->mount_seq == seq)
+	if (old && old->cgid == cgid && old->epoch == epoch && old->sbx == sbx &&
+	    old->dentry == fresh.dentry && old->parent == fresh.parent && old->name == fresh.name &&
+	    old->vmnt == fresh.vmnt)
 		fresh.verdicts |= old->verdicts & (AGENT_SANDBOX_FILE_MEMO_READ |
 						   AGENT_SANDBOX_FILE_MEMO_WRITE);
 	bpf_inode_storage_delete(&walk_memos, file->f_inode);

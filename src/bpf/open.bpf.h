@@ -192,7 +192,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	ONLY_SANDBOXED_AS(ret, cgid, sbx);
 	/* Most opens end here: the file's memo allows them (file_memo.bpf.h). */
 	if (file_memo_used(sbx)) {
-		epoch = file_memo_check(cgid, file);
+		epoch = file_memo_check(cgid, sbx, file);
 		if (!epoch)
 			return 0;
 	}
@@ -214,7 +214,7 @@ int BPF_PROG(file_open, struct file *file, int ret)
 	}
 	/* Allowed: kept as the file's memo where it may be (epoch 1: never). */
 	if (epoch != 1)
-		file_memo_keep(cgid, file, epoch);
+		file_memo_keep(cgid, sbx, file, epoch);
 	/* Shadow mode: allowed, reported as "would deny" (no file memos: file_memo_used()). */
 	else if ((sbx & SBX_AUDIT) && audit_matches(cgid, fv))
 		report_file(AGENT_SANDBOX_OP_AUDIT_OPEN, cgid, file);

@@ -203,9 +203,9 @@ impl Bpf {
         for slot in 0..SLOTS {
             self.write_slot(slot);
         }
-        // The flags just written may differ from those the memos rest on.
-        self.stale_walk_memos();
         self.load_shapes();
+        // The flags and shapes just written may differ from those the memos rest on.
+        self.stale_walk_memos();
     }
 
     /// Recomputes slot `slot` of sandbox_slots from the sandbox set: 0, the
