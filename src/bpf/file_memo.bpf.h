@@ -11,9 +11,9 @@
  * A memo says only "allowed" (for reading, and for writing where
  * FILE_MEMO_WRITE is set), and only while nothing it was decided on can
  * have changed:
- *   - the lists: every apply that changes a key or a sandbox's flags bumps
- *     walk_gens.marks (the daemon, after the keys and again after the
- *     sandbox_slots word);
+ *   - the lists: every apply that changes a key bumps walk_gens.marks (the
+ *     daemon, after the keys), and so does a restart (after the slots and
+ *     pattern shapes);
  *   - the directories above: walk_gens.moves (fexit/vfs_rename, a
  *     directory moved);
  *   - the file's own name: walk_gens.names (fexit/vfs_rename after every
@@ -23,9 +23,9 @@
  *     is the inode's only name;
  *   - the mounts: the same vfsmount, and mount_lock's sequence count as it
  *     was (any mount change anywhere makes every memo stale);
- *   - the sandbox's flags (sandbox_of()), kept in the memo: the daemon's
- *     second bump follows a flag change, but an open reads the flags before
- *     the counts.
+ *   - the sandbox's flags (sandbox_of()), kept in the memo and compared:
+ *     an apply writes them after its keys and bump, so an open may read the
+ *     new epoch with the old flags.
  * The counts are read once, as one epoch, before the decision
  * (file_memo_check()), and the memo is made only if it is unchanged after
  * it (file_memo_keep()): a decision that overlapped an apply, a rename, a

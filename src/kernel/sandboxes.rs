@@ -412,12 +412,6 @@ impl Bpf {
         };
         self.mirror.insert(cgid, held);
         self.write_slot((cgid as usize) & (SLOTS - 1));
-        // Again after the slot's flags: a file memo (file_memo.bpf.h) made
-        // under the first count may rest on the old flags (no patterns yet,
-        // no read-only entries yet).
-        if !file_keys.is_empty() || !new.names().is_empty() {
-            self.stale_walk_memos();
-        }
         self.add_sandbox(cgid)?;
         if prune == Prune::Stale {
             self.remove(cgid, stale.files(), stale.names());
