@@ -35,7 +35,9 @@
 //!                                      ns per run, then a 5th field: the median busy time per run
 //!                                      (ns the CPUs ran any task from the start until 50 ms after
 //!                                      CMD's exit, from /proc/schedstat; -1 if unavailable)
-//! asx-bench stat LIST RUNS             statx() every path of LIST as the resolver does: ns per pass
+//! asx-bench stat LIST RUNS [--missing-ok]
+//!                                      statx() every path of LIST as the resolver does: ns per pass;
+//!                                      --missing-ok counts a missing path (ENOENT, ENOTDIR) as done
 //! asx-bench migrate RUNS               write a sleeping child's pid to cgroup.procs of a new cgroup
 //!                                      (root), after 100 ms idle each time: ns per write, then the
 //!                                      median busy time per write (as `time`)
@@ -573,10 +575,18 @@ fn read_paths(list: &OsString) -> Res<Vec<CString>> {
 }
 
 /// The floor under resolving a list: one statx() per path with the flags and
-/// mask of src/resolve/keys.rs (key_for_path), nothing else.
+/// mask of src/resolve/keys.rs (key_for_path), nothing else. With
+/// `--missing-ok` a path that does not exist (ENOENT, ENOTDIR: the failed
+/// lookup a resolver pays for a listed path that is not there) counts as done;
+/// any other error stops the measurement.
 fn stat_floor(args: &[OsString]) -> Res<()> {
     let paths = read_paths(arg(args, 0, "LIST")?)?;
     let runs = num(arg(args, 1, "RUNS")?)?.max(1);
+    let missing_ok = match args.get(2).map(|a| a.as_os_str()) {
+        None => false,
+        Some(a) if a == "--missing-ok" => true,
+        Some(a) => return Err(format!("stat: unknown option {a:?} (only --missing-ok)")),
+    };
     let flags = libc::AT_STATX_SYNC_AS_STAT | libc::AT_SYMLINK_NOFOLLOW;
     let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID;
     let mut times = Vec::new();
@@ -588,7 +598,11 @@ fn stat_floor(args: &[OsString]) -> Res<()> {
             let rc =
                 unsafe { libc::statx(libc::AT_FDCWD, p.as_ptr(), flags, mask, stx.as_mut_ptr()) };
             if rc != 0 {
-                return Err(format!("statx {p:?}: {}", io::Error::last_os_error()));
+                let e = io::Error::last_os_error();
+                let missing = matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR));
+                if !(missing_ok && missing) {
+                    return Err(format!("statx {p:?}: {e}"));
+                }
             }
         }
         times.push(nanos(start.elapsed()));

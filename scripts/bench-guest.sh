@@ -481,6 +481,42 @@ PY
 	measure launch.dirrelaunch as_user "$U" "$BIN" time 3 -- agent-sandbox-exec /bin/true
 	set_list "$U" 0
 	launch_as "$U"
+	defaults_relaunch
+}
+
+# 2c. The shipped defaults (issue 25): a user without a list of their own, whose home now holds
+# the DTREE files of 2b. (and the BIG files of the launch table), launches with the shipped
+# defaults back in /etc; then a no-change relaunch, timed. Judged against bwrap's overhead after
+# the stat floor of DTREE home files (what expanding the defaults' `**/` patterns by a walk of
+# such a home would pay at least), and shown against the stat floor of the defaults' own listed
+# paths (what a resolution of them pays: one statx each, most of them a failed lookup).
+defaults_relaunch() {
+	[ -f /var/tmp/asx-defaults.aside ] || die "2c.: the package's /etc/agent-sandbox-exec/defaults was not found at setup"
+	defaults_paths >/tmp/defaults.list
+	[ -s /tmp/defaults.list ] || die "2c.: no listed path found in the shipped catalogue"
+	measure stat.defaults as_user "$U" "$BIN" stat /tmp/defaults.list "$STAT_RUNS" --missing-ok
+	cp /var/tmp/asx-defaults.aside /etc/agent-sandbox-exec/defaults
+	set_list "$U" 0
+	launch_as "$U"
+	measure launch.defrelaunch as_user "$U" "$BIN" time "$LAUNCH_RUNS" -- agent-sandbox-exec /bin/true
+	rm -f /etc/agent-sandbox-exec/defaults
+	launch_as "$U"
+}
+
+# defaults_paths: the paths the shipped defaults list for $U, one a line: every line of the
+# groups the defaults include (read, `readonly` and `!` lines), `~/` made $UHOME/, without name
+# patterns (matched in the hook, never resolved) and without the trailing slash of a directory
+defaults_paths() {
+	local catalog=/usr/share/agent-sandbox-exec/catalog groups
+	groups=$(sed -n 's|^include \(/.*\)|\1|p' "$catalog/recommended")
+	# shellcheck disable=SC2086 # one path a word
+	awk -v home="$UHOME" '
+		/^[ \t]*(#|$)/ || /^include / { next }
+		{ p = $0; sub(/^readonly[ \t]+/, "", p); sub(/^!/, "", p) }
+		p ~ /[*?]/ { next }
+		p ~ /^~\// { p = home substr(p, 2) }
+		p !~ /^\// { next }
+		{ sub(/\/+$/, "", p); if (!(p in seen)) { seen[p] = 1; print p } }' $groups
 }
 empty_then_dirlist() {
 	set_list "$U" 0
@@ -527,6 +563,32 @@ dir_report() {
 	echo "  relaunch: overhead - stat floor $(ms "$rel") ms < bwrap's $(ms "$bw_over") ms -> $(verdict "$rel < $bw_over")"
 	echo "  first launch: $per_dir ns per file below the entry; first apply of 10,000 file entries: $per_file ns" \
 		"per entry; within 2x -> $(verdict "$per_dir <= 2 * $per_file")"
+	defaults_report
+}
+
+# The 2c. lines: wall clock and busy (CPU) time, each against bwrap's in the same boot
+defaults_report() {
+	local tr btr bw_over bbw_over over bover floor
+	[ -n "${R[launch.defrelaunch]:-}" ] || return 0
+	tr=$(med launch.true) btr=$(cpu launch.true)
+	bw_over=$(calc '%.0f' "$(med launch.bwrap) - $tr") bbw_over=$(calc '%.0f' "$(cpu launch.bwrap) - $btr")
+	over=$(calc '%.0f' "$(med launch.defrelaunch) - $tr") bover=$(calc '%.0f' "$(cpu launch.defrelaunch) - $btr")
+	floor=$(med stat.dtree)
+	echo
+	echo "2c. the shipped defaults, no list of one's own, a home of more than $DTREE files [$mode], ms"
+	printf '%-52s %10s %8s %10s %10s\n' launch ms spread overhead "busy ovh"
+	printf '%-52s %10s %8s %10s %10s\n' "relaunch, nothing changed" "$(ms "$(med launch.defrelaunch)")" \
+		"$(spread launch.defrelaunch)" "$(ms "$over")" "$(ms "$bover")"
+	printf '%-52s %10s %8s %10s %10s\n' "bwrap --dev-bind / / /bin/true" "$(ms "$(med launch.bwrap)")" \
+		"$(spread launch.bwrap)" "$(ms "$bw_over")" "$(ms "$bbw_over")"
+	printf '%-52s %10s %8s\n' "stat floor: statx of $DTREE files of the home" "$(ms "$floor")" "$(spread stat.dtree)"
+	printf '%-52s %10s %8s\n' "statx of the defaults' $(wc -l </tmp/defaults.list) listed paths" \
+		"$(ms "$(med stat.defaults)")" "$(spread stat.defaults)"
+	echo "targets:"
+	echo "  relaunch: overhead - stat floor of $DTREE home files $(ms "$(calc '%.0f' "$over - $floor")") ms < bwrap's" \
+		"$(ms "$bw_over")" "ms -> $(verdict "$over - $floor < $bw_over")"
+	echo "  for the record, without a floor: overhead $(ms "$over") ms wall, $(ms "$bover") ms busy; bwrap's" \
+		"$(ms "$bw_over") ms wall, $(ms "$bbw_over") ms busy ($(calc '%.2f' "$bover / $bbw_over")x busy)"
 }
 
 launch_suite() {
