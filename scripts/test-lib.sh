@@ -80,16 +80,22 @@ run_in() {
 run_in_after() {
 	local user=$1 edit=$2 go waiter
 	shift 2
+	# The sandbox waits in a read of a FIFO (root's, readable by all: no O_CREAT open of another
+	# user's FIFO in sticky /tmp, which fs.protected_fifos refuses), not in a loop of sleeps:
+	# it takes no CPU from the edit.
 	go=$(mktemp -u /tmp/asx-go.XXXXXX)
+	mkfifo -m 0644 "$go" || return 1
 	RC=0
 	# shellcheck disable=SC2016 # the sandboxed shell expands them
 	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$LAUNCHER" sh -c \
-		'while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"' "$go" "$@" </dev/null >"$OUT" 2>"$ERR" &
+		'read -r _ <"$0"; exec "$@"' "$go" "$@" </dev/null >"$OUT" 2>"$ERR" &
 	waiter=$!
 	# the sandboxed sh itself (the launcher's argv holds $go too, before its launch is done)
-	wait_for 30 pgrep -u "$user" -f "^sh -c while .* $go" >/dev/null
+	wait_for 30 pgrep -u "$user" -f "^sh -c read .* $go" >/dev/null
 	eval "$edit"
-	touch "$go"
+	# the open waits for the reader; bounded, in case the sandbox is gone
+	# shellcheck disable=SC2016 # the inner shell expands it
+	timeout 30 sh -c 'echo go >"$1"' sh "$go" || true
 	wait "$waiter" || RC=$?
 	rm -f "$go"
 }
@@ -104,13 +110,33 @@ restart_daemon() {
 		wait_for 240 test -e /run/agent-sandbox-exec/ready
 }
 
-# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds; status 1 on timeout
+# A FIFO that nobody writes, for pause: bash's read -t on it waits without a child process.
+# Under TCG a fork and exec of sleep(1) costs tens of milliseconds of the guest's one CPU, so
+# ten of them a second took a fifth of it from the daemon a test waits for. Empty if mkfifo
+# fails (pause then runs sleep).
+TICK_FIFO=$(mktemp -u /tmp/asx-tick.XXXXXX)
+mkfifo -m 0600 "$TICK_FIFO" 2>/dev/null || TICK_FIFO=
+
+# pause SECONDS: wait SECONDS (a fraction allowed), forking nothing; the FIFO is opened for
+# the read only, so no descriptor of it reaches the commands a test runs
+pause() {
+	if [ -n "$TICK_FIFO" ]; then
+		read -r -t "$1" _ <>"$TICK_FIFO" || :
+	else
+		sleep "$1"
+	fi
+}
+
+# wait_for SECONDS CMD...: poll CMD until it succeeds, every 0.1 s for the first 2 s, then
+# every 0.5 s (a long wait, such as a daemon verifying its programs, then runs CMD twice a
+# second instead of ten times); status 1 on timeout
 wait_for() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((SECONDS + $1)) n=0
 	shift
 	until "$@"; do
 		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 0.1
+		if [ "$n" -lt 20 ]; then pause 0.1; else pause 0.5; fi
+		n=$((n + 1))
 	done
 }
 

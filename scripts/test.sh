@@ -210,17 +210,19 @@ warned_lines() {
 # ---------------------------------------------------------------- probers
 #
 # A prober is a long-running sandboxed loop that tries to read a file every
-# 0.1 s.  Its directory holds: pid (the loop's pid), count (attempts so far),
-# err (stderr of the last attempt), leak (anything a successful read printed).
+# 0.1 s (bash's read -t on a FIFO nobody writes: no sleep process to fork).  Its
+# directory holds: pid (the loop's pid), count (attempts so far), err (stderr of
+# the last attempt), leak (anything a successful read printed).
 
 PROBER_SH='d=$1; f=$2; n=0
 echo "$$" > "$d/pid"
+mkfifo "$d/tick" && exec 3<> "$d/tick" || exit 1
 while [ "$n" -lt 1500 ] && [ ! -e "$d/stop" ]; do
 	if cat "$f" >> "$d/leak" 2> "$d/err.new"; then echo "(read succeeded at attempt $n)" >> "$d/leak"; fi
 	mv -f "$d/err.new" "$d/err"
 	n=$((n + 1))
 	echo "$n" > "$d/count.new"; mv -f "$d/count.new" "$d/count"
-	sleep 0.1
+	read -r -t 0.1 -u 3 _
 done'
 
 # start_prober NAME USER FILE: start it in USER's sandbox; 1 if it does not run
@@ -229,7 +231,7 @@ start_prober() {
 	d=$(home_of "$user")/asx-probe-$name
 	rm -rf "$d"
 	install -d -o "$user" -g "$user" -m 0755 "$d"
-	timeout -k 5 300 runuser -u "$user" -- "$LAUNCHER" sh -c "$PROBER_SH" sh "$d" "$file" \
+	timeout -k 5 300 runuser -u "$user" -- "$LAUNCHER" bash -c "$PROBER_SH" prober "$d" "$file" \
 		</dev/null >"$T/probe-$name.out" 2>"$T/probe-$name.err" &
 	PROBER_BG[$name]=$!
 	PROBER_DIR[$name]=$d
