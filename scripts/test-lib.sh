@@ -129,14 +129,15 @@ pause() {
 
 # wait_for SECONDS CMD...: poll CMD until it succeeds, every 0.1 s for the first 2 s, then
 # every 0.5 s (a long wait, such as a daemon verifying its programs, then runs CMD twice a
-# second instead of ten times); status 1 on timeout
+# second instead of ten times); status 1 on timeout. Its locals have names of their own: CMD
+# (often an eval of the caller's text) sees the caller's variables, such as job()'s n.
 wait_for() {
-	local deadline=$((SECONDS + $1)) n=0
+	local _wait_for_end=$((SECONDS + $1)) _wait_for_polls=0
 	shift
 	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		if [ "$n" -lt 20 ]; then pause 0.1; else pause 0.5; fi
-		n=$((n + 1))
+		[ "$SECONDS" -lt "$_wait_for_end" ] || return 1
+		if [ "$_wait_for_polls" -lt 20 ]; then pause 0.1; else pause 0.5; fi
+		_wait_for_polls=$((_wait_for_polls + 1))
 	done
 }
 
