@@ -227,9 +227,9 @@ VM_SUITES ?= bookworm trixie trixie+trixie-backports
 # than under `max` (the benchmarks keep `max`, the model of their figures).
 VM_CPU_MODEL ?= qemu64
 VM_PARALLEL ?= 1
-# A guest's bound: hangs end here. The suites take 35-50 min a guest when
-# three run on CI's two cores (each daemon start verifies the programs:
-# 10-40 s under that load on 6.12 and 7.x); 4200 s plus the first lane's three
+# A guest's bound: hangs end here. The suites take 28-36 min a guest when
+# three run on CI's two cores under QEMU 10 (each daemon start verifies the
+# programs: 10-45 s under that load on 6.12 and 7.x); 4200 s plus the first lane's three
 # no-bpf boots (300 s each at most, about 60 s each) and make test stays under
 # CI's 90-minute limit.
 VM_TIMEOUT ?= 4200
