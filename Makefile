@@ -35,8 +35,10 @@ TEST_DEPS_QEMU := qemu-system-x86 qemu-utils
 # its own archive): its TCG ran test.sh and test-doors.sh in a Debian 13 guest in
 # 212 s and 130 s against QEMU 7.2's 288 s and 168 s, side by side (a fork and exec
 # of /bin/true: 29 ms against 71 ms; BENCHMARKS.md, session 24). test-deps adds that
-# suite to apt's sources, in QEMU_BPO_SOURCES, when apt has none of it.
-# QEMU_BACKPORTS=0 keeps the host's own archive.
+# suite to apt's sources, in QEMU_BPO_SOURCES, when apt has none of it, and
+# falls back to the host's own archive (saying so) when apt cannot reach it.
+# QEMU_BACKPORTS=0 neither adds the source nor asks it for QEMU (a QEMU
+# installed from it before stays).
 QEMU_BACKPORTS ?= 1
 QEMU_BPO_SOURCES := /etc/apt/sources.list.d/agent-sandbox-exec-bookworm-backports.sources
 
@@ -80,21 +82,24 @@ help:
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 test-deps: deps
-	@rel=; codename=$$(. /etc/os-release && echo "$${VERSION_CODENAME:-}"); \
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(TEST_DEPS_APT)
+	@set -e; rel=; codename=$$(. /etc/os-release && echo "$${VERSION_CODENAME:-}"); \
 	if [ "$(QEMU_BACKPORTS)" = 1 ] && [ "$$codename" = bookworm ]; then \
-	  if ! apt-cache policy | grep -q 'a=bookworm-backports\|n=bookworm-backports'; then \
+	  if ! apt-cache policy | grep -qE 'n=bookworm-backports(,|$$)'; then \
 	    echo "adding bookworm-backports to apt's sources ($(QEMU_BPO_SOURCES)) for QEMU 10"; \
 	    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
 	      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
 	      | $(SUDO) tee $(QEMU_BPO_SOURCES) >/dev/null; \
-	    $(SUDO) apt-get update; \
+	    $(SUDO) apt-get update || true; \
 	  fi; \
-	  rel=bookworm-backports; \
+	  if apt-cache policy -t bookworm-backports qemu-system-x86 >/dev/null 2>&1; then \
+	    rel=bookworm-backports; \
+	  else \
+	    echo "note: apt cannot reach bookworm-backports: QEMU from the host's own archive (its TCG runs the suites slower; QEMU_BACKPORTS=0 skips this step)" >&2; \
+	  fi; \
 	fi; \
 	v=$$(apt-cache policy $${rel:+-t $$rel} qemu-system-x86 | awk '/Candidate:/ { print $$2 }'); \
 	if [ -z "$$v" ] || [ "$$v" = "(none)" ]; then echo "apt offers no qemu-system-x86" >&2; exit 1; fi; \
-	echo "apt-get install $(TEST_DEPS_APT)"; \
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(TEST_DEPS_APT); \
 	echo "apt-get install $${rel:+-t $$rel }$(addsuffix =$$v,$(TEST_DEPS_QEMU))"; \
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --allow-downgrades \
 	  $${rel:+-t $$rel} $(addsuffix =$$v,$(TEST_DEPS_QEMU))

@@ -84,11 +84,15 @@ run_in_after() {
 	# user's FIFO in sticky /tmp, which fs.protected_fifos refuses), not in a loop of sleeps:
 	# it takes no CPU from the edit.
 	go=$(mktemp -u /tmp/asx-go.XXXXXX)
-	mkfifo -m 0644 "$go" || return 1
 	RC=0
+	if ! mkfifo -m 0644 "$go" 2>"$ERR"; then
+		RC=125
+		return 1
+	fi
+	# CMD runs only after the edit: a failed open or read of the FIFO ends the sandbox (125).
 	# shellcheck disable=SC2016 # the sandboxed shell expands them
 	timeout -k 5 "$CMD_TIMEOUT" runuser -u "$user" -- "$LAUNCHER" sh -c \
-		'read -r _ <"$0"; exec "$@"' "$go" "$@" </dev/null >"$OUT" 2>"$ERR" &
+		'read -r _ <"$0" || exit 125; exec "$@"' "$go" "$@" </dev/null >"$OUT" 2>"$ERR" &
 	waiter=$!
 	# the sandboxed sh itself (the launcher's argv holds $go too, before its launch is done)
 	wait_for 30 pgrep -u "$user" -f "^sh -c read .* $go" >/dev/null
@@ -118,9 +122,10 @@ TICK_FIFO=$(mktemp -u /tmp/asx-tick.XXXXXX)
 mkfifo -m 0600 "$TICK_FIFO" 2>/dev/null || TICK_FIFO=
 
 # pause SECONDS: wait SECONDS (a fraction allowed), forking nothing; the FIFO is opened for
-# the read only, so no descriptor of it reaches the commands a test runs
+# the read only, so no descriptor of it reaches the commands a test runs. Tested first: were
+# it gone, `<>` would create a regular file, whose read returns at once.
 pause() {
-	if [ -n "$TICK_FIFO" ]; then
+	if [ -n "$TICK_FIFO" ] && [ -p "$TICK_FIFO" ]; then
 		read -r -t "$1" _ <>"$TICK_FIFO" || :
 	else
 		sleep "$1"
