@@ -74,11 +74,11 @@ help:
 	@echo "make build     cargo build --release --locked -> $(BIN)"
 	@echo "make package   build $(DEB)"
 	@echo "make test      fmt-check clippy cargo-test shellcheck catalog-check bpf-check lintian"
-	@echo "make vm-test   the guest suites (scripts/guest-suite.sh) in Debian 12 and 13 VMs, side by side (VM_PARALLEL=0: one after the other),"
+	@echo "make vm-test   the guest suites (scripts/guest-suite.sh) in Debian 12, 13 and 13 with the backports kernel (7.x) VMs, side by side (VM_PARALLEL=0: one after the other),"
 	@echo "               and a short boot of each kernel without the bpf LSM (test-status.sh no_bpf);"
 	@echo "               the suites: test.sh test-fs.sh test-dirs.sh test-dirscan.sh test-mounts.sh test-doors.sh"
 	@echo "               test-procs.sh test-services.sh test-status.sh test-events.sh test-writes.sh test-patterns.sh test-lifecycle.sh (every scripts/test*.sh is put on the guest's share)"
-	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=\"icount mttcg\""
+	@echo "make bench     the benchmarks (BENCHMARKS.md) in a Debian 12 VM; BENCH_MODES=icount (the default) or \"icount mttcg\""
 	@echo "make clean     remove $(TARGET_DIR)/ and build/"
 
 test-deps: deps
@@ -202,7 +202,7 @@ guest-tools: $(GUEST_TOOLS)
 build/asx-ioctl32: scripts/guest-tools/ioctl32.c
 	@mkdir -p build
 	$(CC) -m32 -static -O2 -Wall -Wextra -Werror -o $@ $< || { \
-	  echo "building a 32-bit static binary needs gcc-multilib (make deps)" >&2; exit 1; }
+	  echo "building a 32-bit static binary needs gcc-multilib (make test-deps)" >&2; exit 1; }
 
 # The guest suite (scripts/guest-suite.sh: every suite, then the package
 # lifecycle) on three kernel lines: Debian 12 (6.1), Debian 13 (6.12) and
